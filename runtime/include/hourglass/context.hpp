@@ -1,0 +1,112 @@
+// The request-scoped carrier: a deadline, a cancellation and its cause.
+//
+// A `context` is what work observes: read its deadline, ask whether it is
+// done, wait with it, make children from it. A `context_source` is what its
+// owner holds to cancel it. Both are cheap shared handles.
+//
+// Rules (the Go context rules, plus hourglass's reserve):
+//  - A child's deadline is min(parent deadline, now + cap) - reserve, in one
+//    call; a child never outlives its parent.
+//  - Cancelling or expiring a parent stops every descendant with the same
+//    reason; cancelling a child leaves the parent alive.
+//  - A child made from a stopped parent is born stopped.
+//  - The first reason wins: a cancel before the deadline reports `cancelled`,
+//    a deadline reached first reports `deadline_exceeded`.
+//  - Reaching the deadline stops the context by itself (a timer on the
+//    context's clock), so work that waits or registers callbacks is woken
+//    without polling. done() also compares the deadline with now(), so a CPU
+//    loop sees expiry even before the timer thread has run.
+//
+// Thread safety: every member is safe to call concurrently.
+#pragma once
+
+#include <exception>
+#include <memory>
+
+#include "hourglass/cancellation.hpp"
+#include "hourglass/clock.hpp"
+#include "hourglass/outcome.hpp"
+#include "hourglass/time.hpp"
+
+namespace hourglass {
+
+// How much of its parent's budget a child may take.
+struct child_limits {
+  duration cap = duration::max();         // at most this long from now
+  duration reserve = duration::zero();    // kept back for the parent's own finishing work
+};
+
+// Thrown by context::check() inside work that prefers exceptions to polling.
+class stopped_error : public std::exception {
+ public:
+  explicit stopped_error(status why) noexcept : why_(why) {}
+  const char* what() const noexcept override;
+  status why() const noexcept { return why_; }
+
+ private:
+  status why_;
+};
+
+class context_source;
+
+namespace detail {
+struct context_state;
+}
+
+class context {
+ public:
+  // A context with no deadline that can never be cancelled, on the real clock.
+  context();
+  // A context with no deadline that can never be cancelled, on `clk`.
+  static context background(hourglass::clock& clk);
+
+  hourglass::clock& get_clock() const noexcept;
+  time_point deadline() const noexcept;
+  duration remaining() const noexcept;  // never negative; duration::max() without a deadline
+
+  // True once cancelled, or once the deadline has been reached.
+  bool done() const noexcept;
+  // status::ok() while running; otherwise why it stopped. The deadline is
+  // reported as deadline_exceeded/run; executors restate the stage they saw.
+  status stop_status() const noexcept;
+  void check() const;  // throws stopped_error when done()
+
+  // The cancellation side only (fires on cancel and at the deadline).
+  cancellation_token token() const noexcept;
+
+  // Waits until `t`. Returns true when `t` was reached, false when the
+  // context stopped first (it then returns at once).
+  bool sleep_until(time_point t) const;
+  bool sleep_for(duration d) const;
+
+  context_source child(child_limits limits = {}) const;
+  context_source child_until(time_point deadline) const;
+
+ private:
+  friend class context_source;
+  explicit context(std::shared_ptr<detail::context_state> s) noexcept : state_(std::move(s)) {}
+  std::shared_ptr<detail::context_state> state_;
+};
+
+class context_source {
+ public:
+  // A root context on `clk` that expires at `deadline` (never: no deadline).
+  explicit context_source(hourglass::clock& clk, time_point deadline = never);
+  static context_source with_timeout(hourglass::clock& clk, duration budget);
+
+  const context& get() const noexcept { return ctx_; }
+  operator const context&() const noexcept { return ctx_; }  // NOLINT: a source is also a view
+
+  // Returns true when this call stopped the context (first cause wins).
+  bool cancel(cancel_cause cause = cancel_cause::requested) noexcept;
+  // Stops the context as if its deadline had passed (used by executors that
+  // notice expiry before the timer does).
+  bool expire(expiry_stage stage = expiry_stage::run) noexcept;
+
+ private:
+  friend class context;
+  explicit context_source(context c) noexcept : ctx_(std::move(c)) {}
+  context ctx_;
+};
+
+}  // namespace hourglass

@@ -1,0 +1,149 @@
+#include "hourglass/clock.hpp"
+
+#include <condition_variable>
+
+namespace hourglass {
+
+void clock::sleep_until(time_point when) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool fired = false;
+  auto id = schedule(when, [&] {
+    std::lock_guard lock(mu);
+    fired = true;
+    cv.notify_all();
+  });
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return fired; });
+  (void)id;
+}
+
+timer_id timer_queue::push(time_point when, std::function<void()> fn) {
+  timer_id id{when, next_seq_++};
+  timers_.emplace(std::make_pair(when, id.seq), std::move(fn));
+  return id;
+}
+
+bool timer_queue::erase(timer_id id) noexcept {
+  return id && timers_.erase(std::make_pair(id.when, id.seq)) == 1;
+}
+
+time_point timer_queue::next_due() const noexcept {
+  return timers_.empty() ? never : timers_.begin()->first.first;
+}
+
+std::function<void()> timer_queue::pop_due(time_point now) {
+  if (timers_.empty() || timers_.begin()->first.first > now) return {};
+  auto node = timers_.extract(timers_.begin());
+  return std::move(node.mapped());
+}
+
+steady_clock_service::~steady_clock_service() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+timer_id steady_clock_service::schedule(time_point when, std::function<void()> fn) {
+  std::lock_guard lock(mu_);
+  const bool earliest = when < timers_.next_due();
+  const timer_id id = timers_.push(when, std::move(fn));
+  if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  if (earliest) wake_.notify_one();
+  return id;
+}
+
+bool steady_clock_service::cancel(timer_id id) noexcept {
+  std::lock_guard lock(mu_);
+  return timers_.erase(id);
+}
+
+void steady_clock_service::run() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    if (auto fn = timers_.pop_due(now())) {
+      lock.unlock();
+      fn();
+      fn = nullptr;  // destroy captures outside the lock too
+      lock.lock();
+      continue;
+    }
+    const time_point due = timers_.next_due();
+    if (due == never) {
+      wake_.wait(lock);
+    } else {
+      wake_.wait_until(lock, due);
+    }
+  }
+}
+
+steady_clock_service& real_clock() {
+  static steady_clock_service instance;
+  return instance;
+}
+
+time_point manual_clock::now() const noexcept {
+  std::lock_guard lock(mu_);
+  return now_;
+}
+
+timer_id manual_clock::schedule(time_point when, std::function<void()> fn) {
+  std::lock_guard lock(mu_);
+  const timer_id id = timers_.push(when, std::move(fn));
+  changed_.notify_all();
+  return id;
+}
+
+bool manual_clock::cancel(timer_id id) noexcept {
+  std::lock_guard lock(mu_);
+  const bool erased = timers_.erase(id);
+  if (erased) changed_.notify_all();
+  return erased;
+}
+
+void manual_clock::advance(duration d) {
+  time_point target;
+  {
+    std::lock_guard lock(mu_);
+    target = saturating_add(now_, d);
+  }
+  set(target);
+}
+
+void manual_clock::set(time_point t) {
+  // Step through due timers one at a time so each callback sees now() equal
+  // to its own deadline, as it would on a real clock.
+  for (;;) {
+    std::function<void()> fn;
+    {
+      std::lock_guard lock(mu_);
+      const time_point due = timers_.next_due();
+      if (due <= t) {
+        if (due > now_) now_ = due;
+        fn = timers_.pop_due(now_);
+      } else {
+        if (t > now_) now_ = t;
+      }
+      changed_.notify_all();
+    }
+    if (!fn) return;
+    fn();
+  }
+}
+
+void manual_clock::run_due() { set(now()); }
+
+std::size_t manual_clock::pending_timers() const {
+  std::lock_guard lock(mu_);
+  return timers_.size();
+}
+
+bool manual_clock::wait_for_timers(std::size_t n, duration limit) const {
+  std::unique_lock lock(mu_);
+  return changed_.wait_for(lock, limit, [&] { return timers_.size() >= n; });
+}
+
+}  // namespace hourglass

@@ -1,0 +1,30 @@
+#include "hourglass/outcome.hpp"
+
+namespace hourglass {
+
+std::string_view describe(const status& s) noexcept {
+  switch (s.code) {
+    case outcome::ok: return "ok";
+    case outcome::error: return "error";
+    case outcome::rejected:
+      return s.reason == reject_reason::shutting_down ? "rejected/shutting_down" : "rejected/queue_full";
+    case outcome::deadline_exceeded:
+      switch (s.stage) {
+        case expiry_stage::admission: return "deadline_exceeded/admission";
+        case expiry_stage::queue: return "deadline_exceeded/queue";
+        case expiry_stage::downstream: return "deadline_exceeded/downstream";
+        default: return "deadline_exceeded/run";
+      }
+    case outcome::cancelled:
+      switch (s.cause) {
+        case cancel_cause::caller_gone: return "cancelled/caller_gone";
+        case cancel_cause::parent: return "cancelled/parent";
+        case cancel_cause::sibling: return "cancelled/sibling";
+        case cancel_cause::shutdown: return "cancelled/shutdown";
+        default: return "cancelled/requested";
+      }
+  }
+  return "unknown";
+}
+
+}  // namespace hourglass
