@@ -1,0 +1,247 @@
+// The metrics registry (protocol.md, "Metrics") and its Prometheus rendering.
+//
+// Families (base unit seconds; no job ids in labels):
+//   hourglass_jobs_admitted_total{handler}
+//   hourglass_jobs_rejected_total{handler,reason}   queue_full | insufficient_budget |
+//                                                   invalid_timeout | shutting_down
+//   hourglass_jobs_expired_total{handler,stage}     queue | run
+//   hourglass_jobs_finished_total{handler,outcome}  ok | error | deadline_exceeded | cancelled
+//   hourglass_jobs_completed_late_total{handler}
+//   hourglass_jobs_completed_late_seconds_total{handler}   (our addition: worker time spent
+//                                                   on jobs that finished after their deadline)
+//   hourglass_retry_attempts_total
+//   hourglass_retries_denied_total{reason}          deadline | retry_budget
+//   hourglass_request_budget_seconds, hourglass_queue_delay_seconds,
+//   hourglass_remaining_budget_at_dispatch_seconds, hourglass_run_duration_seconds  (histograms)
+//   hourglass_queue_depth, hourglass_workers_busy   (gauges)
+//
+// Recorders, and exactly what each touches (h = the handler's block):
+//   on_admitted(h, budget)          h.admitted += 1; request_budget.record(budget)
+//                                   unless budget == duration::max() (no deadline).
+//   on_rejected(h, reason)          queue_full: h.rejected_queue_full += 1;
+//                                   shutting_down: h.rejected_shutting_down += 1;
+//                                   reject_reason::none: nothing.
+//   on_insufficient_budget(h)       h.rejected_insufficient_budget += 1.
+//   on_invalid_timeout(h)           h.rejected_invalid_timeout += 1.
+//   on_dispatch(delay, remaining)   queue_delay.record(delay); remaining_budget_at_dispatch
+//                                   .record(remaining) unless remaining == duration::max().
+//   on_finished(h, st, run, late)   by st.code:
+//     ok                            h.finished_ok += 1; run_duration.record(run)
+//     error                         h.finished_error += 1; run_duration.record(run)
+//     deadline_exceeded, stage
+//       admission                   h.rejected_insufficient_budget += 1 and
+//                                   h.finished_deadline_exceeded += 1 (never ran: no run time).
+//                                   Equivalent to on_insufficient_budget plus the finished
+//                                   count: call one or the other for a job, not both.
+//       queue                       h.expired_queue += 1; h.finished_deadline_exceeded += 1
+//       run                         h.expired_run += 1; h.finished_deadline_exceeded += 1;
+//                                   run_duration.record(run)
+//       downstream, none            h.finished_deadline_exceeded += 1; run_duration.record(run)
+//                                   (the protocol's stage label has only queue and run)
+//     cancelled                     h.finished_cancelled += 1; run_duration.record(run) only if
+//                                   run > 0 (a job cancelled while queued passes zero)
+//     rejected                      as on_rejected(h, st.reason); no finished count
+//                                   (a rejected job was never admitted).
+//     and, whatever the code, if late: h.completed_late += 1; h.completed_late_ns += run.
+//   on_retry_attempt()              retry_attempts += 1
+//   on_retry_denied_deadline()      retries_denied_deadline += 1
+//   on_retry_denied_budget()        retries_denied_retry_budget += 1
+// Gauges (queue_depth, workers_busy) are maintained by their owners directly.
+// Negative durations are recorded as zero.
+//
+// Handlers: handler(name) creates a block on first use and returns a reference
+// that stays valid for the registry's lifetime. At most
+// metrics_options::max_handlers distinct names get their own block; beyond
+// that, and for names that are not valid UTF-8 (Prometheus label values must
+// be), the block of handler "other" is returned. A handler literally named
+// "other" shares that block. Label values are escaped when rendered.
+//
+// Rendering: render_prometheus writes text exposition format 0.0.4
+// (Content-Type "text/plain; version=0.0.4"): per family one "# HELP" then one
+// "# TYPE" line before its samples, a family's samples contiguous, handlers in
+// name order, every known label value of an existing handler emitted (zeros
+// included). Histograms use the fixed bounds prometheus_bucket_bounds_ns
+// (cumulative, then le="+Inf" == _count, then _sum in seconds and _count). A
+// log bucket counts toward le only if its largest value is <= le, so a bucket
+// count may miss values in (le * (1 - 2^-P), le] (P = histogram precision,
+// 1.6 % of le at the default P = 6); those count toward the next bound. The
+// count never includes a value above le. Note that this usually includes a
+// value exactly equal to le: a budget of exactly 1 s counts toward le="2.5",
+// not le="1" (_sum and _count stay exact).
+//
+// Thread safety: every recorder, counter, gauge and histogram operation is
+// lock-free and may run on any thread. handler() takes a shared lock for an
+// existing name and an exclusive one to create: cache the reference on hot
+// paths. snapshot() may run concurrently with recorders; it reads each value
+// separately (relaxed), so it is not an instant across values.
+//
+// Memory ordering: relaxed throughout. Metrics publish nothing.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hourglass/histogram.hpp"
+#include "hourglass/outcome.hpp"
+#include "hourglass/time.hpp"
+
+namespace hourglass {
+
+// A monotonically increasing count.
+class counter {
+ public:
+  void add(std::uint64_t n = 1) noexcept { value_.fetch_add(n, std::memory_order_relaxed); }
+  std::uint64_t value() const noexcept { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<std::uint64_t> value_{0};
+};
+
+// A value that goes up and down.
+class gauge {
+ public:
+  void add(std::int64_t n = 1) noexcept { value_.fetch_add(n, std::memory_order_relaxed); }
+  void sub(std::int64_t n = 1) noexcept { value_.fetch_sub(n, std::memory_order_relaxed); }
+  void set(std::int64_t v) noexcept { value_.store(v, std::memory_order_relaxed); }
+  std::int64_t value() const noexcept { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<std::int64_t> value_{0};
+};
+
+// One handler's counters, on cache lines of their own.
+struct alignas(64) handler_metrics {
+  explicit handler_metrics(std::string handler_name) : name(std::move(handler_name)) {}
+  handler_metrics(const handler_metrics&) = delete;
+  handler_metrics& operator=(const handler_metrics&) = delete;
+
+  counter admitted;
+  counter rejected_queue_full;
+  counter rejected_insufficient_budget;
+  counter rejected_invalid_timeout;
+  counter rejected_shutting_down;
+  counter expired_queue;
+  counter expired_run;
+  counter finished_ok;
+  counter finished_error;
+  counter finished_deadline_exceeded;
+  counter finished_cancelled;
+  counter completed_late;
+  counter completed_late_ns;  // rendered in seconds
+  const std::string name;     // unescaped label value
+};
+
+struct handler_snapshot {
+  std::string name;
+  std::uint64_t admitted = 0;
+  std::uint64_t rejected_queue_full = 0;
+  std::uint64_t rejected_insufficient_budget = 0;
+  std::uint64_t rejected_invalid_timeout = 0;
+  std::uint64_t rejected_shutting_down = 0;
+  std::uint64_t expired_queue = 0;
+  std::uint64_t expired_run = 0;
+  std::uint64_t finished_ok = 0;
+  std::uint64_t finished_error = 0;
+  std::uint64_t finished_deadline_exceeded = 0;
+  std::uint64_t finished_cancelled = 0;
+  std::uint64_t completed_late = 0;
+  std::uint64_t completed_late_ns = 0;
+
+  friend bool operator==(const handler_snapshot&, const handler_snapshot&) = default;
+};
+
+struct metrics_snapshot {
+  std::vector<handler_snapshot> handlers;  // sorted by name
+  std::uint64_t retry_attempts = 0;
+  std::uint64_t retries_denied_deadline = 0;
+  std::uint64_t retries_denied_retry_budget = 0;
+  histogram_snapshot request_budget;
+  histogram_snapshot queue_delay;
+  histogram_snapshot remaining_budget_at_dispatch;
+  histogram_snapshot run_duration;
+  std::int64_t queue_depth = 0;
+  std::int64_t workers_busy = 0;
+
+  // nullptr when no handler has that name.
+  const handler_snapshot* find(std::string_view handler_name) const noexcept;
+};
+
+// Upper bounds (le) of the rendered histogram buckets, in nanoseconds:
+// 0.0001 0.00025 0.0005 0.001 0.0025 0.005 0.01 0.025 0.05 0.1 0.25 0.5 1 2.5 5 10 30 60 s,
+// then +Inf.
+inline constexpr std::array<std::uint64_t, 18> prometheus_bucket_bounds_ns = {
+    100'000,       250'000,       500'000,       1'000'000,      2'500'000,      5'000'000,
+    10'000'000,    25'000'000,    50'000'000,    100'000'000,    250'000'000,    500'000'000,
+    1'000'000'000, 2'500'000'000, 5'000'000'000, 10'000'000'000, 30'000'000'000, 60'000'000'000};
+
+struct metrics_options {
+  std::size_t max_handlers = 256;  // distinct handler blocks, "other" not included
+  unsigned histogram_precision = log_histogram::default_precision;
+};
+
+class metrics {
+ public:
+  static constexpr std::string_view overflow_handler = "other";
+
+  metrics();
+  explicit metrics(metrics_options options);
+  metrics(const metrics&) = delete;
+  metrics& operator=(const metrics&) = delete;
+  ~metrics();
+
+  // Stable for the registry's lifetime. See "Handlers" above.
+  handler_metrics& handler(std::string_view name);
+  // Distinct blocks, "other" included once it exists.
+  std::size_t handler_count() const;
+
+  void on_admitted(handler_metrics& h, duration budget) noexcept;
+  void on_rejected(handler_metrics& h, reject_reason reason) noexcept;
+  void on_insufficient_budget(handler_metrics& h) noexcept;
+  void on_invalid_timeout(handler_metrics& h) noexcept;
+  void on_dispatch(duration queue_delay, duration remaining_at_dispatch) noexcept;
+  void on_finished(handler_metrics& h, const status& st, duration run_time, bool completed_late) noexcept;
+  void on_retry_attempt() noexcept;
+  void on_retry_denied_deadline() noexcept;
+  void on_retry_denied_budget() noexcept;
+
+  metrics_snapshot snapshot() const;
+
+  // Global series, public for direct use (gauges in particular).
+  alignas(64) counter retry_attempts;
+  counter retries_denied_deadline;
+  counter retries_denied_retry_budget;
+  alignas(64) gauge queue_depth;
+  alignas(64) gauge workers_busy;
+  log_histogram request_budget;
+  log_histogram queue_delay;
+  log_histogram remaining_budget_at_dispatch;
+  log_histogram run_duration;
+
+ private:
+  handler_metrics& create_locked(std::string_view name);
+  handler_metrics& overflow_locked();
+
+  metrics_options options_;
+  mutable std::shared_mutex mutex_;
+  std::vector<std::unique_ptr<handler_metrics>> owned_;
+  // Keys view the owned blocks' names; "other" is in here once it exists.
+  std::map<std::string_view, handler_metrics*, std::less<>> by_name_;
+  std::size_t named_ = 0;  // blocks counted against max_handlers
+  handler_metrics* other_ = nullptr;
+};
+
+// Text exposition format 0.0.4. Ends with a newline.
+std::string render_prometheus(const metrics_snapshot& snapshot);
+
+// Escapes a label value: backslash, double quote and line feed become \\, \" and \n.
+std::string escape_label_value(std::string_view value);
+
+}  // namespace hourglass

@@ -1,0 +1,380 @@
+#include "hourglass/metrics.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <mutex>
+#include <system_error>
+
+namespace hourglass {
+namespace {
+
+std::uint64_t non_negative_ns(duration d) noexcept {
+  return d.count() <= 0 ? 0 : static_cast<std::uint64_t>(d.count());
+}
+
+// Strict UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
+bool valid_utf8(std::string_view s) noexcept {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::size_t extra = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // range of the first continuation byte
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      extra = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      extra = 2;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      extra = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return false;
+    }
+    if (s.size() - i <= extra) return false;
+    for (std::size_t k = 1; k <= extra; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if (k == 1 ? (cc < lo || cc > hi) : (cc < 0x80 || cc > 0xBF)) return false;
+    }
+    i += extra + 1;
+  }
+  return true;
+}
+
+// ---- number formatting ---------------------------------------------------
+
+void append_uint(std::string& out, std::uint64_t v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+void append_int(std::string& out, std::int64_t v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+// Exact decimal seconds from integer nanoseconds: 1500000000 -> "1.5", 42 -> "0.000000042".
+void append_seconds(std::string& out, std::uint64_t ns) {
+  append_uint(out, ns / 1'000'000'000);
+  std::uint64_t frac = ns % 1'000'000'000;
+  if (frac == 0) return;
+  char digits[9];
+  for (int i = 8; i >= 0; --i) {
+    digits[i] = static_cast<char>('0' + frac % 10);
+    frac /= 10;
+  }
+  int len = 9;
+  while (digits[len - 1] == '0') --len;
+  out.push_back('.');
+  out.append(digits, static_cast<std::size_t>(len));
+}
+
+// ---- exposition helpers --------------------------------------------------
+
+void family(std::string& out, std::string_view name, std::string_view help, std::string_view type) {
+  // HELP text never contains a backslash or line feed here; no escaping needed.
+  out.append("# HELP ").append(name).append(" ").append(help).append("\n");
+  out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
+}
+
+struct label {
+  std::string_view name;
+  std::string_view value;
+};
+
+void sample_prefix(std::string& out, std::string_view name, std::initializer_list<label> labels) {
+  out.append(name);
+  if (labels.size() != 0) {
+    out.push_back('{');
+    bool first = true;
+    for (const auto& l : labels) {
+      if (!first) out.push_back(',');
+      first = false;
+      out.append(l.name).append("=\"").append(escape_label_value(l.value)).append("\"");
+    }
+    out.push_back('}');
+  }
+  out.push_back(' ');
+}
+
+void sample(std::string& out, std::string_view name, std::initializer_list<label> labels, std::uint64_t v) {
+  sample_prefix(out, name, labels);
+  append_uint(out, v);
+  out.push_back('\n');
+}
+
+using handler_field = std::uint64_t handler_snapshot::*;
+
+struct labelled_field {
+  std::string_view label_value;
+  handler_field field;
+};
+
+void handler_family(std::string& out, const metrics_snapshot& s, std::string_view name, std::string_view help,
+                    std::string_view label_name, std::initializer_list<labelled_field> fields) {
+  family(out, name, help, "counter");
+  for (const auto& h : s.handlers) {
+    for (const auto& f : fields) {
+      if (label_name.empty()) {
+        sample(out, name, {{"handler", h.name}}, h.*(f.field));
+      } else {
+        sample(out, name, {{"handler", h.name}, {label_name, f.label_value}}, h.*(f.field));
+      }
+    }
+  }
+}
+
+constexpr std::array<std::string_view, prometheus_bucket_bounds_ns.size()> bucket_labels = {
+    "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05",
+    "0.1",    "0.25",    "0.5",    "1",     "2.5",    "5",     "10",   "30",    "60"};
+
+void histogram_family(std::string& out, std::string_view name, std::string_view help,
+                      const histogram_snapshot& h) {
+  family(out, name, help, "histogram");
+  const std::string bucket = std::string(name) + "_bucket";
+  for (std::size_t i = 0; i < prometheus_bucket_bounds_ns.size(); ++i) {
+    sample(out, bucket, {{"le", bucket_labels[i]}}, h.count_at_or_below(prometheus_bucket_bounds_ns[i]));
+  }
+  sample(out, bucket, {{"le", "+Inf"}}, h.count);
+  sample_prefix(out, std::string(name) + "_sum", {});
+  append_seconds(out, h.sum_ns);
+  out.push_back('\n');
+  sample(out, std::string(name) + "_count", {}, h.count);
+}
+
+void gauge_family(std::string& out, std::string_view name, std::string_view help, std::int64_t v) {
+  family(out, name, help, "gauge");
+  sample_prefix(out, name, {});
+  append_int(out, v);
+  out.push_back('\n');
+}
+
+handler_snapshot snapshot_of(const handler_metrics& h) {
+  handler_snapshot s;
+  s.name = h.name;
+  s.admitted = h.admitted.value();
+  s.rejected_queue_full = h.rejected_queue_full.value();
+  s.rejected_insufficient_budget = h.rejected_insufficient_budget.value();
+  s.rejected_invalid_timeout = h.rejected_invalid_timeout.value();
+  s.rejected_shutting_down = h.rejected_shutting_down.value();
+  s.expired_queue = h.expired_queue.value();
+  s.expired_run = h.expired_run.value();
+  s.finished_ok = h.finished_ok.value();
+  s.finished_error = h.finished_error.value();
+  s.finished_deadline_exceeded = h.finished_deadline_exceeded.value();
+  s.finished_cancelled = h.finished_cancelled.value();
+  s.completed_late = h.completed_late.value();
+  s.completed_late_ns = h.completed_late_ns.value();
+  return s;
+}
+
+}  // namespace
+
+std::string escape_label_value(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (const char c : value) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '"': out += "\\\""; break;
+      case '\n': out += "\\n"; break;
+      default: out.push_back(c);
+    }
+  }
+  return out;
+}
+
+// ---- metrics_snapshot ----------------------------------------------------
+
+const handler_snapshot* metrics_snapshot::find(std::string_view handler_name) const noexcept {
+  const auto it = std::lower_bound(handlers.begin(), handlers.end(), handler_name,
+                                   [](const handler_snapshot& h, std::string_view n) { return h.name < n; });
+  return it != handlers.end() && it->name == handler_name ? &*it : nullptr;
+}
+
+// ---- metrics -------------------------------------------------------------
+
+metrics::metrics() : metrics(metrics_options{}) {}
+
+metrics::metrics(metrics_options options)
+    : request_budget(options.histogram_precision),
+      queue_delay(options.histogram_precision),
+      remaining_budget_at_dispatch(options.histogram_precision),
+      run_duration(options.histogram_precision),
+      options_(options) {}
+
+metrics::~metrics() = default;
+
+handler_metrics& metrics::handler(std::string_view name) {
+  {
+    std::shared_lock lock(mutex_);
+    if (const auto it = by_name_.find(name); it != by_name_.end()) return *it->second;
+    if (named_ >= options_.max_handlers && other_ != nullptr) return *other_;
+  }
+  std::unique_lock lock(mutex_);
+  if (const auto it = by_name_.find(name); it != by_name_.end()) return *it->second;
+  if (name == overflow_handler || named_ >= options_.max_handlers || !valid_utf8(name)) {
+    return overflow_locked();
+  }
+  ++named_;
+  return create_locked(name);
+}
+
+handler_metrics& metrics::create_locked(std::string_view name) {
+  owned_.push_back(std::make_unique<handler_metrics>(std::string(name)));
+  handler_metrics& h = *owned_.back();
+  by_name_.emplace(std::string_view(h.name), &h);
+  return h;
+}
+
+handler_metrics& metrics::overflow_locked() {
+  if (other_ == nullptr) other_ = &create_locked(overflow_handler);
+  return *other_;
+}
+
+std::size_t metrics::handler_count() const {
+  std::shared_lock lock(mutex_);
+  return owned_.size();
+}
+
+void metrics::on_admitted(handler_metrics& h, duration budget) noexcept {
+  h.admitted.add();
+  if (budget != duration::max()) request_budget.record(budget);
+}
+
+void metrics::on_rejected(handler_metrics& h, reject_reason reason) noexcept {
+  switch (reason) {
+    case reject_reason::queue_full: h.rejected_queue_full.add(); break;
+    case reject_reason::shutting_down: h.rejected_shutting_down.add(); break;
+    case reject_reason::none: break;
+  }
+}
+
+void metrics::on_insufficient_budget(handler_metrics& h) noexcept { h.rejected_insufficient_budget.add(); }
+
+void metrics::on_invalid_timeout(handler_metrics& h) noexcept { h.rejected_invalid_timeout.add(); }
+
+void metrics::on_dispatch(duration queue_delay_time, duration remaining_at_dispatch) noexcept {
+  queue_delay.record(queue_delay_time);
+  if (remaining_at_dispatch != duration::max()) remaining_budget_at_dispatch.record(remaining_at_dispatch);
+}
+
+void metrics::on_finished(handler_metrics& h, const status& st, duration run_time, bool completed_late) noexcept {
+  bool ran = false;
+  switch (st.code) {
+    case outcome::ok:
+      h.finished_ok.add();
+      ran = true;
+      break;
+    case outcome::error:
+      h.finished_error.add();
+      ran = true;
+      break;
+    case outcome::deadline_exceeded:
+      h.finished_deadline_exceeded.add();
+      switch (st.stage) {
+        case expiry_stage::admission: h.rejected_insufficient_budget.add(); break;
+        case expiry_stage::queue: h.expired_queue.add(); break;
+        case expiry_stage::run:
+          h.expired_run.add();
+          ran = true;
+          break;
+        case expiry_stage::downstream:
+        case expiry_stage::none: ran = true; break;
+      }
+      break;
+    case outcome::cancelled:
+      h.finished_cancelled.add();
+      ran = run_time > duration::zero();
+      break;
+    case outcome::rejected: on_rejected(h, st.reason); break;
+  }
+  if (ran) run_duration.record(run_time);
+  if (completed_late) {
+    h.completed_late.add();
+    h.completed_late_ns.add(non_negative_ns(run_time));
+  }
+}
+
+void metrics::on_retry_attempt() noexcept { retry_attempts.add(); }
+void metrics::on_retry_denied_deadline() noexcept { retries_denied_deadline.add(); }
+void metrics::on_retry_denied_budget() noexcept { retries_denied_retry_budget.add(); }
+
+metrics_snapshot metrics::snapshot() const {
+  metrics_snapshot s;
+  {
+    std::shared_lock lock(mutex_);
+    s.handlers.reserve(by_name_.size());
+    for (const auto& [name, h] : by_name_) s.handlers.push_back(snapshot_of(*h));  // map order: sorted
+  }
+  s.retry_attempts = retry_attempts.value();
+  s.retries_denied_deadline = retries_denied_deadline.value();
+  s.retries_denied_retry_budget = retries_denied_retry_budget.value();
+  s.request_budget = request_budget.snapshot();
+  s.queue_delay = queue_delay.snapshot();
+  s.remaining_budget_at_dispatch = remaining_budget_at_dispatch.snapshot();
+  s.run_duration = run_duration.snapshot();
+  s.queue_depth = queue_depth.value();
+  s.workers_busy = workers_busy.value();
+  return s;
+}
+
+// ---- rendering -----------------------------------------------------------
+
+std::string render_prometheus(const metrics_snapshot& s) {
+  std::string out;
+  out.reserve(4096 + s.handlers.size() * 2048);
+
+  handler_family(out, s, "hourglass_jobs_admitted_total", "Jobs admitted to the queue.", "",
+                 {{"", &handler_snapshot::admitted}});
+  handler_family(out, s, "hourglass_jobs_rejected_total", "Jobs refused before they were queued.", "reason",
+                 {{to_string(reject_reason::queue_full), &handler_snapshot::rejected_queue_full},
+                  {"insufficient_budget", &handler_snapshot::rejected_insufficient_budget},
+                  {"invalid_timeout", &handler_snapshot::rejected_invalid_timeout},
+                  {to_string(reject_reason::shutting_down), &handler_snapshot::rejected_shutting_down}});
+  handler_family(out, s, "hourglass_jobs_expired_total", "Jobs whose deadline passed, by stage.", "stage",
+                 {{to_string(expiry_stage::queue), &handler_snapshot::expired_queue},
+                  {to_string(expiry_stage::run), &handler_snapshot::expired_run}});
+  handler_family(out, s, "hourglass_jobs_finished_total", "Admitted jobs that finished, by outcome.", "outcome",
+                 {{to_string(outcome::ok), &handler_snapshot::finished_ok},
+                  {to_string(outcome::error), &handler_snapshot::finished_error},
+                  {to_string(outcome::deadline_exceeded), &handler_snapshot::finished_deadline_exceeded},
+                  {to_string(outcome::cancelled), &handler_snapshot::finished_cancelled}});
+  handler_family(out, s, "hourglass_jobs_completed_late_total",
+                 "Jobs that finished after their deadline (wasted work).", "",
+                 {{"", &handler_snapshot::completed_late}});
+
+  family(out, "hourglass_jobs_completed_late_seconds_total",
+         "Worker time spent on jobs that finished after their deadline, in seconds.", "counter");
+  for (const auto& h : s.handlers) {
+    sample_prefix(out, "hourglass_jobs_completed_late_seconds_total", {{"handler", h.name}});
+    append_seconds(out, h.completed_late_ns);
+    out.push_back('\n');
+  }
+
+  family(out, "hourglass_retry_attempts_total", "Retry attempts made.", "counter");
+  sample(out, "hourglass_retry_attempts_total", {}, s.retry_attempts);
+  family(out, "hourglass_retries_denied_total", "Retries refused, by reason.", "counter");
+  sample(out, "hourglass_retries_denied_total", {{"reason", "deadline"}}, s.retries_denied_deadline);
+  sample(out, "hourglass_retries_denied_total", {{"reason", "retry_budget"}}, s.retries_denied_retry_budget);
+
+  histogram_family(out, "hourglass_request_budget_seconds", "Budget of admitted jobs that had a deadline.",
+                   s.request_budget);
+  histogram_family(out, "hourglass_queue_delay_seconds", "Time from admission to dispatch.", s.queue_delay);
+  histogram_family(out, "hourglass_remaining_budget_at_dispatch_seconds",
+                   "Budget left when a job with a deadline was dispatched.", s.remaining_budget_at_dispatch);
+  histogram_family(out, "hourglass_run_duration_seconds", "Time jobs spent running on a worker.",
+                   s.run_duration);
+
+  gauge_family(out, "hourglass_queue_depth", "Jobs waiting in the queue.", s.queue_depth);
+  gauge_family(out, "hourglass_workers_busy", "Workers running a job.", s.workers_busy);
+  return out;
+}
+
+}  // namespace hourglass
