@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <random>
 #include <stdexcept>
+#include <thread>
 
 namespace hourglass {
 
@@ -83,6 +86,24 @@ attempt_plan plan_retry(const retry_policy& p, int attempts_done, const status& 
   const int done = std::max(attempts_done, 1);
   if (done >= p.max_attempts) return denied_now(retry_denial::max_attempts, now);
   return plan_at(p, saturating_add(now, retry_backoff(p, done, jitter_sample)), deadline);
+}
+
+namespace {
+std::uint64_t jitter_seed() noexcept {
+  try {
+    std::random_device rd;
+    return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  } catch (...) {
+    // No entropy source: any per-thread value will do, jitter only spreads load.
+    return std::hash<std::thread::id>{}(std::this_thread::get_id()) ^
+           static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+}
+}  // namespace
+
+double detail::random_jitter_sample() noexcept {
+  thread_local std::mt19937_64 engine{jitter_seed()};
+  return std::uniform_real_distribution<double>(0.0, 1.0)(engine);
 }
 
 // ---- retry_budget ----------------------------------------------------------

@@ -1,7 +1,7 @@
 // Retries inside the caller's budget.
 //
 // A retry spends from the same deadline as the attempt it repeats: it never
-// gets a fresh timeout. Three pieces:
+// gets a fresh timeout. Four pieces:
 //
 //  - retry_policy + plan_first_attempt / plan_retry: pure policy with an
 //    explicit `now` (no clock, no threads). Each call answers "may the next
@@ -10,6 +10,8 @@
 //    Envoy retry budgets, tower TpsBudget) so that retries stay a bounded
 //    fraction of traffic when a dependency is failing for everyone.
 //  - retry_counters: what a metrics registry reads.
+//  - retry_call: the loop that puts them together over a context: each
+//    attempt in a child context, backoff sleeps on the context's clock.
 //
 // Denial order in plan_retry (the first that applies is reported):
 //  1. not_retryable: the last status is not `error`. `ok` needs no retry;
@@ -25,11 +27,16 @@
 
 #include <array>
 #include <atomic>
+#include <concepts>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 
+#include "hourglass/context.hpp"
 #include "hourglass/outcome.hpp"
 #include "hourglass/time.hpp"
 
@@ -178,5 +185,99 @@ class retry_budget {
 struct retry_counters {
   std::atomic<uint64_t> attempts{0}, denied_deadline{0}, denied_retry_budget{0};
 };
+
+namespace detail {
+// A uniform sample in [0, 1) from a per-thread generator seeded once from
+// std::random_device: the default jitter source of retry_call.
+double random_jitter_sample() noexcept;
+
+inline void bump(std::atomic<uint64_t> retry_counters::*which, retry_counters* c) noexcept {
+  if (c != nullptr) (c->*which).fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace detail
+
+// Calls `attempt` until it succeeds or the policy, the context or the retry
+// budget says stop, all inside ctx's deadline.
+//
+//  - `attempt(const context&) -> status` runs in a child of ctx whose deadline
+//    is the plan's attempt_deadline (so ctx.deadline() - reserve at the
+//    latest). When it returns, that child is cancelled (cause `requested`), so
+//    stray work it started sees its context stop.
+//  - Backoff sleeps use ctx.sleep_until: they run on ctx's clock and end at
+//    once if ctx stops.
+//  - An attempt that ran into its own deadline (its child expired while ctx
+//    had not) is a per-attempt timeout and counts as `error`, retryable, as
+//    Envoy's per_try_timeout and gRPC's per-attempt timeout are. Any other
+//    deadline_exceeded, cancelled or rejected status is not retried.
+//  - Before each retry: plan_retry first (a `deadline` denial is counted in
+//    denied_deadline), then one token from `budget` (a refusal is counted in
+//    denied_retry_budget). A granted retry is counted in `attempts` when it
+//    starts, after its backoff. If ctx has stopped by expiry, the retry is
+//    denied for `deadline`; if it was cancelled, the loop just ends.
+//  - budget->record_request() is called once per call, when the first
+//    attempt starts.
+//  - `jitter` returns samples in [0, 1) for plan_retry; empty: a per-thread
+//    random generator. Tests pass a fixed one.
+//
+// Returns:
+//  - the last attempt's status when the loop stops after an attempt (ok, a
+//    non-retryable status, or the error whose retry was denied);
+//  - ctx.stop_status() when ctx was already done before the first attempt,
+//    was cancelled by the end of an attempt, or stopped during a backoff sleep;
+//  - deadline_exceeded/run, without calling `attempt`, when even the first
+//    attempt does not fit (less than min_attempt_budget before
+//    deadline - reserve).
+//
+// Throws std::invalid_argument for an invalid policy (see validate()), and
+// whatever `attempt` or `jitter` throws.
+//
+// Thread safety: as safe as `attempt`; budget and counters may be shared by
+// any number of concurrent calls.
+template <class F>
+  requires std::invocable<F&, const context&> && std::convertible_to<std::invoke_result_t<F&, const context&>, status>
+status retry_call(const context& ctx, const retry_policy& policy, F&& attempt, retry_budget* budget = nullptr,
+                  retry_counters* counters = nullptr, std::function<double()> jitter = {}) {
+  validate(policy);
+  if (ctx.done()) return ctx.stop_status();
+  clock& clk = ctx.get_clock();
+
+  attempt_plan plan = plan_first_attempt(policy, clk.now(), ctx.deadline());
+  if (!plan.allowed) return status::expired(expiry_stage::run);
+  if (budget != nullptr) budget->record_request(clk.now());
+
+  for (int attempts_done = 0;;) {
+    if (attempts_done > 0) detail::bump(&retry_counters::attempts, counters);
+    status last;
+    bool attempt_timed_out = false;
+    {
+      context_source attempt_src = ctx.child_until(plan.attempt_deadline);
+      last = static_cast<status>(attempt(attempt_src.get()));
+      const status child = attempt_src.get().stop_status();
+      attempt_timed_out = child.code == outcome::deadline_exceeded && !ctx.done();
+      attempt_src.cancel(cancel_cause::requested);
+    }
+    ++attempts_done;
+    if (last.is_ok()) return last;
+
+    const status stopped = ctx.stop_status();
+    if (stopped.code == outcome::cancelled) return stopped;
+
+    const time_point now = clk.now();
+    // A context expired early (context_source::expire) has no time left either.
+    const time_point deadline = stopped.is_ok() ? ctx.deadline() : earliest(ctx.deadline(), now);
+    const status judged = attempt_timed_out && last.code == outcome::deadline_exceeded ? status::error() : last;
+    const double sample = jitter ? jitter() : detail::random_jitter_sample();
+    plan = plan_retry(policy, attempts_done, judged, now, deadline, sample);
+    if (!plan.allowed) {
+      if (plan.denial == retry_denial::deadline) detail::bump(&retry_counters::denied_deadline, counters);
+      return last;
+    }
+    if (budget != nullptr && !budget->try_withdraw(now)) {
+      detail::bump(&retry_counters::denied_retry_budget, counters);
+      return last;
+    }
+    if (!ctx.sleep_until(plan.start_at)) return ctx.stop_status();
+  }
+}
 
 }  // namespace hourglass
