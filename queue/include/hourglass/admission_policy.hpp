@@ -1,0 +1,88 @@
+// Admission and expiry decisions: pure functions of (job, load, now).
+//
+// They read no clock and touch no queue, so they are tested exactly, with no
+// threads; the queue and the executor call them with the time they read once.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "hourglass/outcome.hpp"
+#include "hourglass/time.hpp"
+
+namespace hourglass {
+
+// The time bounds admission stamps on a job.
+//  - deadline: the caller waits until then (sync jobs); `never` for async jobs.
+//  - start_by: the latest time the job is still worth starting. For a sync job
+//    it is the deadline; for an async job it is its freshness bound.
+//  - min_budget: the least run time that can still produce a useful result.
+struct job_bounds {
+  time_point deadline = never;
+  time_point start_by = never;
+  duration min_budget = duration::zero();
+
+  // The instant after which starting the job is pointless.
+  constexpr time_point latest_useful_start() const noexcept {
+    const time_point by_budget = deadline == never ? never : saturating_sub(deadline, min_budget);
+    return earliest(start_by, by_budget);
+  }
+};
+
+// What admission knows about the load when it decides.
+struct queue_load {
+  std::size_t depth = 0;                 // jobs waiting now
+  std::size_t workers = 1;               // workers draining the queue
+  duration mean_service = duration::zero();  // observed mean run time (0: unknown)
+};
+
+// Expected wait before a job admitted now would start: depth x service / workers.
+constexpr duration predicted_wait(const queue_load& load) noexcept {
+  if (load.depth == 0 || load.mean_service <= duration::zero() || load.workers == 0) return duration::zero();
+  const auto per_worker = static_cast<double>(load.depth) / static_cast<double>(load.workers);
+  const double ns = per_worker * static_cast<double>(load.mean_service.count());
+  return ns >= 9.2e18 ? duration::max() : duration(static_cast<duration::rep>(ns));
+}
+
+struct admission_options {
+  bool check_budget = true;          // false: the naive `fifo` policy, no deadline checks
+  bool check_predicted_wait = true;  // reject work that cannot plausibly start in time
+};
+
+// status::ok() admits; otherwise deadline_exceeded/admission. Capacity and
+// shutdown are the queue's own checks, made before this one.
+constexpr status admit(const job_bounds& job, const queue_load& load, time_point now,
+                       const admission_options& options = {}) noexcept {
+  if (!options.check_budget) return status::ok();
+  const time_point latest = job.latest_useful_start();
+  if (latest == never) return status::ok();
+  if (now > latest) return status::expired(expiry_stage::admission);
+  if (options.check_predicted_wait && saturating_add(now, predicted_wait(load)) > latest) {
+    return status::expired(expiry_stage::admission);
+  }
+  return status::ok();
+}
+
+// At dequeue and again when the job starts: still worth running?
+constexpr bool expired_at_start(const job_bounds& job, time_point now, bool check_budget = true) noexcept {
+  return check_budget && now > job.latest_useful_start();
+}
+
+// Exponentially weighted mean of observed service times, lock-free. Updated
+// by workers after each run, read by admission.
+class service_time_estimator {
+ public:
+  void observe(duration run) noexcept {
+    const auto old = mean_ns_.load(std::memory_order_relaxed);
+    const auto sample = run.count() < 0 ? 0 : run.count();
+    // alpha = 1/16: smooth enough to ignore one slow job, quick enough to follow a change.
+    const auto next = old == 0 ? sample : old + (sample - old) / 16;
+    mean_ns_.store(next, std::memory_order_relaxed);  // lost updates only blur the mean
+  }
+  duration mean() const noexcept { return duration(mean_ns_.load(std::memory_order_relaxed)); }
+
+ private:
+  std::atomic<duration::rep> mean_ns_{0};
+};
+
+}  // namespace hourglass

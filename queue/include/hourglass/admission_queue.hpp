@@ -1,0 +1,88 @@
+// The bounded admission queue: a lock-free MPMC inbox with a hard capacity.
+//
+// Items are pointers to `queued_job` records owned by the caller (the
+// executor). The queue stamps each admitted job with its admission time and
+// bounds, and hands them out again; it never runs, frees or completes them.
+//
+// Guarantees:
+//  - Capacity is a hard bound on jobs admitted and not yet popped: try_push
+//    reserves a slot with one atomic increment before touching the queue, so no
+//    load makes the count exceed it. Memory: the underlying moodycamel queue
+//    pre-allocates blocks for `capacity` items and recycles them; it may hold
+//    up to one partially used block (32 slots) per producing thread on top,
+//    and never grows past that.
+//  - Rejection (queue_full, shutting_down, insufficient budget) allocates
+//    nothing and makes no system call.
+//  - Ordering: FIFO per producing thread only. Across producers the order is
+//    unspecified (moodycamel is not linearizable); hourglass promises no more.
+//  - pop_wait blocks idle consumers on a semaphore (no spinning when there is
+//    no work) and returns nullptr once the queue is closed and empty, or when
+//    woken by wake_all().
+//
+// Thread safety: all members may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+
+#include "hourglass/admission_policy.hpp"
+#include "hourglass/outcome.hpp"
+#include "hourglass/time.hpp"
+
+namespace hourglass {
+
+// The part of a job the queue reads and stamps. The executor derives from it.
+struct queued_job {
+  job_bounds bounds;
+  time_point admitted_at{};
+};
+
+class admission_queue {
+ public:
+  struct options {
+    std::size_t capacity = 1024;
+    std::size_t workers = 1;  // consumers, for the predicted-wait estimate
+    admission_options admission;
+  };
+
+  explicit admission_queue(options opts);
+  ~admission_queue();
+  admission_queue(const admission_queue&) = delete;
+  admission_queue& operator=(const admission_queue&) = delete;
+
+  // Admits or refuses `job` at `now`: ok, rejected/queue_full,
+  // rejected/shutting_down or deadline_exceeded/admission. On ok the queue
+  // holds the pointer until a pop returns it.
+  status try_push(queued_job* job, time_point now) noexcept;
+
+  // Blocks until a job is available; nullptr when closed and drained, or after wake_all().
+  queued_job* pop_wait() noexcept;
+  // Never blocks; nullptr when empty.
+  queued_job* try_pop() noexcept;
+
+  // Stop admitting (shutting_down). Jobs already queued can still be popped.
+  void close() noexcept;
+  bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
+  // Wakes `n` blocked consumers with nullptr (used to stop workers).
+  void wake(std::size_t n) noexcept;
+
+  std::size_t depth() const noexcept { return depth_.load(std::memory_order_relaxed); }
+  std::size_t capacity() const noexcept { return opts_.capacity; }
+  queue_load load() const noexcept {
+    return {depth(), opts_.workers, service_.mean()};
+  }
+  // Workers report each run so admission can predict the wait.
+  void observe_service_time(duration run) noexcept { service_.observe(run); }
+  const options& settings() const noexcept { return opts_; }
+
+ private:
+  struct impl;  // moodycamel lives behind this: one adapter, not in our public headers
+  options opts_;
+  std::unique_ptr<impl> impl_;
+  alignas(64) std::atomic<std::size_t> depth_{0};
+  alignas(64) std::atomic<bool> closed_{false};
+  service_time_estimator service_;
+};
+
+}  // namespace hourglass

@@ -1,0 +1,53 @@
+#include "hourglass/admission_queue.hpp"
+
+#include "moodycamel.hpp"
+
+namespace hourglass {
+
+struct admission_queue::impl {
+  explicit impl(std::size_t capacity) : q(capacity) {}
+  moodycamel::BlockingConcurrentQueue<queued_job*> q;
+};
+
+admission_queue::admission_queue(options opts) : opts_(opts), impl_(std::make_unique<impl>(opts.capacity)) {}
+
+admission_queue::~admission_queue() = default;
+
+status admission_queue::try_push(queued_job* job, time_point now) noexcept {
+  if (closed()) return status::rejected(reject_reason::shutting_down);
+  const status verdict = admit(job->bounds, load(), now, opts_.admission);
+  if (!verdict.is_ok()) return verdict;
+  // Reserve a slot first: the bound holds whatever other producers do.
+  if (depth_.fetch_add(1, std::memory_order_acq_rel) >= opts_.capacity) {
+    depth_.fetch_sub(1, std::memory_order_acq_rel);
+    return status::rejected(reject_reason::queue_full);
+  }
+  job->admitted_at = now;
+  if (!impl_->q.enqueue(job)) {  // only on allocation failure
+    depth_.fetch_sub(1, std::memory_order_acq_rel);
+    return status::rejected(reject_reason::queue_full);
+  }
+  return status::ok();
+}
+
+queued_job* admission_queue::pop_wait() noexcept {
+  queued_job* job = nullptr;
+  impl_->q.wait_dequeue(job);
+  if (job != nullptr) depth_.fetch_sub(1, std::memory_order_acq_rel);
+  return job;
+}
+
+queued_job* admission_queue::try_pop() noexcept {
+  queued_job* job = nullptr;
+  if (!impl_->q.try_dequeue(job)) return nullptr;
+  if (job != nullptr) depth_.fetch_sub(1, std::memory_order_acq_rel);
+  return job;
+}
+
+void admission_queue::close() noexcept { closed_.store(true, std::memory_order_release); }
+
+void admission_queue::wake(std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) impl_->q.enqueue(nullptr);
+}
+
+}  // namespace hourglass

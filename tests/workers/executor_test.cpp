@@ -1,0 +1,159 @@
+#include "hourglass/executor.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace hourglass {
+namespace {
+
+using namespace std::chrono_literals;
+
+executor_options manual(manual_clock& clk, std::size_t capacity = 16) {
+  executor_options o;
+  o.manual_mode = true;
+  o.clock = &clk;
+  o.queue_capacity = capacity;
+  return o;
+}
+
+TEST(Executor, RunsAJobAndReportsItsTimings) {
+  manual_clock clk;
+  executor ex(manual(clk));
+  auto h = ex.submit(job_options::within(clk, 100ms), [&](const context& ctx) {
+    EXPECT_EQ(ctx.remaining(), 70ms);
+    clk.advance(20ms);
+    return 42;
+  });
+  clk.advance(30ms);
+  EXPECT_EQ(ex.run_pending(), 1u);
+  auto r = h.get();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.value(), 42);
+  EXPECT_EQ(r.timings.budget, 100ms);
+  EXPECT_EQ(r.timings.queue_delay, 30ms);
+  EXPECT_EQ(r.timings.remaining_at_dispatch, 70ms);
+  EXPECT_EQ(r.timings.run_time, 20ms);
+  EXPECT_FALSE(r.timings.completed_late);
+  const auto snap = ex.stats().snapshot();
+  EXPECT_EQ(snap.find("default")->admitted, 1u);
+  EXPECT_EQ(snap.find("default")->finished_ok, 1u);
+}
+
+TEST(Executor, RejectsBelowMinimumUsefulBudget) {
+  manual_clock clk;
+  executor ex(manual(clk));
+  job_options o = job_options::within(clk, 5ms);
+  o.min_budget = 10ms;
+  bool ran = false;
+  auto h = ex.submit(o, [&] { ran = true; });
+  auto r = h.get();  // ready at once: refused at admission
+  EXPECT_EQ(r.st, status::expired(expiry_stage::admission));
+  EXPECT_EQ(ex.run_pending(), 0u);
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(ex.stats().snapshot().find("default")->rejected_insufficient_budget, 1u);
+}
+
+TEST(Executor, ExpiredInQueueNeverRuns) {
+  manual_clock clk;
+  executor ex(manual(clk));
+  bool ran = false;
+  auto h = ex.submit(job_options::within(clk, 50ms), [&] { ran = true; });
+  clk.advance(51ms);
+  ex.run_pending();
+  auto r = h.get();
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(r.st, status::expired(expiry_stage::queue));
+  EXPECT_EQ(r.timings.queue_delay, 51ms);
+  EXPECT_FALSE(r.timings.ran);
+  EXPECT_EQ(ex.stats().snapshot().find("default")->expired_queue, 1u);
+}
+
+TEST(Executor, HandlerErrorIsCaptured) {
+  manual_clock clk;
+  executor ex(manual(clk));
+  auto h = ex.submit(job_options{}, []() -> int { throw std::invalid_argument("bad input"); });
+  ex.run_pending();
+  auto r = h.get();
+  EXPECT_EQ(r.st, status::error());
+  EXPECT_THROW(r.value(), std::invalid_argument);
+}
+
+TEST(Executor, CompletedLateIsDiscardedAndCounted) {
+  manual_clock clk;
+  executor ex(manual(clk));
+  auto h = ex.submit(job_options::within(clk, 10ms), [&](const context&) {
+    clk.advance(15ms);  // overran, ignoring its context
+    return 7;
+  });
+  ex.run_pending();
+  auto r = h.get();
+  EXPECT_EQ(r.st, status::expired(expiry_stage::run));
+  EXPECT_FALSE(r.result.has_value());
+  EXPECT_TRUE(r.timings.completed_late);
+  EXPECT_EQ(r.timings.run_time, 15ms);
+  const auto* hs = ex.stats().snapshot().find("default");
+  EXPECT_EQ(hs->completed_late, 1u);
+  EXPECT_EQ(hs->completed_late_ns, static_cast<std::uint64_t>(duration(15ms).count()));
+  EXPECT_EQ(hs->expired_run, 1u);
+}
+
+TEST(Executor, CancelBeforeStartMeansNeverRuns) {
+  manual_clock clk;
+  executor ex(manual(clk));
+  bool ran = false;
+  auto h = ex.submit(job_options{}, [&] { ran = true; });
+  EXPECT_TRUE(h.cancel());
+  EXPECT_TRUE(h.cancel());  // still true: it never ran
+  ex.run_pending();
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(h.get().st, status::cancelled(cancel_cause::requested));
+}
+
+TEST(Executor, QueueFullWithPausedWorkers) {
+  manual_clock clk;
+  executor_options o;
+  o.clock = &clk;
+  o.workers = 2;
+  o.queue_capacity = 8;
+  o.start_paused = true;
+  executor ex(o);
+  ex.pause();
+  std::atomic<int> ran{0};
+  std::vector<status> refused;
+  for (int i = 0; i < 8 + 5; ++i) {
+    ex.submit(job_options{}, [&] { ran++; }, [&](job_result<std::monostate>&& r) noexcept {
+      if (!r.ok()) refused.push_back(r.st);
+    });
+  }
+  EXPECT_EQ(refused.size(), 5u);
+  for (const auto& s : refused) EXPECT_EQ(s, status::rejected(reject_reason::queue_full));
+  ex.resume();
+  ex.shutdown(clk.now() + 1h);  // drain: everything admitted runs
+  EXPECT_EQ(ran.load(), 8);
+  EXPECT_EQ(ex.stats().snapshot().find("default")->rejected_queue_full, 5u);
+}
+
+TEST(Executor, RunningJobIsCancelledAtItsDeadline) {
+  manual_clock clk;
+  executor_options o;
+  o.clock = &clk;
+  o.workers = 1;
+  executor ex(o);
+  auto h = ex.submit(job_options::within(clk, 200ms), [](const context& ctx) {
+    if (!ctx.sleep_for(1h)) ctx.check();  // throws: stopped by the deadline
+    return 1;
+  });
+  ASSERT_TRUE(clk.wait_for_timers(2));  // the job's deadline and its sleep
+  clk.advance(200ms);
+  auto r = h.get();
+  EXPECT_EQ(r.st, status::expired(expiry_stage::run));
+  EXPECT_FALSE(r.timings.completed_late);
+  EXPECT_TRUE(r.timings.ran);
+}
+
+}  // namespace
+}  // namespace hourglass

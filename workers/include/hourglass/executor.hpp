@@ -1,0 +1,337 @@
+// The embedded executor: a bounded admission queue in front of N workers that
+// run each job in a cancellable context inheriting the caller's deadline.
+//
+//   hourglass::executor ex({.workers = 4, .queue_capacity = 1000});
+//   auto job = ex.submit(hourglass::job_options::within(ex.get_clock(), 200ms),
+//                        [](const hourglass::context& ctx) { return work(ctx); });
+//   hourglass::job_result<int> r = job.get();   // r.st says ok / error / rejected / ...
+//
+// A job's life:
+//   submit ─ admission: queue_full | shutting_down | deadline_exceeded/admission
+//     └ queued ─ dequeue: deadline_exceeded/queue (never run) | cancelled (never run)
+//         └ running in a context with deadline min(deadline, start + run_limit) - reserve
+//             ─ ok | error | deadline_exceeded/run | cancelled/<cause>
+// Every job offered gets exactly one outcome, delivered exactly once (to the
+// callback or the handle's future), including jobs refused at submit and jobs
+// still queued at shutdown.
+//
+// Deadline and cancellation: the job's context fires by itself at the
+// deadline (a timer on the executor's clock). A job that returns normally
+// after its deadline has its result discarded: deadline_exceeded/run and
+// `completed_late` (wasted work). A job that stops because its context
+// stopped should throw (context::check()) so it is not counted late.
+//
+// policy `fifo` (deadline_checks = false) turns every deadline check off: no
+// admission by budget, no expiry at dequeue, no cancellation at the deadline.
+// Outcomes are still classified honestly (late results are deadline_exceeded).
+//
+// Thread safety: submit, cancel, stats and shutdown may be called from any
+// thread, including from inside jobs (but not shutdown from inside a job).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "hourglass/admission_queue.hpp"
+#include "hourglass/clock.hpp"
+#include "hourglass/context.hpp"
+#include "hourglass/job.hpp"
+#include "hourglass/metrics.hpp"
+
+namespace hourglass {
+
+struct job_options {
+  std::string_view handler = "default";  // metrics label; resolved once per submit
+  handler_metrics* metrics = nullptr;    // pre-resolved label (hot paths): wins over `handler`
+  // A caller waits until `deadline`. An async job leaves it `never` and sets
+  // `start_by` (its freshness bound) and `run_limit` (its own run bound).
+  time_point deadline = never;
+  time_point start_by = never;
+  duration run_limit = duration::max();
+  duration min_budget = duration::zero();  // less than this left: not worth starting
+  duration reserve = duration::zero();     // kept back from the job's context for the caller
+  const context* parent = nullptr;         // the submitter's context: its deadline and cancellation flow in
+
+  // A job for a caller who waits `budget` from now.
+  static job_options within(clock& clk, duration budget) {
+    job_options o;
+    o.deadline = saturating_add(clk.now(), budget);
+    return o;
+  }
+  // An async job: worth starting until now + freshness, then runs at most run_limit.
+  static job_options async(clock& clk, duration freshness, duration limit) {
+    job_options o;
+    o.start_by = saturating_add(clk.now(), freshness);
+    o.run_limit = limit;
+    return o;
+  }
+};
+
+struct executor_options {
+  std::size_t workers = 0;           // 0: hardware threads; see manual_mode
+  bool manual_mode = false;          // no threads: the owner calls run_pending() ("turn the crank")
+  std::size_t queue_capacity = 1024;
+  hourglass::clock* clock = nullptr; // nullptr: real_clock()
+  hourglass::metrics* metrics = nullptr;  // nullptr: the executor owns one
+  bool deadline_checks = true;       // false: policy fifo
+  bool predicted_wait_admission = true;
+  bool start_paused = false;
+};
+
+namespace detail {
+
+enum class job_state : std::uint8_t { queued, starting, running, done, cancelled_in_queue };
+
+struct job_record : queued_job {
+  virtual ~job_record() = default;
+  // Runs the function; returns normally, or throws what it threw.
+  virtual void invoke(const context* ctx) = 0;
+  // Delivers the one outcome. Called exactly once.
+  virtual void deliver(status st, const job_timings& t) noexcept = 0;
+  virtual bool wants_context() const noexcept = 0;
+
+  void add_ref() noexcept { refs.fetch_add(1, std::memory_order_relaxed); }
+  void release() noexcept {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+  std::atomic<std::uint32_t> refs{1};
+  std::atomic<job_state> state{job_state::queued};
+  handler_metrics* metrics = nullptr;
+  duration run_limit = duration::max();
+  duration reserve = duration::zero();
+  std::optional<context> parent;
+  std::optional<context_source> ctx;  // set before state becomes running
+  std::exception_ptr error;           // the function's exception, for outcome error
+  job_timings timings;
+};
+
+template <class F>
+inline constexpr bool takes_context_v = std::is_invocable_v<F&, const context&>;
+
+template <class F>
+using fn_result_t = std::conditional_t<takes_context_v<F>, std::invoke_result<F&, const context&>,
+                                       std::invoke_result<F&>>::type;
+
+template <class F, class Done>
+class job_impl final : public job_record {
+ public:
+  using R = fn_result_t<F>;
+  using T = job_value_t<R>;
+
+  job_impl(F&& f, Done&& d) : fn_(std::move(f)), done_(std::move(d)) {}
+
+  void invoke(const context* ctx) override {
+    if constexpr (takes_context_v<F>) {
+      if constexpr (std::is_void_v<R>) {
+        fn_(*ctx);
+        value_.emplace();
+      } else {
+        value_.emplace(fn_(*ctx));
+      }
+    } else {
+      (void)ctx;
+      if constexpr (std::is_void_v<R>) {
+        fn_();
+        value_.emplace();
+      } else {
+        value_.emplace(fn_());
+      }
+    }
+  }
+  void deliver(status st, const job_timings& t) noexcept override {
+    job_result<T> r{st, {}, {}, t};
+    if (st.is_ok()) r.result = std::move(value_);
+    if (st.code == outcome::error) r.error = error;
+    done_(std::move(r));
+  }
+  bool wants_context() const noexcept override { return takes_context_v<F>; }
+
+ private:
+  F fn_;
+  Done done_;
+  std::optional<T> value_;
+};
+
+struct record_ref {
+  job_record* p = nullptr;
+  record_ref() = default;
+  explicit record_ref(job_record* r) noexcept : p(r) {
+    if (p) p->add_ref();
+  }
+  record_ref(const record_ref& o) noexcept : record_ref(o.p) {}
+  record_ref(record_ref&& o) noexcept : p(std::exchange(o.p, nullptr)) {}
+  record_ref& operator=(record_ref o) noexcept {
+    std::swap(p, o.p);
+    return *this;
+  }
+  ~record_ref() {
+    if (p) p->release();
+  }
+};
+
+}  // namespace detail
+
+class executor;
+
+// Refers to a submitted job: cancel it, or (job_handle) wait for its outcome.
+class job_ref {
+ public:
+  job_ref() = default;
+  // Cancels the job. Returns true when the job's function will never run
+  // (it was still queued, or it was refused or dropped before running);
+  // false when it is running or has run: a running job's context is then
+  // cancelled and the job stops cooperatively.
+  bool cancel(cancel_cause cause = cancel_cause::requested) noexcept;
+
+ protected:
+  explicit job_ref(detail::job_record* r) : rec_(r) {}
+  friend class executor;
+  detail::record_ref rec_;
+};
+
+template <class T>
+class job_handle : public job_ref {
+ public:
+  job_handle() = default;
+  job_result<T> get() { return future_.get(); }
+  void wait() const { future_.wait(); }
+  bool ready() const { return future_.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
+
+ private:
+  friend class executor;
+  job_handle(detail::job_record* r, std::future<job_result<T>> f) : job_ref(r), future_(std::move(f)) {}
+  std::future<job_result<T>> future_;
+};
+
+class executor {
+ public:
+  explicit executor(executor_options options = {});
+  // Drains with no grace: queued jobs are cancelled (cause shutdown), running
+  // jobs are cancelled and waited for. Every job still gets its outcome.
+  ~executor();
+  executor(const executor&) = delete;
+  executor& operator=(const executor&) = delete;
+
+  // Submits `fn` (callable as fn(const context&) or fn()); `on_done(job_result<T>&&)`
+  // receives the outcome exactly once: on this thread if refused at admission,
+  // otherwise on a worker (or on the thread that cancels a queued job).
+  // `on_done` must not throw. Refusal allocates nothing.
+  template <class F, class Done>
+  job_ref submit(const job_options& opts, F&& fn, Done&& on_done);
+
+  // As above, with the outcome delivered to the returned handle's future.
+  template <class F>
+  auto submit(const job_options& opts, F&& fn);
+
+  // Stop admitting (shutting_down), let queued and running jobs finish until
+  // `drain_deadline`, then cancel the rest (cause shutdown) and wait for them.
+  // Returns when every admitted job has its outcome and the workers stopped.
+  void shutdown(time_point drain_deadline);
+  void shutdown() { shutdown(get_clock().now()); }
+  bool accepting() const noexcept { return !queue_.closed(); }
+
+  // Test and operations helpers.
+  void pause();   // returns once every worker is parked; queued jobs wait
+  void resume();
+  std::size_t run_pending();  // manual_mode: runs queued jobs on this thread
+
+  hourglass::clock& get_clock() const noexcept { return *clock_; }
+  hourglass::metrics& stats() noexcept { return *metrics_; }
+  handler_metrics& handler(std::string_view name) { return metrics_->handler(name); }
+  const admission_queue& queue() const noexcept { return queue_; }
+  std::size_t workers() const noexcept { return worker_count_; }
+  std::size_t busy() const noexcept { return busy_.load(std::memory_order_relaxed); }
+
+ private:
+  struct worker_slot {
+    std::mutex mu;
+    detail::job_record* current = nullptr;
+  };
+
+  status precheck(const job_options& o, time_point now) const noexcept;
+  void prepare(detail::job_record& rec, const job_options& o, handler_metrics& h);
+  status admit(detail::job_record* rec, time_point now);
+  void worker_loop(std::size_t index);
+  void run_one(detail::job_record* rec, worker_slot* slot);
+  void finish(detail::job_record* rec, status st);
+  void settle() noexcept;
+  handler_metrics& resolve(const job_options& o) {
+    return o.metrics ? *o.metrics : (o.handler == "default" ? *default_handler_ : metrics_->handler(o.handler));
+  }
+  static job_timings rejected_timings(const job_options& o, time_point now) noexcept {
+    job_timings t;
+    t.budget = remaining(o.deadline, now);
+    return t;
+  }
+  void note_rejected(handler_metrics& h, status st) noexcept;
+
+  executor_options options_;
+  hourglass::clock* clock_;
+  std::unique_ptr<hourglass::metrics> owned_metrics_;
+  hourglass::metrics* metrics_;
+  handler_metrics* default_handler_;
+  std::size_t worker_count_;
+  admission_queue queue_;
+  std::atomic<std::size_t> busy_{0};
+  std::atomic<std::size_t> submitting_{0};  // submits past the closed check, not yet queued
+  std::atomic<std::size_t> outstanding_{0};  // admitted, outcome not yet settled by a worker
+  std::atomic<bool> stopping_now_{false};     // drain deadline passed: cancel, don't start
+
+  std::mutex mu_;  // guards the fields below
+  std::condition_variable changed_;
+  bool paused_ = false;
+  bool stopping_ = false;
+  std::size_t parked_ = 0;
+  bool shut_down_ = false;
+  std::vector<std::unique_ptr<worker_slot>> slots_;
+  std::vector<std::thread> threads_;
+};
+
+// ---- implementation of the templates ----
+
+template <class F, class Done>
+job_ref executor::submit(const job_options& opts, F&& fn, Done&& on_done) {
+  using Fn = std::decay_t<F>;
+  using D = std::decay_t<Done>;
+  using T = job_value_t<detail::fn_result_t<Fn>>;
+  handler_metrics& h = resolve(opts);
+  const time_point now = clock_->now();
+  if (const status early = precheck(opts, now); !early.is_ok()) {
+    note_rejected(h, early);
+    on_done(job_result<T>{early, {}, {}, rejected_timings(opts, now)});
+    return job_ref();
+  }
+  auto* rec = new detail::job_impl<Fn, D>(Fn(std::forward<F>(fn)), D(std::forward<Done>(on_done)));
+  prepare(*rec, opts, h);
+  job_ref ref(rec);
+  admit(rec, now);
+  return ref;
+}
+
+template <class F>
+auto executor::submit(const job_options& opts, F&& fn) {
+  using Fn = std::decay_t<F>;
+  using T = job_value_t<detail::fn_result_t<Fn>>;
+  auto promise = std::make_shared<std::promise<job_result<T>>>();
+  auto future = promise->get_future();
+  job_ref ref = submit(opts, std::forward<F>(fn), [promise](job_result<T>&& r) noexcept {
+    promise->set_value(std::move(r));
+  });
+  job_handle<T> handle;
+  handle.rec_ = std::move(ref.rec_);
+  handle.future_ = std::move(future);
+  return handle;
+}
+
+}  // namespace hourglass

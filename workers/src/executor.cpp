@@ -1,0 +1,311 @@
+#include "hourglass/executor.hpp"
+
+#include <algorithm>
+
+namespace hourglass {
+
+namespace {
+std::size_t default_workers() { return std::max(1u, std::thread::hardware_concurrency()); }
+}  // namespace
+
+bool job_ref::cancel(cancel_cause cause) noexcept {
+  detail::job_record* rec = rec_.p;
+  if (rec == nullptr) return true;  // refused at admission: never ran
+  for (;;) {
+    auto s = rec->state.load(std::memory_order_acquire);
+    switch (s) {
+      case detail::job_state::queued:
+        if (rec->state.compare_exchange_weak(s, detail::job_state::cancelled_in_queue, std::memory_order_acq_rel)) {
+          // The worker that later pops it only drops its reference.
+          rec->deliver(status::cancelled(cause), rec->timings);
+          if (rec->metrics != nullptr) rec->metrics->finished_cancelled.add();
+          return true;
+        }
+        break;
+      case detail::job_state::starting:
+        std::this_thread::yield();  // the context is being made; a few instructions away
+        break;
+      case detail::job_state::running:
+        rec->ctx->cancel(cause);
+        return false;
+      case detail::job_state::done:
+        return !rec->timings.ran;
+      case detail::job_state::cancelled_in_queue:
+        return true;
+    }
+  }
+}
+
+executor::executor(executor_options options)
+    : options_(options),
+      clock_(options.clock ? options.clock : &real_clock()),
+      owned_metrics_(options.metrics ? nullptr : std::make_unique<hourglass::metrics>()),
+      metrics_(options.metrics ? options.metrics : owned_metrics_.get()),
+      default_handler_(&metrics_->handler("default")),
+      worker_count_(options.manual_mode ? 0 : (options.workers ? options.workers : default_workers())),
+      queue_(admission_queue::options{
+          options.queue_capacity, std::max<std::size_t>(1, worker_count_),
+          admission_options{options.deadline_checks, options.deadline_checks && options.predicted_wait_admission}}) {
+  paused_ = options.start_paused;
+  for (std::size_t i = 0; i < worker_count_; ++i) slots_.push_back(std::make_unique<worker_slot>());
+  threads_.reserve(worker_count_);
+  for (std::size_t i = 0; i < worker_count_; ++i) threads_.emplace_back([this, i] { worker_loop(i); });
+}
+
+executor::~executor() {
+  bool done;
+  {
+    std::lock_guard lock(mu_);
+    done = shut_down_;
+  }
+  if (!done) shutdown(time_point::min());
+}
+
+status executor::precheck(const job_options& o, time_point now) const noexcept {
+  if (queue_.closed()) return status::rejected(reject_reason::shutting_down);
+  const job_bounds b{o.deadline, earliest(o.start_by, o.deadline), o.min_budget};
+  if (const status s = hourglass::admit(b, queue_.load(), now, queue_.settings().admission); !s.is_ok()) return s;
+  if (queue_.depth() >= queue_.capacity()) return status::rejected(reject_reason::queue_full);
+  if (o.parent != nullptr && o.parent->done()) {
+    const status ps = o.parent->stop_status();
+    return ps.code == outcome::deadline_exceeded ? status::expired(expiry_stage::admission) : ps;
+  }
+  return status::ok();
+}
+
+void executor::note_rejected(handler_metrics& h, status st) noexcept {
+  if (st.code == outcome::rejected) {
+    metrics_->on_rejected(h, st.reason);
+  } else {
+    metrics_->on_finished(h, st, duration::zero(), false);
+  }
+}
+
+void executor::prepare(detail::job_record& rec, const job_options& o, handler_metrics& h) {
+  rec.bounds = job_bounds{o.deadline, earliest(o.start_by, o.deadline), o.min_budget};
+  rec.metrics = &h;
+  rec.run_limit = o.run_limit;
+  rec.reserve = o.reserve;
+  if (o.parent != nullptr) rec.parent.emplace(*o.parent);
+}
+
+status executor::admit(detail::job_record* rec, time_point now) {
+  submitting_.fetch_add(1, std::memory_order_seq_cst);
+  rec->add_ref();  // the queue's reference
+  outstanding_.fetch_add(1, std::memory_order_seq_cst);
+  status st = queue_.try_push(rec, now);
+  submitting_.fetch_sub(1, std::memory_order_seq_cst);
+  if (!st.is_ok()) {
+    outstanding_.fetch_sub(1, std::memory_order_seq_cst);
+    rec->release();
+    rec->timings.budget = remaining(rec->bounds.deadline, now);
+    rec->state.store(detail::job_state::done, std::memory_order_release);
+    note_rejected(*rec->metrics, st);
+    rec->deliver(st, rec->timings);
+    return st;
+  }
+  rec->timings.budget = remaining(rec->bounds.deadline, now);
+  metrics_->on_admitted(*rec->metrics, rec->timings.budget);
+  metrics_->queue_depth.set(static_cast<std::int64_t>(queue_.depth()));
+  return st;
+}
+
+void executor::worker_loop(std::size_t index) {
+  worker_slot* slot = slots_[index].get();
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      if (paused_ && !stopping_) {
+        ++parked_;
+        changed_.notify_all();
+        changed_.wait(lock, [&] { return !paused_ || stopping_; });
+        --parked_;
+      }
+      if (stopping_ && queue_.depth() == 0) return;
+    }
+    queued_job* job = queue_.pop_wait();
+    if (job == nullptr) continue;  // a wake-up: look at the flags again
+    run_one(static_cast<detail::job_record*>(job), slot);
+  }
+}
+
+std::size_t executor::run_pending() {
+  std::size_t n = 0;
+  while (queued_job* job = queue_.try_pop()) {
+    run_one(static_cast<detail::job_record*>(job), nullptr);
+    ++n;
+  }
+  return n;
+}
+
+void executor::finish(detail::job_record* rec, status st) {
+  rec->state.store(detail::job_state::done, std::memory_order_release);
+  metrics_->on_finished(*rec->metrics, st, rec->timings.run_time, rec->timings.completed_late);
+  rec->deliver(st, rec->timings);
+  settle();
+}
+
+void executor::settle() noexcept {
+  if (outstanding_.fetch_sub(1, std::memory_order_seq_cst) == 1 && queue_.closed()) {
+    std::lock_guard lock(mu_);
+    changed_.notify_all();
+  }
+}
+
+void executor::run_one(detail::job_record* rec, worker_slot* slot) {
+  metrics_->queue_depth.set(static_cast<std::int64_t>(queue_.depth()));
+  auto expected = detail::job_state::queued;
+  if (!rec->state.compare_exchange_strong(expected, detail::job_state::starting, std::memory_order_acq_rel)) {
+    rec->release();  // cancelled while queued: its outcome is already delivered
+    settle();
+    return;
+  }
+  const bool checks = options_.deadline_checks;
+  const time_point start = clock_->now();
+  job_timings& t = rec->timings;
+  t.queue_delay = elapsed(rec->admitted_at, start);
+
+  // Last look before spending a worker on it.
+  status early = status::ok();
+  if (expired_at_start(rec->bounds, start, checks)) {
+    early = status::expired(expiry_stage::queue);
+  } else if (rec->parent && rec->parent->token().stop_requested()) {
+    early = rec->parent->stop_status();
+    if (early.code == outcome::deadline_exceeded) early = status::expired(expiry_stage::queue);
+  } else if (stopping_now_.load(std::memory_order_acquire)) {
+    early = status::cancelled(cancel_cause::shutdown);
+  }
+  if (!early.is_ok()) {
+    finish(rec, early);
+    rec->release();
+    return;
+  }
+
+  time_point run_deadline = never;
+  if (checks) {
+    run_deadline = earliest(rec->bounds.deadline, saturating_add(start, rec->run_limit));
+    if (run_deadline != never) run_deadline = saturating_sub(run_deadline, rec->reserve);
+  }
+  if (rec->wants_context() || run_deadline != never || rec->parent) {
+    rec->ctx.emplace(rec->parent ? rec->parent->child_until(run_deadline) : context_source(*clock_, run_deadline));
+  }
+  t.remaining_at_dispatch = remaining(rec->bounds.deadline, start);
+  metrics_->on_dispatch(t.queue_delay, t.remaining_at_dispatch);
+  rec->state.store(detail::job_state::running, std::memory_order_release);
+  if (slot != nullptr) {
+    std::lock_guard lock(slot->mu);
+    slot->current = rec;
+  }
+  // Either shutdown() saw us in the slot, or we see its flag: no job escapes the drain.
+  if (stopping_now_.load(std::memory_order_seq_cst) && rec->ctx) rec->ctx->cancel(cancel_cause::shutdown);
+  busy_.fetch_add(1, std::memory_order_relaxed);
+  metrics_->workers_busy.add();
+
+  enum class ended { normally, stopped, threw } how = ended::normally;
+  status stopped_with = status::ok();
+  t.ran = true;
+  try {
+    rec->invoke(rec->ctx ? &rec->ctx->get() : nullptr);
+  } catch (const stopped_error& e) {
+    how = ended::stopped;
+    stopped_with = e.why();
+  } catch (...) {
+    how = ended::threw;
+    rec->error = std::current_exception();
+  }
+  const time_point end = clock_->now();
+
+  metrics_->workers_busy.sub();
+  busy_.fetch_sub(1, std::memory_order_relaxed);
+  if (slot != nullptr) {
+    std::lock_guard lock(slot->mu);
+    slot->current = nullptr;
+  }
+  t.run_time = elapsed(start, end);
+  queue_.observe_service_time(t.run_time);
+
+  // One outcome. A stop seen by the context wins over what the function did,
+  // except that a handler's own error before any stop stays an error.
+  const status ctx_status = rec->ctx ? rec->ctx->get().stop_status() : status::ok();
+  const bool past_deadline = rec->bounds.deadline != never && end > rec->bounds.deadline;
+  status st;
+  if (how == ended::stopped) {
+    st = ctx_status.is_ok() ? stopped_with : ctx_status;
+  } else if (!ctx_status.is_ok()) {
+    st = ctx_status;
+    t.completed_late = how == ended::normally && ctx_status.code == outcome::deadline_exceeded;
+  } else if (past_deadline) {
+    st = status::expired(expiry_stage::run);  // fifo policy, or the timer had not fired yet
+    t.completed_late = how == ended::normally;
+  } else {
+    st = how == ended::threw ? status::error() : status::ok();
+  }
+  if (st.code == outcome::deadline_exceeded && st.stage != expiry_stage::downstream) st.stage = expiry_stage::run;
+  finish(rec, st);
+  rec->release();
+}
+
+void executor::pause() {
+  std::unique_lock lock(mu_);
+  paused_ = true;
+  lock.unlock();
+  queue_.wake(worker_count_);
+  lock.lock();
+  changed_.wait(lock, [&] { return parked_ == worker_count_ || stopping_; });
+}
+
+void executor::resume() {
+  std::lock_guard lock(mu_);
+  paused_ = false;
+  changed_.notify_all();
+}
+
+void executor::shutdown(time_point drain_deadline) {
+  {
+    std::lock_guard lock(mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  queue_.close();
+  // A submit that passed the closed check before close() is still pushing.
+  while (submitting_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+
+  // Drain: queued and running jobs may finish until the drain deadline.
+  if (drain_deadline > clock_->now() && worker_count_ > 0) {
+    auto fired = std::make_shared<std::atomic<bool>>(false);
+    const timer_id timer = clock_->schedule(drain_deadline, [this, fired]() noexcept {
+      std::lock_guard lock(mu_);
+      fired->store(true);
+      changed_.notify_all();
+    });
+    {
+      std::unique_lock lock(mu_);
+      paused_ = false;
+      changed_.notify_all();
+      changed_.wait(lock, [&] { return fired->load() || outstanding_.load() == 0; });
+    }
+    clock_->cancel(timer);
+  }
+
+  // Past the deadline: everything left is cancelled, and still gets its outcome.
+  stopping_now_.store(true, std::memory_order_seq_cst);
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    paused_ = false;
+    changed_.notify_all();
+  }
+  for (auto& slot : slots_) {
+    std::lock_guard lock(slot->mu);
+    if (slot->current != nullptr && slot->current->ctx) slot->current->ctx->cancel(cancel_cause::shutdown);
+  }
+  if (worker_count_ == 0) {
+    run_pending();  // manual mode: outcomes for what is left (cancelled/shutdown)
+  }
+  queue_.wake(worker_count_);
+  for (auto& th : threads_) th.join();
+  threads_.clear();
+  run_pending();  // anything a worker left behind
+}
+
+}  // namespace hourglass
