@@ -17,11 +17,12 @@ status admission_queue::try_push(queued_job* job, time_point now) noexcept {
   if (closed()) return status::rejected(reject_reason::shutting_down);
   const status verdict = admit(job->bounds, load(), now, opts_.admission);
   if (!verdict.is_ok()) return verdict;
-  // Reserve a slot first: the bound holds whatever other producers do.
-  if (depth_.fetch_add(1, std::memory_order_acq_rel) >= opts_.capacity) {
-    depth_.fetch_sub(1, std::memory_order_acq_rel);
-    return status::rejected(reject_reason::queue_full);
-  }
+  // Reserve a slot first, by compare-and-swap so the count itself never
+  // exceeds capacity (a fetch_add/undo would let depth() overshoot briefly).
+  std::size_t d = depth_.load(std::memory_order_relaxed);
+  do {
+    if (d >= opts_.capacity) return status::rejected(reject_reason::queue_full);
+  } while (!depth_.compare_exchange_weak(d, d + 1, std::memory_order_acq_rel, std::memory_order_relaxed));
   job->admitted_at = now;
   if (!impl_->q.enqueue(job)) {  // only on allocation failure
     depth_.fetch_sub(1, std::memory_order_acq_rel);

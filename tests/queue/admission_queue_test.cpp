@@ -1,0 +1,120 @@
+#include "hourglass/admission_queue.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace hourglass {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr time_point t0 = time_point{} + 1h;
+
+TEST(AdmissionQueue, CapacityIsAHardBound) {
+  admission_queue q({.capacity = 4});
+  std::vector<queued_job> jobs(6);
+  int admitted = 0;
+  int full = 0;
+  for (auto& j : jobs) {
+    const status s = q.try_push(&j, t0);
+    if (s.is_ok()) admitted++;
+    if (s == status::rejected(reject_reason::queue_full)) full++;
+  }
+  EXPECT_EQ(admitted, 4);
+  EXPECT_EQ(full, 2);
+  EXPECT_EQ(q.depth(), 4u);
+  EXPECT_EQ(q.try_pop(), &jobs[0]);  // FIFO within one producer
+  EXPECT_EQ(q.try_push(&jobs[4], t0), status::ok());
+}
+
+TEST(AdmissionQueue, StampsAdmissionTime) {
+  admission_queue q({.capacity = 4});
+  queued_job j;
+  ASSERT_TRUE(q.try_push(&j, t0 + 5ms).is_ok());
+  EXPECT_EQ(j.admitted_at, t0 + 5ms);
+}
+
+TEST(AdmissionQueue, ClosedRefusesWithShuttingDownButDrains) {
+  admission_queue q({.capacity = 4});
+  queued_job a, b;
+  ASSERT_TRUE(q.try_push(&a, t0).is_ok());
+  q.close();
+  EXPECT_EQ(q.try_push(&b, t0), status::rejected(reject_reason::shutting_down));
+  EXPECT_EQ(q.try_pop(), &a);
+  EXPECT_EQ(q.try_pop(), nullptr);
+}
+
+TEST(AdmissionQueue, RejectsInsufficientBudgetBeforeTakingASlot) {
+  admission_queue q({.capacity = 1});
+  queued_job late;
+  late.bounds = {t0, t0, 1ms};
+  EXPECT_EQ(q.try_push(&late, t0), status::expired(expiry_stage::admission));
+  EXPECT_EQ(q.depth(), 0u);
+}
+
+TEST(AdmissionQueue, PredictedWaitUsesObservedServiceTimes) {
+  admission_queue q({.capacity = 100, .workers = 1});
+  for (int i = 0; i < 10; ++i) q.observe_service_time(2ms);
+  std::vector<queued_job> backlog(5);
+  for (auto& j : backlog) ASSERT_TRUE(q.try_push(&j, t0).is_ok());
+  // 5 queued x 2 ms = 10 ms predicted wait.
+  queued_job tight;
+  tight.bounds = {t0 + 11ms, t0 + 11ms, 2ms};
+  queued_job ok;
+  ok.bounds = {t0 + 12ms, t0 + 12ms, 2ms};
+  EXPECT_EQ(q.try_push(&tight, t0), status::expired(expiry_stage::admission));
+  EXPECT_EQ(q.try_push(&ok, t0), status::ok());
+}
+
+// Many producers and consumers: nothing lost, nothing twice, never over capacity.
+TEST(AdmissionQueue, ConcurrentProducersAndConsumers) {
+  constexpr std::size_t kCapacity = 64;
+  constexpr int kPerProducer = 20000;
+  admission_queue q({.capacity = kCapacity, .workers = 2});
+  std::vector<std::vector<queued_job>> jobs(3, std::vector<queued_job>(kPerProducer));
+  std::atomic<int> admitted{0}, rejected{0}, popped{0};
+  std::atomic<bool> producers_done{false};
+  std::vector<std::atomic<int>> seen(3 * kPerProducer);
+  std::vector<std::thread> threads;
+  for (int p = 0; p < 3; ++p) {
+    threads.emplace_back([&, p] {
+      for (auto& j : jobs[static_cast<std::size_t>(p)]) {
+        if (q.try_push(&j, t0).is_ok()) admitted++;
+        else rejected++;
+        EXPECT_LE(q.depth(), kCapacity);
+      }
+    });
+  }
+  std::vector<std::thread> consumers;
+  for (int c = 0; c < 2; ++c) {
+    consumers.emplace_back([&] {
+      for (;;) {
+        queued_job* j = q.try_pop();
+        if (j == nullptr) {
+          if (producers_done.load() && q.depth() == 0) return;
+          std::this_thread::yield();
+          continue;
+        }
+        for (int p = 0; p < 3; ++p) {
+          auto& v = jobs[static_cast<std::size_t>(p)];
+          if (j >= v.data() && j < v.data() + v.size()) seen[static_cast<std::size_t>(p * kPerProducer + (j - v.data()))]++;
+        }
+        popped++;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  producers_done = true;
+  for (auto& t : consumers) t.join();
+  EXPECT_EQ(admitted.load() + rejected.load(), 3 * kPerProducer);
+  EXPECT_EQ(popped.load(), admitted.load());
+  for (auto& s : seen) EXPECT_LE(s.load(), 1);
+  EXPECT_EQ(q.depth(), 0u);
+}
+
+}  // namespace
+}  // namespace hourglass
