@@ -54,7 +54,8 @@ TEST(Executor, RejectsBelowMinimumUsefulBudget) {
   EXPECT_EQ(r.st, status::expired(expiry_stage::admission));
   EXPECT_EQ(ex.run_pending(), 0u);
   EXPECT_FALSE(ran);
-  EXPECT_EQ(ex.stats().snapshot().find("default")->rejected_insufficient_budget, 1u);
+  const auto snap = ex.stats().snapshot();
+  EXPECT_EQ(snap.find("default")->rejected_insufficient_budget, 1u);
 }
 
 TEST(Executor, ExpiredInQueueNeverRuns) {
@@ -69,7 +70,8 @@ TEST(Executor, ExpiredInQueueNeverRuns) {
   EXPECT_EQ(r.st, status::expired(expiry_stage::queue));
   EXPECT_EQ(r.timings.queue_delay, 51ms);
   EXPECT_FALSE(r.timings.ran);
-  EXPECT_EQ(ex.stats().snapshot().find("default")->expired_queue, 1u);
+  const auto snap = ex.stats().snapshot();
+  EXPECT_EQ(snap.find("default")->expired_queue, 1u);
 }
 
 TEST(Executor, HandlerErrorIsCaptured) {
@@ -95,7 +97,8 @@ TEST(Executor, CompletedLateIsDiscardedAndCounted) {
   EXPECT_FALSE(r.result.has_value());
   EXPECT_TRUE(r.timings.completed_late);
   EXPECT_EQ(r.timings.run_time, 15ms);
-  const auto* hs = ex.stats().snapshot().find("default");
+  const auto snap = ex.stats().snapshot();
+  const auto* hs = snap.find("default");
   EXPECT_EQ(hs->completed_late, 1u);
   EXPECT_EQ(hs->completed_late_ns, static_cast<std::uint64_t>(duration(15ms).count()));
   EXPECT_EQ(hs->expired_run, 1u);
@@ -134,7 +137,8 @@ TEST(Executor, QueueFullWithPausedWorkers) {
   ex.resume();
   ex.shutdown(clk.now() + 1h);  // drain: everything admitted runs
   EXPECT_EQ(ran.load(), 8);
-  EXPECT_EQ(ex.stats().snapshot().find("default")->rejected_queue_full, 5u);
+  const auto snap = ex.stats().snapshot();
+  EXPECT_EQ(snap.find("default")->rejected_queue_full, 5u);
 }
 
 TEST(Executor, RunningJobIsCancelledAtItsDeadline) {

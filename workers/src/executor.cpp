@@ -90,6 +90,10 @@ void executor::prepare(detail::job_record& rec, const job_options& o, handler_me
 }
 
 status executor::admit(detail::job_record* rec, time_point now) {
+  // Everything the worker may read is written before the push publishes the job.
+  const duration budget = remaining(rec->bounds.deadline, now);
+  rec->timings.budget = budget;
+  handler_metrics& h = *rec->metrics;
   submitting_.fetch_add(1, std::memory_order_seq_cst);
   rec->add_ref();  // the queue's reference
   outstanding_.fetch_add(1, std::memory_order_seq_cst);
@@ -98,14 +102,12 @@ status executor::admit(detail::job_record* rec, time_point now) {
   if (!st.is_ok()) {
     outstanding_.fetch_sub(1, std::memory_order_seq_cst);
     rec->release();
-    rec->timings.budget = remaining(rec->bounds.deadline, now);
     rec->state.store(detail::job_state::done, std::memory_order_release);
-    note_rejected(*rec->metrics, st);
+    note_rejected(h, st);
     rec->deliver(st, rec->timings);
     return st;
   }
-  rec->timings.budget = remaining(rec->bounds.deadline, now);
-  metrics_->on_admitted(*rec->metrics, rec->timings.budget);
+  metrics_->on_admitted(h, budget);
   metrics_->queue_depth.set(static_cast<std::int64_t>(queue_.depth()));
   return st;
 }
