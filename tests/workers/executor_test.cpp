@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -157,6 +158,174 @@ TEST(Executor, RunningJobIsCancelledAtItsDeadline) {
   EXPECT_EQ(r.st, status::expired(expiry_stage::run));
   EXPECT_FALSE(r.timings.completed_late);
   EXPECT_TRUE(r.timings.ran);
+}
+
+}  // namespace
+}  // namespace hourglass
+
+namespace hourglass {
+namespace {
+
+using namespace std::chrono_literals;
+
+executor_options threaded(manual_clock& clk, std::size_t workers = 1) {
+  executor_options o;
+  o.clock = &clk;
+  o.workers = workers;
+  return o;
+}
+
+TEST(ExecutorAsync, FreshnessBoundsTheStartNotTheRun) {
+  manual_clock clk;
+  executor ex(manual(clk));
+  // Worth starting for 5 s; once started, its own limit of 1 s applies.
+  auto fresh = ex.submit(job_options::async(clk, 5s, 1s), [&](const context& ctx) {
+    return ctx.remaining();
+  });
+  clk.advance(4s);
+  ex.run_pending();
+  auto r = fresh.get();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.value(), 1s) << "the run is bounded by the job's own limit, not the freshness bound";
+  EXPECT_EQ(r.timings.budget, duration::max()) << "no caller deadline";
+
+  auto expired = ex.submit(job_options::async(clk, 5s, 1s), [] { return 2; });
+  clk.advance(5s + 1ns);
+  ex.run_pending();
+  EXPECT_EQ(expired.get().st, status::expired(expiry_stage::queue));
+}
+
+TEST(ExecutorAsync, ExpiredFreshnessIsRefusedAtAdmission) {
+  manual_clock clk;
+  executor ex(manual(clk));
+  job_options o = job_options::async(clk, 0s, 1s);
+  clk.advance(1ms);
+  auto h = ex.submit(o, [] { return 1; });
+  EXPECT_EQ(h.get().st, status::expired(expiry_stage::admission));
+}
+
+TEST(Executor, ParentCancellationFlowsIntoTheJob) {
+  manual_clock clk;
+  executor ex(threaded(clk));
+  context_source caller = context_source::with_timeout(clk, 10s);
+  job_options o;
+  o.parent = &caller.get();
+  o.deadline = caller.get().deadline();
+  auto h = ex.submit(o, [](const context& ctx) {
+    ctx.sleep_for(1h);
+    ctx.check();
+    return 0;
+  });
+  ASSERT_TRUE(clk.wait_for_timers(2));  // caller's deadline + the job's sleep
+  caller.cancel(cancel_cause::caller_gone);
+  EXPECT_EQ(h.get().st, status::cancelled(cancel_cause::caller_gone));
+}
+
+TEST(Executor, ParentStoppedWhileQueuedIsDroppedAtDequeue) {
+  manual_clock clk;
+  executor ex(manual(clk));
+  context_source caller(clk);
+  job_options o;
+  o.parent = &caller.get();
+  bool ran = false;
+  auto h = ex.submit(o, [&] { ran = true; });
+  caller.cancel(cancel_cause::caller_gone);
+  ex.run_pending();
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(h.get().st, status::cancelled(cancel_cause::caller_gone));
+}
+
+TEST(Executor, JobContextGetsCapAndReserve) {
+  manual_clock clk;
+  executor ex(manual(clk));
+  job_options o = job_options::within(clk, 300ms);
+  o.reserve = 80ms;
+  auto h = ex.submit(o, [](const context& ctx) { return ctx.remaining(); });
+  ex.run_pending();
+  EXPECT_EQ(h.get().value(), 220ms);
+}
+
+TEST(Executor, CancelRunningJobStopsItAndReportsItRan) {
+  manual_clock clk;
+  executor ex(threaded(clk));
+  std::atomic<bool> started{false};
+  auto h = ex.submit(job_options{}, [&](const context& ctx) {
+    started = true;
+    ctx.sleep_for(1h);
+    ctx.check();
+    return 0;
+  });
+  ASSERT_TRUE(clk.wait_for_timers(1));
+  EXPECT_TRUE(started.load());
+  EXPECT_FALSE(h.cancel()) << "it is running: cancel cannot promise it never ran";
+  auto r = h.get();
+  EXPECT_EQ(r.st, status::cancelled(cancel_cause::requested));
+  EXPECT_TRUE(r.timings.ran);
+  EXPECT_FALSE(r.timings.completed_late);
+}
+
+TEST(Executor, DrainLetsRunningJobsFinishThenCancelsTheRest) {
+  manual_clock clk;
+  executor ex(threaded(clk, 1));
+  auto sleeper = [](duration d) {
+    return [d](const context& ctx) {
+      ctx.sleep_for(d);
+      ctx.check();
+      return d;
+    };
+  };
+  auto quick = ex.submit(job_options{}, sleeper(10ms));   // finishes inside the drain
+  ASSERT_TRUE(clk.wait_for_timers(1));
+  auto queued = ex.submit(job_options{}, sleeper(1h));    // starts during the drain, cut at its end
+  std::thread drainer([&] { ex.shutdown(clk.now() + 100ms); });
+  // Wait for shutdown to start: new work is refused once it has.
+  while (ex.accepting()) std::this_thread::yield();
+  auto late = ex.submit(job_options{}, sleeper(1ms));
+  EXPECT_EQ(late.get().st, status::rejected(reject_reason::shutting_down));
+  clk.advance(10ms);
+  EXPECT_TRUE(quick.get().ok());
+  // The queued job starts (its sleep + the drain timer), then the drain deadline passes.
+  ASSERT_TRUE(clk.wait_for_timers(2));
+  clk.advance(90ms);
+  drainer.join();
+  EXPECT_EQ(queued.get().st, status::cancelled(cancel_cause::shutdown));
+  EXPECT_EQ(ex.queue().depth(), 0u);
+}
+
+TEST(Executor, DestroyingWithWorkQueuedGivesEveryJobItsOutcome) {
+  manual_clock clk;
+  std::vector<status> outcomes;
+  std::mutex mu;
+  {
+    executor_options o = threaded(clk, 1);
+    o.start_paused = true;
+    executor ex(o);
+    for (int i = 0; i < 10; ++i) {
+      ex.submit(job_options{}, [] {}, [&](job_result<std::monostate>&& r) noexcept {
+        std::lock_guard lock(mu);
+        outcomes.push_back(r.st);
+      });
+    }
+  }
+  ASSERT_EQ(outcomes.size(), 10u);
+  for (const auto& s : outcomes) EXPECT_EQ(s, status::cancelled(cancel_cause::shutdown));
+}
+
+TEST(Executor, FifoPolicyRunsExpiredWorkAndCountsItLate) {
+  manual_clock clk;
+  executor_options o = manual(clk);
+  o.deadline_checks = false;
+  executor ex(o);
+  job_options jo = job_options::within(clk, 10ms);
+  jo.min_budget = 50ms;  // would be refused by the hourglass policy
+  bool ran = false;
+  auto h = ex.submit(jo, [&] { ran = true; return 1; });
+  clk.advance(20ms);
+  ex.run_pending();
+  auto r = h.get();
+  EXPECT_TRUE(ran);
+  EXPECT_EQ(r.st, status::expired(expiry_stage::run));
+  EXPECT_TRUE(r.timings.completed_late);
 }
 
 }  // namespace
