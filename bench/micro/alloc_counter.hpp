@@ -1,0 +1,10 @@
+// Counts heap allocations made by the calling thread (the micro benchmark
+// binary replaces the global operator new), so a benchmark can report
+// allocations per operation: admission's refusal path promises zero.
+#pragma once
+
+#include <cstdint>
+
+namespace hourglass::bench {
+std::uint64_t thread_allocations() noexcept;
+}  // namespace hourglass::bench

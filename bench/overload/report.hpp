@@ -1,0 +1,23 @@
+// How hourglass-bench shows its results: a table for people, one JSON line
+// for programs (protocol.md keys first), CSV for spreadsheets, SVG for eyes.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+
+#include "overload/overload.hpp"
+#include "overload/throughput.hpp"
+
+namespace hourglass::bench {
+
+void print_table(std::ostream& out, const overload_report& r);
+std::string to_json(const overload_report& r);
+void write_csv(std::ostream& out, const overload_report& r);
+// Two panels: goodput / capacity against offered load per policy, and the
+// step run's goodput over time per policy.
+std::string to_svg(const overload_report& r);
+
+void print_table(std::ostream& out, const throughput_report& r);
+std::string to_json(const throughput_report& r);
+
+}  // namespace hourglass::bench

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Runs a hourglass-bench command and checks that the last line of its
+standard output is one JSON object with the keys protocol.md promises.
+
+usage: check_json.py {throughput|overload|http} -- COMMAND [ARGS...]
+"""
+import json
+import subprocess
+import sys
+
+KEYS = {
+    "throughput": ["hourglass_jobs_per_s", "moodycamel_jobs_per_s", "asio_jobs_per_s", "mutex_jobs_per_s"],
+    "overload": ["capacity_rps", "runs"],
+    "http": ["offered", "sent", "ok", "ok_in_deadline", "goodput_rps", "rejected", "deadline_exceeded",
+             "errors", "latency_ms"],
+}
+RUN_KEYS = ["policy", "load", "offered_rps", "goodput_rps", "goodput_ratio", "wasted_work_ratio", "p99_ms"]
+LATENCY_KEYS = ["p50", "p90", "p99", "p999", "max"]
+
+
+def fail(msg):
+    print("check_json: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def main():
+    if len(sys.argv) < 4 or sys.argv[2] != "--" or sys.argv[1] not in KEYS:
+        fail(__doc__)
+    kind, cmd = sys.argv[1], sys.argv[3:]
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=120)
+    sys.stdout.write(proc.stdout)
+    if proc.returncode != 0:
+        fail("exit status %d" % proc.returncode)
+    lines = proc.stdout.rstrip("\n").split("\n")
+    try:
+        doc = json.loads(lines[-1])
+    except (ValueError, IndexError) as e:
+        fail("last line is not JSON: %s" % e)
+    if not isinstance(doc, dict):
+        fail("last line is not a JSON object")
+    missing = [k for k in KEYS[kind] if k not in doc]
+    if missing:
+        fail("missing keys: %s" % missing)
+    if kind == "throughput":
+        for k in KEYS[kind]:
+            if not (isinstance(doc[k], (int, float)) and doc[k] > 0):
+                fail("%s is not a positive number: %r" % (k, doc[k]))
+    if kind == "overload":
+        if not (doc["capacity_rps"] > 0):
+            fail("capacity_rps is not positive")
+        if not doc["runs"]:
+            fail("no runs")
+        for run in doc["runs"]:
+            missing = [k for k in RUN_KEYS if k not in run]
+            if missing:
+                fail("a run misses keys: %s" % missing)
+            if run["policy"] not in ("hourglass", "fifo", "asio"):
+                fail("unknown policy %r" % run["policy"])
+            if not 0 <= run["wasted_work_ratio"] <= 1:
+                fail("wasted_work_ratio out of [0, 1]: %r" % run["wasted_work_ratio"])
+    if kind == "http":
+        missing = [k for k in LATENCY_KEYS if k not in doc["latency_ms"]]
+        if missing:
+            fail("latency_ms misses keys: %s" % missing)
+    print("check_json: %s JSON ok" % kind)
+
+
+if __name__ == "__main__":
+    main()
