@@ -105,7 +105,7 @@ struct job_record : queued_job {
     if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
 
-  std::atomic<std::uint32_t> refs{1};
+  std::atomic<std::uint32_t> refs{0};  // held by job_refs and the queue, not by creation
   std::atomic<job_state> state{job_state::queued};
   handler_metrics* metrics = nullptr;
   duration run_limit = duration::max();
