@@ -302,9 +302,11 @@ void metrics::on_finished(handler_metrics& h, const status& st, duration run_tim
   }
 }
 
-void metrics::on_retry_attempt() noexcept { retry_attempts.add(); }
-void metrics::on_retry_denied_deadline() noexcept { retries_denied_deadline.add(); }
-void metrics::on_retry_denied_budget() noexcept { retries_denied_retry_budget.add(); }
+void metrics::on_retry_attempt() noexcept { retries.attempts.fetch_add(1, std::memory_order_relaxed); }
+void metrics::on_retry_denied_deadline() noexcept { retries.denied_deadline.fetch_add(1, std::memory_order_relaxed); }
+void metrics::on_retry_denied_budget() noexcept {
+  retries.denied_retry_budget.fetch_add(1, std::memory_order_relaxed);
+}
 
 metrics_snapshot metrics::snapshot() const {
   metrics_snapshot s;
@@ -313,9 +315,9 @@ metrics_snapshot metrics::snapshot() const {
     s.handlers.reserve(by_name_.size());
     for (const auto& [name, h] : by_name_) s.handlers.push_back(snapshot_of(*h));  // map order: sorted
   }
-  s.retry_attempts = retry_attempts.value();
-  s.retries_denied_deadline = retries_denied_deadline.value();
-  s.retries_denied_retry_budget = retries_denied_retry_budget.value();
+  s.retry_attempts = retries.attempts.load(std::memory_order_relaxed);
+  s.retries_denied_deadline = retries.denied_deadline.load(std::memory_order_relaxed);
+  s.retries_denied_retry_budget = retries.denied_retry_budget.load(std::memory_order_relaxed);
   s.request_budget = request_budget.snapshot();
   s.queue_delay = queue_delay.snapshot();
   s.remaining_budget_at_dispatch = remaining_budget_at_dispatch.snapshot();

@@ -587,3 +587,34 @@ TEST(metrics, ConcurrentRecordersAndCreationCountExactly) {
 
 }  // namespace
 }  // namespace hourglass
+
+namespace hourglass {
+namespace {
+
+// retry_call writes straight into the registry's retry counters.
+TEST(metrics, RetryCallCountsIntoTheRegistry) {
+  using namespace std::chrono_literals;
+  manual_clock clk;
+  metrics m;
+  context_source ctx = context_source::with_timeout(clk, 1s);
+  retry_policy policy;
+  policy.max_attempts = 3;
+  policy.initial_backoff = 0ms;
+  policy.jitter = 0;
+  int calls = 0;
+  const status st = retry_call(
+      ctx.get(), policy,
+      [&](const context&) {
+        calls++;
+        return status::error();
+      },
+      nullptr, &m.retries);
+  EXPECT_EQ(st, status::error());
+  EXPECT_EQ(calls, 3);
+  const auto s = m.snapshot();
+  EXPECT_EQ(s.retry_attempts, 2u);
+  EXPECT_NE(render_prometheus(s).find("hourglass_retry_attempts_total 2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hourglass

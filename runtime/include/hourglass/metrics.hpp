@@ -43,9 +43,10 @@
 //     rejected                      as on_rejected(h, st.reason); no finished count
 //                                   (a rejected job was never admitted).
 //     and, whatever the code, if late: h.completed_late += 1; h.completed_late_ns += run.
-//   on_retry_attempt()              retry_attempts += 1
-//   on_retry_denied_deadline()      retries_denied_deadline += 1
-//   on_retry_denied_budget()        retries_denied_retry_budget += 1
+//   on_retry_attempt()              retries.attempts += 1
+//   on_retry_denied_deadline()      retries.denied_deadline += 1
+//   on_retry_denied_budget()        retries.denied_retry_budget += 1
+//   (retry_call(..., &m.retries) updates the same three counters itself.)
 // Gauges (queue_depth, workers_busy) are maintained by their owners directly.
 // Negative durations are recorded as zero.
 //
@@ -91,6 +92,7 @@
 
 #include "hourglass/histogram.hpp"
 #include "hourglass/outcome.hpp"
+#include "hourglass/retry.hpp"
 #include "hourglass/time.hpp"
 
 namespace hourglass {
@@ -215,9 +217,8 @@ class metrics {
   metrics_snapshot snapshot() const;
 
   // Global series, public for direct use (gauges in particular).
-  alignas(64) counter retry_attempts;
-  counter retries_denied_deadline;
-  counter retries_denied_retry_budget;
+  // Pass &retries to retry_call so its attempts and denials are exported here.
+  alignas(64) retry_counters retries;
   alignas(64) gauge queue_depth;
   alignas(64) gauge workers_busy;
   log_histogram request_budget;
