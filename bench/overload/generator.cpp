@@ -3,6 +3,7 @@
 #include <sys/prctl.h>
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -36,7 +37,7 @@ void sleep_until_steady(time_point t) {
 }
 }  // namespace
 
-generator_report run_generator(const std::vector<time_point>& schedule, time_point window_end,
+generator_report run_generator(const std::vector<time_point>& schedule, time_point window_end, duration quantum,
                                const std::function<void(std::size_t, time_point)>& send) {
   // The default 50 µs timer slack would turn every short sleep into a long one.
   prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
@@ -44,11 +45,13 @@ generator_report run_generator(const std::vector<time_point>& schedule, time_poi
   generator_report r;
   r.scheduled = schedule.size();
   std::size_t i = 0;
+  time_point woke = std::chrono::steady_clock::now();
   while (i < schedule.size()) {
     time_point now = std::chrono::steady_clock::now();
     if (now >= window_end) break;
     if (schedule[i] > now) {
-      sleep_until_steady(schedule[i]);
+      sleep_until_steady(std::min(window_end, std::max(schedule[i], woke + quantum)));
+      woke = std::chrono::steady_clock::now();
       continue;
     }
     while (i < schedule.size() && schedule[i] <= now) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <thread>
@@ -46,6 +47,7 @@ struct job_slot {
 };
 
 struct run_setup {
+  duration quantum{};
   duration service{};
   duration budget{};
   duration min_budget{};
@@ -184,7 +186,7 @@ executed_run execute(const std::string& policy, const run_setup& setup, std::vec
   out.slots.resize(schedule.size());
   auto runner = make_runner(policy, setup, out.slots);
   std::thread gen([&] {
-    out.gen = run_generator(schedule, window_end, [&](std::size_t i, time_point at) { runner->send(i, at); });
+    out.gen = run_generator(schedule, window_end, setup.quantum, [&](std::size_t i, time_point at) { runner->send(i, at); });
   });
   gen.join();
   // After this, no job that arrived in the window can still end good.
@@ -285,7 +287,7 @@ double measure_capacity(const run_setup& setup, duration length) {
 }
 
 run_setup setup_of(const overload_options& o) {
-  return run_setup{o.service_time, o.budget, o.min_budget, o.workers, o.queue_capacity};
+  return run_setup{o.send_quantum, o.service_time, o.budget, o.min_budget, o.workers, o.queue_capacity};
 }
 
 }  // namespace
@@ -306,6 +308,7 @@ overload_options resolve(overload_options o) {
   if (o.service_time <= duration::zero()) throw std::invalid_argument("service time must be positive");
   if (o.budget == duration::zero()) o.budget = 10 * o.service_time;
   if (o.min_budget == duration::zero()) o.min_budget = o.service_time;
+  if (o.send_quantum < duration::zero()) o.send_quantum = o.budget / 20;
   if (o.budget < o.service_time) throw std::invalid_argument("budget must be at least the service time");
   if (o.workers == 0) o.workers = std::max(1u, std::thread::hardware_concurrency()) - 1;
   if (o.workers == 0) o.workers = 1;
@@ -402,12 +405,25 @@ overload_report run_overload(const overload_options& options,
           if (d < bins) s.goodput_rps[d] += per;
         }
       }
-      // Recovery: from the drop to the first arrival from which the next 50
-      // arrivals (or all that remain) are all good.
+      if (std::getenv("HOURGLASS_BENCH_DEBUG") != nullptr) {
+        for (std::size_t i = 0; i < ex.slots.size(); ++i) {
+          const auto& sl = ex.slots[i];
+          if (sl.f != fate::good && sl.scheduled >= start + o.step_phase * static_cast<int>(phases - 1)) {
+            std::fprintf(stderr, "debug: %s arrival %.3f ms after drop fate %d run %.3f ms done %.3f ms after arrival\n",
+                         policy.c_str(), to_millis(sl.scheduled - (start + o.step_phase * static_cast<int>(phases - 1))),
+                         static_cast<int>(sl.f), to_millis(sl.run), to_millis(sl.done - sl.scheduled));
+          }
+        }
+      }
+      // Recovery: from the drop to the first arrival from which the next 10
+      // arrivals (or all that remain) are all good: about two budgets' worth
+      // of arrivals at 0.5x, long enough to show the backlog is gone, short
+      // enough that a later Poisson burst (which sheds a few jobs at any
+      // load) is not mistaken for a slow recovery.
       const time_point drop = start + o.step_phase * static_cast<int>(phases - 1);
       std::size_t first = 0;
       while (first < ex.slots.size() && ex.slots[first].scheduled < drop) ++first;
-      constexpr std::size_t run_of_good = 50;
+      constexpr std::size_t run_of_good = 10;
       std::size_t streak = 0;
       for (std::size_t i = first; i < ex.slots.size(); ++i) {
         if (ex.slots[i].f == fate::good) {

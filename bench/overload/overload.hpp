@@ -45,6 +45,9 @@ struct overload_options {
   duration capacity_length = std::chrono::seconds(1);
   std::size_t workers = 0;  // zero: cores - 1 (the generator keeps a core), at least 1
   std::size_t queue_capacity = 1024;
+  // The generator wakes at most once per quantum (see generator.hpp).
+  // Negative: budget / 20.
+  duration send_quantum = duration(-1);
   bool step = true;
   duration step_phase = std::chrono::seconds(1);
   std::vector<double> step_loads{0.5, 5, 0.5};

@@ -52,7 +52,7 @@ void print_table(std::ostream& out, const overload_report& r) {
   out << "overload: service time " << fixed(to_millis(o.service_time), 3) << " ms, budget "
       << fixed(to_millis(o.budget), 3) << " ms, min useful budget " << fixed(to_millis(o.min_budget), 3) << " ms, "
       << o.workers << " worker(s), queue capacity " << o.queue_capacity << ", " << fixed(to_seconds(o.run_length), 2)
-      << " s per run\n";
+      << " s per run, generator wakes at most every " << fixed(to_millis(o.send_quantum), 3) << " ms\n";
   out << "capacity " << fixed(r.capacity_rps, 0) << " jobs/s (closed loop; nominal workers/service time "
       << fixed(r.nominal_capacity_rps, 0) << ")\n\n";
   const char* head[] = {"policy", "load", "offered/s", "goodput/s", "/capacity", "wasted", "p50 ms", "p99 ms",
@@ -147,7 +147,7 @@ std::string to_json(const overload_report& r) {
   }
   j << ", \"service_time_ms\": " << num(to_millis(o.service_time)) << ", \"budget_ms\": " << num(to_millis(o.budget))
     << ", \"min_budget_ms\": " << num(to_millis(o.min_budget)) << ", \"workers\": " << o.workers
-    << ", \"queue_capacity\": " << o.queue_capacity << ", \"duration_s\": " << num(to_seconds(o.run_length))
+    << ", \"queue_capacity\": " << o.queue_capacity << ", \"send_quantum_ms\": " << num(to_millis(o.send_quantum)) << ", \"duration_s\": " << num(to_seconds(o.run_length))
     << ", \"nominal_capacity_rps\": " << num(r.nominal_capacity_rps) << "}";
   return j.str();
 }
