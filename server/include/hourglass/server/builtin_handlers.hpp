@@ -1,0 +1,34 @@
+// The built-in handlers of protocol.md, for demos, tests and benchmarks.
+// http_server registers them unless server_options::builtin_handlers is off;
+// embedders may register them under other names too.
+//
+//  echo   any bytes        returns them, with the request's Content-Type
+//  sleep  {"ms": N}        waits N ms (0..3,600,000) on an Asio timer bound to the
+//                          job's context: a stop aborts the wait at once
+//  spin   {"us": N}        burns N µs (0..60,000,000) of CPU, checking the context
+//                          between slices far shorter than 100 µs
+//  call   {"upstream": NAME, "handler": H, "body": B}
+//                          POST B to handler H of the configured upstream NAME with
+//                          the remaining budget (upstream_client). B: a JSON string
+//                          is sent as its text (application/octet-stream); any other
+//                          JSON value as JSON (application/json); absent: empty.
+//                          Upstream 2xx -> its body; 504 -> deadline_exceeded/downstream;
+//                          404 -> 400 invalid_argument; other -> 500 downstream_error.
+// Bad input is a 400 invalid_argument error.
+#pragma once
+
+#include "hourglass/server/handler.hpp"
+#include "hourglass/server/upstream_client.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace hourglass::server {
+
+handler_fn echo_handler();
+handler_fn sleep_handler(boost::asio::io_context& io);  // io must outlive the handler's jobs
+handler_fn spin_handler();
+handler_fn call_handler(upstream_client& client);       // client must outlive the handler's jobs
+
+}  // namespace hourglass::server

@@ -1,0 +1,31 @@
+// hourglassd's command line (CLI11) and config file (TOML, toml++).
+//
+// Every option of server_options is a command-line flag; `--config FILE`
+// reads the same keys, without the dashes, from a TOML file. The command line
+// wins over the file. Durations are written like "250ms", "2s", "1m"
+// (parse_human_duration: loud on anything else). Example file:
+//
+//   listen = "127.0.0.1:8080"
+//   workers = 8
+//   default-budget = "2s"
+//   upstream = ["search=http://127.0.0.1:8081"]   # or a table: [upstream] search = "http://..."
+//
+// An unknown key in the file is an error, as is a value of the wrong type.
+#pragma once
+
+#include <iosfwd>
+#include <optional>
+
+#include "hourglass/server/options.hpp"
+
+namespace hourglass::server {
+
+struct command_line_result {
+  std::optional<server_options> options;  // set: run with these (already validated)
+  int exit_code = 0;                      // unset options: exit with this (0 after --help)
+};
+
+// Parses argv; writes --help to `out` and errors to `err`.
+command_line_result parse_command_line(int argc, const char* const* argv, std::ostream& out, std::ostream& err);
+
+}  // namespace hourglass::server

@@ -1,0 +1,90 @@
+// What an hourglassd handler is: a function from (context, request) to a
+// result, run on an executor worker inside the job's context.
+//
+//   server.add_handler("resize", [](const hourglass::context& ctx, const request_view& req) {
+//     auto image = decode(req.body);          // throw handler_error::bad_input(...) on junk
+//     for (auto& tile : image.tiles()) { ctx.check(); resize(tile); }
+//     return handler_result{encode(image), "image/png"};
+//   });
+//
+// Outcomes (protocol.md, "Job outcomes"):
+//  - return normally inside the deadline        -> ok, HTTP `status` (200 by default)
+//  - throw handler_error                          -> error, its HTTP status (4xx: bad input)
+//  - throw anything else                          -> error, 500 (the message is logged, not sent)
+//  - stop because the context stopped             -> throw context::check()'s stopped_error, so
+//                                                    the job is not counted as completed late
+//  - a downstream hop ran out of budget           -> throw stopped_error(status::expired(
+//                                                    expiry_stage::downstream))
+//  - return normally after the deadline           -> deadline_exceeded/run, result discarded,
+//                                                    counted as completed late (wasted work)
+//
+// Thread safety: a handler is called concurrently from several workers.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "hourglass/context.hpp"
+#include "hourglass/time.hpp"
+
+namespace hourglass::server {
+
+// One request as a handler sees it. Views stay valid for the handler call.
+struct request_view {
+  std::string_view handler;       // the {handler} of POST /v1/jobs/{handler}
+  std::string_view body;          // the request body (at most --max-body bytes)
+  std::string_view content_type;  // empty when absent
+  std::string_view traceparent;   // W3C trace context; empty when absent
+  // Sync jobs: the budget the server applied (stated or default, clamped).
+  // Async jobs: the handler's run limit.
+  duration budget = duration::max();
+  bool async = false;
+  // Looks up any other request header by name (case-insensitive); empty when
+  // absent. Left empty in views made by hand (tests).
+  std::function<std::string_view(std::string_view)> header_lookup;
+
+  std::string_view header(std::string_view name) const { return header_lookup ? header_lookup(name) : std::string_view{}; }
+};
+
+struct handler_result {
+  std::string body;
+  std::string content_type = "application/octet-stream";
+  unsigned status = 200;  // a 2xx code
+};
+
+// The handler's own failure, with the HTTP status and a short code for the
+// JSON error body: {"error": code, "outcome": "error", "message": what()}.
+class handler_error : public std::runtime_error {
+ public:
+  handler_error(unsigned http_status, std::string code, const std::string& message)
+      : std::runtime_error(message), http_status_(http_status), code_(std::move(code)) {}
+
+  // 400 invalid_argument: the input was bad; retrying it cannot help.
+  static handler_error bad_input(const std::string& message) { return {400, "invalid_argument", message}; }
+
+  unsigned http_status() const noexcept { return http_status_; }
+  const std::string& code() const noexcept { return code_; }
+
+ private:
+  unsigned http_status_;
+  std::string code_;
+};
+
+using handler_fn = std::function<handler_result(const context&, const request_view&)>;
+
+struct handler_options {
+  // Async jobs run at most this long (their caller does not wait, so the
+  // handler bounds itself). zero: the server's --max-budget.
+  duration run_limit = duration::zero();
+  // A sync job with less budget than this left at admission is refused
+  // (deadline_exceeded/admission). nullopt: the server's --min-budget.
+  std::optional<duration> min_budget;
+};
+
+// Handler names: 1 to 64 of [A-Za-z0-9._-]. They appear in URLs and metric labels.
+bool valid_handler_name(std::string_view name) noexcept;
+
+}  // namespace hourglass::server

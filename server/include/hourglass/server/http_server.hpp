@@ -1,0 +1,96 @@
+// hourglassd as a library: an HTTP/1.1 server (Boost.Beast) in front of a
+// hourglass::executor, implementing protocol.md's daemon contract.
+//
+//   hourglass::server::server_options o;
+//   o.listen = "127.0.0.1:0";
+//   hourglass::server::http_server srv(o);
+//   srv.add_handler("hello", [](const hourglass::context&, const request_view&) {
+//     return handler_result{"hi\n", "text/plain"};
+//   });
+//   srv.start();                    // binds; srv.port() is the port
+//   ...
+//   srv.drain();                    // what SIGTERM does in hourglassd
+//
+// A request's path:
+//   headers read (the budget starts now) -> auth (401) -> route (404, 405)
+//   -> Content-Length > max_body (413, before reading the body) -> budget
+//   headers (400 invalid_timeout) -> draining (503 shutting_down) -> body
+//   read -> executor.submit -> one outcome -> response (or 499 in the log
+//   when the caller went away).
+//  - Sync jobs: the deadline is (headers arrived) + budget. While the job
+//    waits or runs the socket is still read, so a disconnect cancels the job
+//    (cancelled/caller_gone). If the outcome is not in by the deadline
+//    (a job still queued, or a handler that ignores its context), the
+//    client gets 504 then; the job's own outcome still comes later and is
+//    logged and counted.
+//  - Async jobs (Prefer: respond-async): 202 + Location; bounded store of
+//    states and results (async_ttl, async_max_jobs).
+//  - Drain: readyz 503, new jobs 503 shutting_down, jobs run until
+//    drain_timeout then are cancelled (cause shutdown: 503 to their callers),
+//    every open request is answered, then the listener and connections close.
+//
+// Threads: io_threads serve sockets; `workers` run handlers. Handlers may
+// block their worker (sleep and call do, on Asio operations bound to their
+// context).
+//
+// Thread safety: add_handler only before start(). start, drain and wait
+// from any thread but not from a handler or an I/O thread. The other
+// members may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "hourglass/executor.hpp"
+#include "hourglass/server/handler.hpp"
+#include "hourglass/server/options.hpp"
+#include "hourglass/server/upstream_client.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace hourglass::server {
+
+class http_server {
+ public:
+  // Throws std::invalid_argument for invalid options (validate()).
+  explicit http_server(server_options options);
+  // Drains with no grace if still running.
+  ~http_server();
+  http_server(const http_server&) = delete;
+  http_server& operator=(const http_server&) = delete;
+
+  // Registers a handler for POST /v1/jobs/{name}. Throws std::logic_error
+  // after start(), for a duplicate, or for an invalid name (valid_handler_name).
+  void add_handler(const std::string& name, handler_fn fn, handler_options options = {});
+
+  // Reads the token file, binds the listen address and starts serving.
+  // Throws std::runtime_error when the address cannot be bound or the token
+  // file cannot be read.
+  void start();
+
+  // The bound port and "addr:port" (after start()).
+  std::uint16_t port() const noexcept;
+  std::string local_address() const;
+
+  // Drains (see above) and stops. Blocks until done; later calls return at once.
+  void drain();
+  // Blocks until a drain, started by any thread, has finished.
+  void wait();
+  // True while admitting jobs (readyz 200).
+  bool ready() const noexcept;
+
+  hourglass::executor& jobs() noexcept;
+  upstream_client& upstreams() noexcept;
+  // For handlers doing their own Asio I/O (bind it with asio_cancellation).
+  boost::asio::io_context& io_context() noexcept;
+  const server_options& options() const noexcept;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace hourglass::server

@@ -1,0 +1,86 @@
+// hourglassd's settings: one options struct with defaults, filled from the
+// command line and a TOML file by config.hpp, or by an embedder directly.
+// The names match the command-line keys (protocol.md, "hourglassd").
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "hourglass/time.hpp"
+
+namespace hourglass::server {
+
+enum class policy { hourglass, fifo };
+
+struct server_options {
+  // --listen ADDR:PORT. IPv4 "a.b.c.d:p" or IPv6 "[::1]:p"; port 0 picks a free one.
+  std::string listen = "127.0.0.1:8080";
+  std::size_t workers = 0;          // --workers; 0: one per CPU
+  std::size_t io_threads = 2;       // --io-threads: threads serving sockets
+  std::size_t queue_capacity = 1024;
+
+  // Budgets. A request without a budget header gets default_budget; any
+  // budget is clamped to max_budget; less than min_budget left at admission
+  // is refused (deadline_exceeded/admission).
+  duration default_budget = std::chrono::seconds(10);
+  duration max_budget = std::chrono::seconds(60);
+  duration min_budget = std::chrono::milliseconds(1);
+
+  // Upstreams the `call` handler may reach: NAME -> http://host:port[/prefix].
+  std::map<std::string, std::string> upstreams;
+  // Kept back from the remaining budget when calling an upstream.
+  duration call_reserve = std::chrono::milliseconds(5);
+
+  duration drain_timeout = std::chrono::seconds(10);
+  std::size_t max_body = 1024 * 1024;  // bytes
+  policy scheduling = policy::hourglass;
+
+  // Authentication: a file holding the bearer token (surrounding whitespace
+  // ignored). Without it, a non-loopback listen address is refused unless
+  // allow_unauthenticated.
+  std::string auth_token_file;
+  bool allow_unauthenticated = false;
+
+  // Slow-client protection.
+  duration header_timeout = std::chrono::seconds(10);  // first byte -> end of headers
+  duration body_timeout = std::chrono::seconds(30);    // end of headers -> end of body; also each response write
+  duration idle_timeout = std::chrono::seconds(60);    // keep-alive wait for the next request
+  std::size_t max_connections = 1024;                  // more are accepted and closed at once
+
+  // Async jobs: results are kept this long after they finish, and at most
+  // this many jobs (finished or not) are remembered.
+  duration async_ttl = std::chrono::minutes(5);
+  std::size_t async_max_jobs = 10000;
+
+  bool builtin_handlers = true;  // echo, sleep, spin, call
+  std::string log_level = "info"; // trace debug info warn error critical off
+};
+
+// Throws std::invalid_argument when the options cannot mean what they say:
+// zero workers or io threads, a zero capacity, non-positive budgets,
+// default or min budget above the max, a malformed listen address or
+// upstream URL, a non-loopback address without a token (unless
+// allow_unauthenticated), an unknown log level.
+void validate(const server_options& options);
+
+// Parsed "ADDR:PORT".
+struct listen_endpoint {
+  std::string address;
+  std::uint16_t port = 0;
+  bool loopback = false;
+};
+listen_endpoint parse_listen(const std::string& text);  // throws std::invalid_argument
+
+// Parsed upstream URL: only plain http, a host, a port (default 80) and an
+// optional path prefix.
+struct upstream_url {
+  std::string host;
+  std::string port;
+  std::string prefix;  // "" or "/something" without a trailing slash
+};
+upstream_url parse_upstream_url(const std::string& url);  // throws std::invalid_argument
+
+}  // namespace hourglass::server

@@ -1,0 +1,81 @@
+// Calls to other hourglassd daemons with the caller's remaining budget.
+//
+// Only upstreams configured by name can be reached: a request never names a
+// host. Each call:
+//  - sends POST {prefix}/v1/jobs/{handler} with Request-Timeout = remaining
+//    budget - reserve, rounded down (never more than the caller had), and
+//    passes `traceparent` on unchanged;
+//  - is not made when that budget is not positive or is below min_budget
+//    (the callee's minimum useful budget): it throws
+//    stopped_error(deadline_exceeded/run) at once;
+//  - runs on the server's io_context, bound to the job's context through
+//    asio_cancellation: when the context stops (deadline, caller gone,
+//    drain) the connect, write or read is aborted at once, the connection
+//    is closed (the callee sees its caller go and cancels its own job), and
+//    post_job throws stopped_error with the context's reason;
+//  - reuses connections from a per-upstream keep-alive pool. A pooled
+//    connection that the peer closed is retried once on a fresh one when no
+//    byte of the answer had arrived.
+//
+// Thread safety: post_job may be called from any number of worker threads.
+// It blocks the calling thread (a job's worker) until the answer, the stop,
+// or an I/O error.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "hourglass/context.hpp"
+#include "hourglass/time.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace hourglass::server {
+
+struct upstream_response {
+  unsigned status = 0;
+  std::string body;
+  std::string content_type;
+};
+
+struct upstream_client_options {
+  duration reserve = std::chrono::milliseconds(5);
+  duration min_budget = duration::zero();
+  std::size_t max_idle_per_upstream = 64;
+  duration pool_idle_timeout = std::chrono::seconds(30);  // below hourglassd's idle timeout
+  std::size_t max_response_body = 8 * 1024 * 1024;
+  // Bounds I/O when the context has no deadline (policy fifo).
+  duration io_timeout = std::chrono::seconds(60);
+};
+
+class upstream_client {
+ public:
+  // Throws std::invalid_argument for a malformed URL (only http://host:port[/prefix]).
+  upstream_client(boost::asio::io_context& io, const std::map<std::string, std::string>& upstreams,
+                  upstream_client_options options = {});
+  ~upstream_client();
+  upstream_client(const upstream_client&) = delete;
+  upstream_client& operator=(const upstream_client&) = delete;
+
+  bool has(std::string_view name) const noexcept;
+
+  // Throws: stopped_error (context stopped, or budget too small to call),
+  // std::invalid_argument (unknown upstream or handler name),
+  // std::runtime_error (connection or protocol failure).
+  upstream_response post_job(const context& ctx, std::string_view upstream, std::string_view handler,
+                             std::string body, std::string_view content_type, std::string_view traceparent);
+
+  // Closes pooled idle connections (drain).
+  void close_idle() noexcept;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace hourglass::server

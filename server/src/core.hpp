@@ -1,0 +1,84 @@
+// The daemon's shared state: options, I/O context, executor, handlers,
+// async-job store, live connections, logger. Internal to the server.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <spdlog/logger.h>
+
+#include "async_jobs.hpp"
+#include "hourglass/executor.hpp"
+#include "hourglass/server/handler.hpp"
+#include "hourglass/server/options.hpp"
+#include "hourglass/server/upstream_client.hpp"
+
+namespace hourglass::server::detail {
+
+struct handler_entry {
+  std::string name;
+  handler_fn fn;
+  duration run_limit = duration::max();  // async jobs
+  duration min_budget = duration::zero();
+  handler_metrics* metrics = nullptr;
+};
+
+class session;
+
+// Live connections. Shared with the sessions (which deregister in their
+// destructors, possibly while the io_context is being torn down).
+class connection_registry {
+ public:
+  bool add(const std::shared_ptr<session>& s, std::size_t max);  // false when `max` are open
+  void remove(const session* s) noexcept;
+  std::vector<std::shared_ptr<session>> live();
+  bool wait_empty(std::chrono::steady_clock::duration limit);
+  std::size_t size() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable empty_;
+  std::unordered_map<const session*, std::weak_ptr<session>> sessions_;
+};
+
+// How a job ended, for the log line and the response.
+struct job_report {
+  std::string_view handler;
+  std::string_view mode;  // "sync" or "async"
+  duration budget = duration::max();
+  job_timings timings;
+  status st;
+  unsigned http_status = 0;  // 0: not answered over HTTP (async jobs)
+  std::string note;          // a handler error's message, for the log only
+};
+
+struct core {
+  explicit core(server_options o);
+
+  bool fifo() const noexcept { return opts.scheduling == policy::fifo; }
+  const handler_entry* find_handler(std::string_view name) const;
+  void log_job(const job_report& r) const;
+
+  server_options opts;
+  std::shared_ptr<spdlog::logger> log;
+  boost::asio::io_context io;  // outlives everything below that posts to it
+  std::unique_ptr<upstream_client> upstreams;
+  std::map<std::string, handler_entry, std::less<>> handlers;
+  async_store async_jobs;
+  std::string token;  // empty: no authentication
+  std::atomic<bool> draining{false};
+  std::shared_ptr<connection_registry> connections = std::make_shared<connection_registry>();
+  std::unique_ptr<hourglass::executor> jobs;  // last: drained and destroyed first
+};
+
+}  // namespace hourglass::server::detail

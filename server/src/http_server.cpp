@@ -1,0 +1,230 @@
+#include "hourglass/server/http_server.hpp"
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <condition_variable>
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "core.hpp"
+#include "hourglass/server/builtin_handlers.hpp"
+#include "session.hpp"
+
+namespace hourglass::server {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+struct http_server::impl {
+  explicit impl(server_options o) : c(std::move(o)) {}
+
+  void accept();
+  void stop_io();
+  void drain(duration grace);
+
+  detail::core c;
+  std::optional<tcp::acceptor> acceptor;
+  std::optional<net::steady_timer> accept_retry;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::vector<std::thread> io_threads;
+  std::uint16_t port = 0;
+  std::string address;
+  std::atomic<bool> started{false};
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool drain_started = false;
+  bool stopped = false;
+};
+
+void http_server::impl::accept() {
+  acceptor->async_accept(net::make_strand(c.io), [this](boost::system::error_code ec, tcp::socket socket) {
+    if (ec == net::error::operation_aborted || !acceptor->is_open()) return;
+    if (ec) {
+      // Out of descriptors or similar: back off briefly instead of spinning.
+      c.log->warn("accept failed: {}", ec.message());
+      accept_retry->expires_after(std::chrono::milliseconds(50));
+      accept_retry->async_wait([this](boost::system::error_code e) {
+        if (!e && acceptor->is_open()) accept();
+      });
+      return;
+    }
+    auto s = std::make_shared<detail::session>(c, std::move(socket));
+    if (c.connections->add(s, c.opts.max_connections)) {
+      s->start();
+    } else {
+      c.log->warn("connection refused: {} connections open (--max-connections)", c.opts.max_connections);
+    }
+    accept();
+  });
+}
+
+void http_server::impl::stop_io() {
+  work.reset();
+  c.io.stop();
+  for (auto& t : io_threads) t.join();
+  io_threads.clear();
+}
+
+void http_server::impl::drain(duration grace) {
+  {
+    std::unique_lock lock(mu);
+    if (drain_started) {
+      cv.wait(lock, [&] { return stopped; });
+      return;
+    }
+    drain_started = true;
+  }
+  c.draining.store(true);
+  if (started.load()) {
+    c.log->info("draining: readyz 503, new jobs refused; running jobs get {} ms", to_millis(grace));
+    // Stops admitting, lets jobs run until the drain deadline, cancels the rest
+    // (cause shutdown). Returns when every job has its outcome, which is then
+    // on its way to its connection.
+    c.jobs->shutdown(saturating_add(c.jobs->get_clock().now(), grace));
+
+    std::promise<void> closed;
+    net::post(acceptor->get_executor(), [&] {
+      boost::system::error_code ignored;
+      acceptor->close(ignored);
+      accept_retry->cancel();
+      closed.set_value();
+    });
+    closed.get_future().wait();
+    c.upstreams->close_idle();
+    {
+      auto live = c.connections->live();
+      for (auto& s : live) s->close_when_idle();
+    }
+    const auto limit = std::min<duration>(c.opts.body_timeout, std::chrono::seconds(5));
+    if (!c.connections->wait_empty(limit)) {
+      c.log->warn("drain: {} connections still open after {} ms, closing them", c.connections->size(), to_millis(limit));
+    }
+    stop_io();
+    c.log->info("drained");
+  } else {
+    c.jobs->shutdown();
+  }
+  std::lock_guard lock(mu);
+  stopped = true;
+  cv.notify_all();
+}
+
+http_server::http_server(server_options options) {
+  validate(options);
+  impl_ = std::make_unique<impl>(std::move(options));
+  if (impl_->c.opts.builtin_handlers) {
+    add_handler("echo", echo_handler());
+    add_handler("sleep", sleep_handler(impl_->c.io));
+    add_handler("spin", spin_handler());
+    add_handler("call", call_handler(*impl_->c.upstreams));
+  }
+}
+
+http_server::~http_server() {
+  if (impl_) impl_->drain(duration::zero());
+}
+
+void http_server::add_handler(const std::string& name, handler_fn fn, handler_options options) {
+  if (impl_->started.load()) throw std::logic_error("add_handler after start(): " + name);
+  if (!valid_handler_name(name)) throw std::logic_error("invalid handler name '" + name + "'");
+  if (!fn) throw std::logic_error("empty handler function for '" + name + "'");
+  auto& c = impl_->c;
+  if (c.handlers.count(name) != 0) throw std::logic_error("duplicate handler '" + name + "'");
+  detail::handler_entry e;
+  e.name = name;
+  e.fn = std::move(fn);
+  e.run_limit = options.run_limit > duration::zero() ? options.run_limit : c.opts.max_budget;
+  e.min_budget = options.min_budget.value_or(c.opts.min_budget);
+  e.metrics = &c.jobs->handler(name);
+  c.handlers.emplace(name, std::move(e));
+}
+
+namespace {
+
+std::string read_token(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read --auth-token-file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string t = ss.str();
+  const auto first = t.find_first_not_of(" \t\r\n");
+  const auto last = t.find_last_not_of(" \t\r\n");
+  if (first == std::string::npos) throw std::runtime_error("--auth-token-file " + path + " is empty");
+  t = t.substr(first, last - first + 1);
+  if (t.find_first_of(" \t\r\n") != std::string::npos) {
+    throw std::runtime_error("--auth-token-file " + path + ": the token must be one word");
+  }
+  return t;
+}
+
+}  // namespace
+
+void http_server::start() {
+  auto& m = *impl_;
+  if (m.started.load()) throw std::logic_error("http_server::start called twice");
+  {
+    std::lock_guard lock(m.mu);
+    if (m.drain_started) throw std::logic_error("http_server::start after drain");
+  }
+  auto& c = m.c;
+  if (!c.opts.auth_token_file.empty()) c.token = read_token(c.opts.auth_token_file);
+
+  const listen_endpoint ep = parse_listen(c.opts.listen);
+  const tcp::endpoint endpoint(net::ip::make_address(ep.address), ep.port);
+  m.acceptor.emplace(net::make_strand(c.io));
+  m.accept_retry.emplace(m.acceptor->get_executor());
+  boost::system::error_code ec;
+  m.acceptor->open(endpoint.protocol(), ec);
+  if (!ec) m.acceptor->set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) m.acceptor->bind(endpoint, ec);
+  if (!ec) m.acceptor->listen(net::socket_base::max_listen_connections, ec);
+  if (ec) throw std::runtime_error("cannot listen on " + c.opts.listen + ": " + ec.message());
+  const auto local = m.acceptor->local_endpoint();
+  m.port = local.port();
+  m.address = local.address().is_v6() ? "[" + local.address().to_string() + "]:" + std::to_string(m.port)
+                                      : local.address().to_string() + ":" + std::to_string(m.port);
+
+  m.started.store(true);
+  m.work.emplace(c.io.get_executor());
+  m.accept();
+  for (std::size_t i = 0; i < c.opts.io_threads; ++i) {
+    m.io_threads.emplace_back([&c] {
+      for (;;) {
+        try {
+          c.io.run();
+          return;
+        } catch (const std::exception& e) {
+          c.log->error("I/O thread: {}", e.what());
+        }
+      }
+    });
+  }
+  c.log->info("hourglassd listening on {} (workers={}, io-threads={}, policy={}, queue-capacity={}, auth={})", m.address,
+              c.jobs->workers(), c.opts.io_threads, c.fifo() ? "fifo" : "hourglass", c.opts.queue_capacity,
+              c.token.empty() ? "off" : "bearer");
+}
+
+std::uint16_t http_server::port() const noexcept { return impl_->port; }
+std::string http_server::local_address() const { return impl_->address; }
+void http_server::drain() { impl_->drain(impl_->c.opts.drain_timeout); }
+
+void http_server::wait() {
+  std::unique_lock lock(impl_->mu);
+  impl_->cv.wait(lock, [&] { return impl_->stopped; });
+}
+
+bool http_server::ready() const noexcept { return impl_->started.load() && !impl_->c.draining.load(); }
+hourglass::executor& http_server::jobs() noexcept { return *impl_->c.jobs; }
+upstream_client& http_server::upstreams() noexcept { return *impl_->c.upstreams; }
+boost::asio::io_context& http_server::io_context() noexcept { return impl_->c.io; }
+const server_options& http_server::options() const noexcept { return impl_->c.opts; }
+
+}  // namespace hourglass::server

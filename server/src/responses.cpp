@@ -1,0 +1,108 @@
+#include "responses.hpp"
+
+#include <boost/beast/http/field.hpp>
+
+#include <cstdio>
+
+#include "hourglass/context.hpp"
+
+namespace hourglass::server::detail {
+
+namespace http = boost::beast::http;
+
+response make_response(unsigned status, std::string body, std::string_view content_type) {
+  response res{static_cast<http::status>(status), 11};
+  res.set(http::field::server, "hourglassd");
+  if (!content_type.empty()) res.set(http::field::content_type, content_type);
+  res.body() = std::move(body);
+  res.prepare_payload();
+  return res;
+}
+
+response error_response(unsigned status, std::string_view code, std::string_view message) {
+  json_object o;
+  o.add("error", code);
+  if (!message.empty()) o.add("message", message);
+  return make_response(status, o.str(), json_type);
+}
+
+std::string server_timing(const job_timings& t) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "queue;dur=%.3f, run;dur=%.3f", to_millis(t.queue_delay), to_millis(t.run_time));
+  return buf;
+}
+
+error_info describe_error(const std::exception_ptr& e) {
+  error_info info;
+  if (!e) return info;
+  try {
+    std::rethrow_exception(e);
+  } catch (const handler_error& he) {
+    info.http_status = he.http_status() >= 400 && he.http_status() <= 599 ? he.http_status() : 500;
+    info.code = he.code().empty() ? "error" : he.code();
+    info.message = he.what();
+    info.detail = he.what();
+  } catch (const std::exception& ex) {
+    info.detail = ex.what();  // may hold internals: logged, not sent
+  } catch (...) {
+    info.detail = "unknown exception";
+  }
+  return info;
+}
+
+unsigned http_status_for(const status& st, const error_info* error) {
+  switch (st.code) {
+    case outcome::ok: return 200;
+    case outcome::error: return error ? error->http_status : 500;
+    case outcome::rejected: return 503;
+    case outcome::deadline_exceeded: return 504;
+    case outcome::cancelled: return st.cause == cancel_cause::shutdown ? 503 : 499;
+  }
+  return 500;
+}
+
+std::string outcome_body(const status& st, const job_timings& t, duration budget, duration remaining_now,
+                         const error_info* error) {
+  json_object o;
+  switch (st.code) {
+    case outcome::ok: o.add("error", "none"); break;
+    case outcome::error:
+      o.add("error", error ? std::string_view(error->code) : "error");
+      o.add("outcome", "error");
+      if (error) o.add("message", error->message);
+      break;
+    case outcome::rejected:
+      o.add("error", to_string(st.reason));
+      o.add("outcome", "rejected");
+      break;
+    case outcome::deadline_exceeded:
+      o.add("error", "deadline_exceeded");
+      o.add("stage", to_string(st.stage));
+      break;
+    case outcome::cancelled:
+      o.add("error", "cancelled");
+      o.add("cause", to_string(st.cause));
+      break;
+  }
+  if (budget != duration::max()) o.add("budget_ms", to_millis(budget));
+  o.add("queued_ms", to_millis(t.queue_delay));
+  if (t.ran) o.add("run_ms", to_millis(t.run_time));
+  if (remaining_now != duration::max()) o.add("remaining_ms", to_millis(remaining_now));
+  return o.str();
+}
+
+response job_response(const status& st, const job_timings& t, duration budget, duration remaining_now,
+                      handler_result* result, const error_info* error) {
+  response res;
+  if (st.is_ok() && result != nullptr) {
+    const unsigned code = result->status >= 200 && result->status <= 299 ? result->status : 200;
+    res = make_response(code, std::move(result->body), result->content_type);
+  } else {
+    res = make_response(http_status_for(st, error), outcome_body(st, t, budget, remaining_now, error), json_type);
+    if (st.code == outcome::rejected && st.reason == reject_reason::queue_full) res.set(http::field::retry_after, "1");
+  }
+  res.set("Server-Timing", server_timing(t));
+  return res;
+}
+
+}  // namespace hourglass::server::detail

@@ -1,0 +1,51 @@
+// Building HTTP responses: JSON error bodies, outcome -> status code,
+// Server-Timing. Internal to the server.
+#pragma once
+
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/status.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include <exception>
+#include <string>
+#include <string_view>
+
+#include "hourglass/job.hpp"
+#include "hourglass/outcome.hpp"
+#include "hourglass/server/handler.hpp"
+#include "json.hpp"
+
+namespace hourglass::server::detail {
+
+using response = boost::beast::http::response<boost::beast::http::string_body>;
+
+inline constexpr std::string_view json_type = "application/json";
+
+response make_response(unsigned status, std::string body, std::string_view content_type);
+// {"error": code, "message": message} with the given status.
+response error_response(unsigned status, std::string_view code, std::string_view message);
+
+// "queue;dur=0.012, run;dur=1.250" (milliseconds).
+std::string server_timing(const job_timings& t);
+
+// What a handler's exception says: HTTP status, code, public message.
+struct error_info {
+  unsigned http_status = 500;
+  std::string code = "error";
+  std::string message = "the handler failed";
+  std::string detail;  // for the log only
+};
+error_info describe_error(const std::exception_ptr& e);
+
+// The HTTP status for a job outcome (protocol.md, "Job outcomes").
+unsigned http_status_for(const status& st, const error_info* error);
+
+// The JSON error body for a non-ok outcome, with the budget fields.
+std::string outcome_body(const status& st, const job_timings& t, duration budget, duration remaining_now,
+                         const error_info* error);
+
+// The full response for a finished sync job.
+response job_response(const status& st, const job_timings& t, duration budget, duration remaining_now,
+                      handler_result* result, const error_info* error);
+
+}  // namespace hourglass::server::detail

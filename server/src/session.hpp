@@ -1,0 +1,105 @@
+// One HTTP/1.1 connection: reads requests, routes them, runs jobs, writes
+// responses, all on the connection's strand. Internal to the server.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core.hpp"
+#include "responses.hpp"
+
+namespace hourglass::server::detail {
+
+class session : public std::enable_shared_from_this<session> {
+ public:
+  session(core& c, boost::asio::ip::tcp::socket socket);
+  ~session();
+  session(const session&) = delete;
+  session& operator=(const session&) = delete;
+
+  void start();
+  // Drain: close now if waiting for a request, else after the current answer. Any thread.
+  void close_when_idle();
+
+ private:
+  using error_code = boost::system::error_code;
+  enum class phase { waiting, headers, body, job, closed };
+
+  // The sync job in flight on this connection.
+  struct sync_call {
+    std::atomic<job_phase> phase{job_phase::queued};
+    job_ref ref;
+    const handler_entry* entry = nullptr;
+    duration budget{};
+    time_point deadline{};
+    time_point submitted_at{};
+    bool answered = false;   // strand only: a response went out (or the caller is gone)
+    bool peer_gone = false;  // strand only
+    bool grace = false;      // strand only: the deadline timer is in its grace period
+    unsigned early_status = 0;  // strand only: the status sent at the deadline, if any
+  };
+
+  // The request as the job sees it; shared with the job, which may outlive the session.
+  struct job_input;
+
+  void read_request();
+  void read_header();
+  void on_header(error_code ec);
+  void route();
+  void start_job(std::string_view name);
+  void read_body();
+  void on_body(error_code ec);
+  void submit_sync(std::shared_ptr<job_input> in);
+  void submit_async(std::shared_ptr<job_input> in);
+  void watch();
+  void on_watch(error_code ec, std::size_t n);
+  void stop_watching();
+  void on_deadline(const std::shared_ptr<sync_call>& call, error_code ec);
+  void on_job_done(const std::shared_ptr<sync_call>& call, job_result<handler_result>&& r);
+  void get_async(std::string_view id, bool cancel);
+  void send(response res);
+  void send_error(unsigned status, std::string_view code, std::string_view message);
+  void on_write(error_code ec);
+  void maybe_continue();
+  void do_close();
+  bool authorized() const;
+  bool body_unread() const;
+
+  core& core_;
+  std::shared_ptr<connection_registry> registry_;
+  boost::beast::tcp_stream stream_;
+  const boost::asio::any_io_executor strand_;  // the connection's strand (stream_'s executor)
+  boost::beast::flat_buffer buffer_;
+  std::optional<boost::beast::http::request_parser<boost::beast::http::empty_body>> header_parser_;
+  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> body_parser_;
+  boost::asio::steady_timer deadline_timer_;
+  time_point headers_at_{};
+  response res_;
+  std::shared_ptr<sync_call> call_;
+
+  // The job being read (between headers and body).
+  const handler_entry* entry_ = nullptr;
+  duration budget_{};
+  duration freshness_{};
+  bool async_ = false;
+
+  bool req_keep_alive_ = true;
+  bool req_head_ = false;
+  phase phase_ = phase::waiting;
+  bool watching_ = false;
+  bool writing_ = false;
+  bool close_after_ = false;
+};
+
+}  // namespace hourglass::server::detail
