@@ -15,8 +15,10 @@ admission_queue::~admission_queue() = default;
 
 status admission_queue::try_push(queued_job* job, time_point now) noexcept {
   if (closed()) return status::rejected(reject_reason::shutting_down);
-  const status verdict = admit(job->bounds, load(), now, opts_.admission);
-  if (!verdict.is_ok()) return verdict;
+  if (job->bounds.latest_useful_start() != never) {  // no deadline: nothing to check, no load to read
+    const status verdict = admit(job->bounds, load(), now, opts_.admission);
+    if (!verdict.is_ok()) return verdict;
+  }
   // Reserve a slot first, by compare-and-swap so the count itself never
   // exceeds capacity (a fetch_add/undo would let depth() overshoot briefly).
   std::size_t d = depth_.load(std::memory_order_relaxed);

@@ -47,6 +47,7 @@ executor::executor(executor_options options)
           options.queue_capacity, std::max<std::size_t>(1, worker_count_),
           admission_options{options.deadline_checks, options.deadline_checks && options.predicted_wait_admission}}) {
   paused_ = options.start_paused;
+  update_control_locked();  // no worker runs yet
   for (std::size_t i = 0; i < worker_count_; ++i) slots_.push_back(std::make_unique<worker_slot>());
   threads_.reserve(worker_count_);
   for (std::size_t i = 0; i < worker_count_; ++i) threads_.emplace_back([this, i] { worker_loop(i); });
@@ -64,7 +65,11 @@ executor::~executor() {
 status executor::precheck(const job_options& o, time_point now) const noexcept {
   if (queue_.closed()) return status::rejected(reject_reason::shutting_down);
   const job_bounds b{o.deadline, earliest(o.start_by, o.deadline), o.min_budget};
-  if (const status s = hourglass::admit(b, queue_.load(), now, queue_.settings().admission); !s.is_ok()) return s;
+  // Without a deadline there is nothing to check, and reading the load would
+  // pull the workers' service-time line into the submitter's cache for nothing.
+  if (b.latest_useful_start() != never) {
+    if (const status s = hourglass::admit(b, queue_.load(), now, queue_.settings().admission); !s.is_ok()) return s;
+  }
   if (queue_.depth() >= queue_.capacity()) return status::rejected(reject_reason::queue_full);
   if (o.parent != nullptr && o.parent->done()) {
     const status ps = o.parent->stop_status();
@@ -115,7 +120,9 @@ status executor::admit(detail::job_record* rec, time_point now) {
 void executor::worker_loop(std::size_t index) {
   worker_slot* slot = slots_[index].get();
   for (;;) {
-    {
+    // control_ is set before the wake-up that makes a blocked worker look
+    // again (pause, shutdown), so a worker never misses it.
+    if (control_.load(std::memory_order_acquire)) {
       std::unique_lock lock(mu_);
       if (paused_ && !stopping_) {
         ++parked_;
@@ -194,7 +201,9 @@ void executor::run_one(detail::job_record* rec, worker_slot* slot) {
   t.remaining_at_dispatch = remaining(rec->bounds.deadline, start);
   metrics_->on_dispatch(t.queue_delay, t.remaining_at_dispatch);
   rec->state.store(detail::job_state::running, std::memory_order_release);
-  if (slot != nullptr) {
+  // Only a job with a context can be cancelled by shutdown(): only it needs
+  // to be seen in the slot (two uncontended mutex round trips saved otherwise).
+  if (slot != nullptr && rec->ctx) {
     std::lock_guard lock(slot->mu);
     slot->current = rec;
   }
@@ -219,7 +228,7 @@ void executor::run_one(detail::job_record* rec, worker_slot* slot) {
 
   metrics_->workers_busy.sub();
   busy_.fetch_sub(1, std::memory_order_relaxed);
-  if (slot != nullptr) {
+  if (slot != nullptr && rec->ctx) {
     std::lock_guard lock(slot->mu);
     slot->current = nullptr;
   }
@@ -250,6 +259,7 @@ void executor::run_one(detail::job_record* rec, worker_slot* slot) {
 void executor::pause() {
   std::unique_lock lock(mu_);
   paused_ = true;
+  update_control_locked();
   lock.unlock();
   queue_.wake(worker_count_);
   lock.lock();
@@ -259,6 +269,7 @@ void executor::pause() {
 void executor::resume() {
   std::lock_guard lock(mu_);
   paused_ = false;
+  update_control_locked();
   changed_.notify_all();
 }
 
@@ -283,6 +294,7 @@ void executor::shutdown(time_point drain_deadline) {
     {
       std::unique_lock lock(mu_);
       paused_ = false;
+      update_control_locked();
       changed_.notify_all();
       changed_.wait(lock, [&] { return fired->load() || outstanding_.load() == 0; });
     }
@@ -295,6 +307,7 @@ void executor::shutdown(time_point drain_deadline) {
     std::lock_guard lock(mu_);
     stopping_ = true;
     paused_ = false;
+    update_control_locked();
     changed_.notify_all();
   }
   for (auto& slot : slots_) {

@@ -275,6 +275,7 @@ class executor {
     return t;
   }
   void note_rejected(handler_metrics& h, status st) noexcept;
+  void update_control_locked() noexcept { control_.store(paused_ || stopping_, std::memory_order_release); }
 
   executor_options options_;
   hourglass::clock* clock_;
@@ -283,10 +284,16 @@ class executor {
   handler_metrics* default_handler_;
   std::size_t worker_count_;
   admission_queue queue_;
-  std::atomic<std::size_t> busy_{0};
-  std::atomic<std::size_t> submitting_{0};  // submits past the closed check, not yet queued
-  std::atomic<std::size_t> outstanding_{0};  // admitted, outcome not yet settled by a worker
-  std::atomic<bool> stopping_now_{false};     // drain deadline passed: cancel, don't start
+  // Each counter on a line of its own: the submitter writes submitting_ and
+  // outstanding_, workers write busy_ and outstanding_; sharing one line made
+  // every submit and every run miss on it.
+  alignas(64) std::atomic<std::size_t> busy_{0};
+  alignas(64) std::atomic<std::size_t> submitting_{0};  // submits past the closed check, not yet queued
+  alignas(64) std::atomic<std::size_t> outstanding_{0};  // admitted, outcome not yet settled by a worker
+  alignas(64) std::atomic<bool> stopping_now_{false};     // drain deadline passed: cancel, don't start
+  // paused_ || stopping_, readable without mu_: workers take the mutex
+  // between jobs only when there is something to look at.
+  std::atomic<bool> control_{false};
 
   std::mutex mu_;  // guards the fields below
   std::condition_variable changed_;
