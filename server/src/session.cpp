@@ -84,6 +84,7 @@ struct session::job_input {
   const handler_entry* entry = nullptr;
   duration budget{};
   bool async = false;
+  std::string remote;
 
   request_view view() const {
     request_view v;
@@ -91,6 +92,7 @@ struct session::job_input {
     v.body = msg.body();
     v.content_type = msg[http::field::content_type];
     v.traceparent = msg["traceparent"];
+    v.remote = remote;
     v.budget = budget;
     v.async = async;
     v.header_lookup = [this](std::string_view name) -> std::string_view { return msg[name]; };
@@ -103,7 +105,14 @@ session::session(core& c, net::ip::tcp::socket socket)
       registry_(c.connections),
       stream_(std::move(socket)),
       strand_(stream_.get_executor()),
-      deadline_timer_(stream_.get_executor()) {}
+      deadline_timer_(stream_.get_executor()) {
+  error_code ec;
+  const auto peer = beast::get_lowest_layer(stream_).socket().remote_endpoint(ec);
+  if (!ec) {
+    remote_ = peer.address().is_v6() ? "[" + peer.address().to_string() + "]:" + std::to_string(peer.port())
+                                     : peer.address().to_string() + ":" + std::to_string(peer.port());
+  }
+}
 
 session::~session() { registry_->remove(this); }
 
@@ -325,6 +334,7 @@ void session::on_body(error_code ec) {
   body_parser_.reset();
   in->entry = entry_;
   in->async = async_;
+  in->remote = remote_;
   in->budget = async_ ? entry_->run_limit : budget_;
   if (async_) {
     submit_async(std::move(in));

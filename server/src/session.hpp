@@ -84,6 +84,7 @@ class session : public std::enable_shared_from_this<session> {
   std::optional<boost::beast::http::request_parser<boost::beast::http::empty_body>> header_parser_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> body_parser_;
   boost::asio::steady_timer deadline_timer_;
+  std::string remote_;  // the peer's addr:port
   time_point headers_at_{};
   response res_;
   std::shared_ptr<sync_call> call_;

@@ -38,6 +38,7 @@ struct request_view {
   std::string_view body;          // the request body (at most --max-body bytes)
   std::string_view content_type;  // empty when absent
   std::string_view traceparent;   // W3C trace context; empty when absent
+  std::string_view remote;        // the caller's "addr:port"; empty in views made by hand
   // Sync jobs: the budget the server applied (stated or default, clamped).
   // Async jobs: the handler's run limit.
   duration budget = duration::max();

@@ -1,0 +1,127 @@
+#include "hourglass/server/builtin_handlers.hpp"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <future>
+#include <thread>
+
+#include "hourglass/context.hpp"
+
+namespace hourglass::server {
+namespace {
+
+using namespace std::chrono_literals;
+
+request_view view(std::string_view body) {
+  request_view v;
+  v.body = body;
+  return v;
+}
+
+struct io_thread {
+  io_thread() : work(boost::asio::make_work_guard(io)), t([this] { io.run(); }) {}
+  ~io_thread() {
+    work.reset();
+    t.join();
+  }
+  boost::asio::io_context io;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work;
+  std::thread t;
+};
+
+TEST(BuiltinHandlers, EchoReturnsItsInput) {
+  request_view v = view("abc");
+  v.content_type = "text/plain";
+  const auto r = echo_handler()(context(), v);
+  EXPECT_EQ(r.body, "abc");
+  EXPECT_EQ(r.content_type, "text/plain");
+  EXPECT_EQ(echo_handler()(context(), view("")).content_type, "application/octet-stream");
+}
+
+TEST(BuiltinHandlers, BadInputIsAHandlerError400) {
+  io_thread io;
+  upstream_client client(io.io, {});
+  const std::pair<handler_fn, const char*> cases[] = {
+      {sleep_handler(io.io), "{}"},        {sleep_handler(io.io), R"({"ms": -1})"},
+      {sleep_handler(io.io), R"({"ms": "5"})"}, {sleep_handler(io.io), R"({"ms": 3600001})"},
+      {sleep_handler(io.io), "[1]"},       {spin_handler(), R"({"us": 1.5})"},
+      {spin_handler(), "nope"},            {call_handler(client), R"({"upstream": "x", "handler": "echo"})"},
+      {call_handler(client), R"({"handler": "echo"})"},
+  };
+  for (const auto& [fn, body] : cases) {
+    try {
+      fn(context(), view(body));
+      ADD_FAILURE() << "accepted " << body;
+    } catch (const handler_error& e) {
+      EXPECT_EQ(e.http_status(), 400u) << body;
+    }
+  }
+}
+
+TEST(BuiltinHandlers, SleepWaitsThenStopsAtOnceWhenCancelled) {
+  io_thread io;
+  const auto sleep = sleep_handler(io.io);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(sleep(context(), view(R"({"ms": 30})")).body, "{\"slept_ms\": 30}\n");
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 30ms);
+
+  context_source src(real_clock());
+  auto done = std::async(std::launch::async, [&] {
+    try {
+      sleep(src.get(), view(R"({"ms": 60000})"));
+      return status::ok();
+    } catch (const stopped_error& e) {
+      return e.why();
+    }
+  });
+  std::this_thread::sleep_for(20ms);
+  const auto t1 = std::chrono::steady_clock::now();
+  src.cancel(cancel_cause::caller_gone);
+  ASSERT_EQ(done.wait_for(2s), std::future_status::ready);
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, 500ms);
+  EXPECT_EQ(done.get(), status::cancelled(cancel_cause::caller_gone));
+}
+
+TEST(BuiltinHandlers, SleepStopsAtTheDeadlineOfAManualClock) {
+  io_thread io;
+  manual_clock clk;
+  context_source src(clk, clk.now() + 1s);
+  auto done = std::async(std::launch::async, [&] {
+    try {
+      sleep_handler(io.io)(src.get(), view(R"({"ms": 60000})"));
+      return status::ok();
+    } catch (const stopped_error& e) {
+      return e.why();
+    }
+  });
+  clk.advance(1s);
+  ASSERT_EQ(done.wait_for(2s), std::future_status::ready);
+  EXPECT_EQ(done.get().code, outcome::deadline_exceeded);
+}
+
+TEST(BuiltinHandlers, SpinBurnsAndChecksOften) {
+  const auto spin = spin_handler();
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(spin(context(), view(R"({"us": 2000})")).body, "{\"spun_us\": 2000}\n");
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 2ms);
+
+  context_source src(real_clock());
+  auto done = std::async(std::launch::async, [&] {
+    try {
+      spin(src.get(), view(R"({"us": 30000000})"));
+      return false;
+    } catch (const stopped_error&) {
+      return true;
+    }
+  });
+  std::this_thread::sleep_for(10ms);
+  src.cancel();
+  ASSERT_EQ(done.wait_for(2s), std::future_status::ready);
+  EXPECT_TRUE(done.get());
+}
+
+}  // namespace
+}  // namespace hourglass::server

@@ -1,0 +1,172 @@
+#include "hourglass/server/config.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <unistd.h>
+
+namespace hourglass::server {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct parsed {
+  command_line_result result;
+  std::string out, err;
+};
+
+parsed parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "hourglassd");
+  std::vector<const char*> argv;
+  for (auto& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  parsed p{parse_command_line(static_cast<int>(argv.size()), argv.data(), out, err), {}, {}};
+  p.out = out.str();
+  p.err = err.str();
+  return p;
+}
+
+class temp_file {
+ public:
+  explicit temp_file(const std::string& content) {
+    char tmpl[] = "/tmp/hourglassd-config-XXXXXX";
+    const int fd = ::mkstemp(tmpl);
+    if (fd < 0) throw std::runtime_error("mkstemp");
+    ::close(fd);
+    path_ = tmpl;
+    std::ofstream(path_) << content;
+  }
+  ~temp_file() { std::remove(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(Config, DefaultsFollowTheProtocol) {
+  const auto p = parse({});
+  ASSERT_TRUE(p.result.options) << p.err;
+  const server_options& o = *p.result.options;
+  EXPECT_EQ(o.listen, "127.0.0.1:8080");
+  EXPECT_EQ(o.scheduling, policy::hourglass);
+  EXPECT_GE(o.workers, 1u);
+  EXPECT_FALSE(o.allow_unauthenticated);
+}
+
+TEST(Config, EveryOptionFromTheCommandLine) {
+  const auto p = parse({"--listen", "127.0.0.1:9000", "--workers", "3", "--queue-capacity", "50", "--default-budget",
+                        "250ms", "--max-budget", "2s", "--min-budget", "5ms", "--upstream", "a=http://127.0.0.1:1",
+                        "--upstream=b=http://localhost:2/prefix", "--drain-timeout", "1m", "--max-body", "4096",
+                        "--policy", "fifo", "--call-reserve", "10ms", "--header-timeout", "1s", "--body-timeout",
+                        "2s", "--idle-timeout", "3s", "--max-connections", "7", "--async-ttl", "30s",
+                        "--async-max-jobs", "9", "--io-threads", "1", "--log-level", "warn"});
+  ASSERT_TRUE(p.result.options) << p.err;
+  const server_options& o = *p.result.options;
+  EXPECT_EQ(o.listen, "127.0.0.1:9000");
+  EXPECT_EQ(o.workers, 3u);
+  EXPECT_EQ(o.queue_capacity, 50u);
+  EXPECT_EQ(o.default_budget, 250ms);
+  EXPECT_EQ(o.max_budget, 2s);
+  EXPECT_EQ(o.min_budget, 5ms);
+  ASSERT_EQ(o.upstreams.size(), 2u);
+  EXPECT_EQ(o.upstreams.at("a"), "http://127.0.0.1:1");
+  EXPECT_EQ(o.upstreams.at("b"), "http://localhost:2/prefix");
+  EXPECT_EQ(o.drain_timeout, 1min);
+  EXPECT_EQ(o.max_body, 4096u);
+  EXPECT_EQ(o.scheduling, policy::fifo);
+  EXPECT_EQ(o.call_reserve, 10ms);
+  EXPECT_EQ(o.header_timeout, 1s);
+  EXPECT_EQ(o.body_timeout, 2s);
+  EXPECT_EQ(o.idle_timeout, 3s);
+  EXPECT_EQ(o.max_connections, 7u);
+  EXPECT_EQ(o.async_ttl, 30s);
+  EXPECT_EQ(o.async_max_jobs, 9u);
+  EXPECT_EQ(o.io_threads, 1u);
+  EXPECT_EQ(o.log_level, "warn");
+}
+
+TEST(Config, HelpShowsEveryOptionWithItsDefault) {
+  const auto p = parse({"--help"});
+  EXPECT_FALSE(p.result.options);
+  EXPECT_EQ(p.result.exit_code, 0);
+  for (const char* opt : {"--listen", "--workers", "--queue-capacity", "--default-budget", "--max-budget",
+                          "--min-budget", "--upstream", "--drain-timeout", "--max-body", "--policy",
+                          "--auth-token-file", "--allow-unauthenticated", "--config"}) {
+    EXPECT_NE(p.out.find(opt), std::string::npos) << opt;
+  }
+  for (const char* def : {"127.0.0.1:8080", "=10s", "=1m", "=1ms", "=1048576", "=hourglass", "=1024"}) {
+    EXPECT_NE(p.out.find(def), std::string::npos) << def << "\n" << p.out;
+  }
+}
+
+TEST(Config, BadValuesAreLoud) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--default-budget", "250"},        // no unit
+           {"--default-budget", "1.5.2s"},
+           {"--max-budget", "-1s"},
+           {"--policy", "lifo"},
+           {"--workers", "0"},
+           {"--upstream", "nourl"},
+           {"--upstream", "a=https://x:1"},   // no TLS
+           {"--listen", "localhost:80"},      // an IP address is required
+           {"--listen", "0.0.0.0:8080"},      // non-loopback without a token
+           {"--default-budget", "2m", "--max-budget", "1m"},
+           {"--no-such-option"},
+       }) {
+    const auto p = parse(args);
+    EXPECT_FALSE(p.result.options) << args[0];
+    EXPECT_EQ(p.result.exit_code, 2) << args[0];
+    EXPECT_FALSE(p.err.empty()) << args[0];
+  }
+}
+
+TEST(Config, NonLoopbackIsAllowedWhenAskedFor) {
+  EXPECT_TRUE(parse({"--listen", "0.0.0.0:8080", "--allow-unauthenticated"}).result.options);
+  EXPECT_TRUE(parse({"--listen", "0.0.0.0:8080", "--auth-token-file", "/etc/hourglassd/token"}).result.options);
+  EXPECT_TRUE(parse({"--listen", "[::1]:8080"}).result.options);
+}
+
+TEST(Config, TomlFileTakesTheSameKeysAndTheCommandLineWins) {
+  temp_file f(R"(
+listen = "127.0.0.1:9100"
+workers = 5
+default-budget = "750ms"
+policy = "fifo"
+allow-unauthenticated = false
+upstream = ["a=http://127.0.0.1:1", "b=http://127.0.0.1:2"]
+)");
+  const auto p = parse({"--config", f.path(), "--workers", "2"});
+  ASSERT_TRUE(p.result.options) << p.err;
+  const server_options& o = *p.result.options;
+  EXPECT_EQ(o.listen, "127.0.0.1:9100");
+  EXPECT_EQ(o.workers, 2u);
+  EXPECT_EQ(o.default_budget, 750ms);
+  EXPECT_EQ(o.scheduling, policy::fifo);
+  EXPECT_EQ(o.upstreams.size(), 2u);
+}
+
+TEST(Config, UpstreamsMayBeATomlTable) {
+  temp_file f("[upstream]\nsearch = \"http://127.0.0.1:8081\"\n");
+  const auto p = parse({"--config", f.path()});
+  ASSERT_TRUE(p.result.options) << p.err;
+  EXPECT_EQ(p.result.options->upstreams.at("search"), "http://127.0.0.1:8081");
+}
+
+TEST(Config, UnknownKeysAndBrokenFilesAreErrors) {
+  temp_file unknown("listn = \"127.0.0.1:1\"\n");
+  auto p = parse({"--config", unknown.path()});
+  EXPECT_FALSE(p.result.options);
+  EXPECT_NE(p.err.find("listn"), std::string::npos) << p.err;
+  temp_file broken("listen = \n");
+  p = parse({"--config", broken.path()});
+  EXPECT_FALSE(p.result.options);
+  EXPECT_EQ(p.result.exit_code, 2);
+  p = parse({"--config", "/nonexistent/hourglassd.toml"});
+  EXPECT_FALSE(p.result.options);
+}
+
+}  // namespace
+}  // namespace hourglass::server

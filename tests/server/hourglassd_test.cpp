@@ -1,0 +1,156 @@
+// The hourglassd program itself: signals, exit codes, a real client (curl).
+#include "hourglass/server/http_server.hpp"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <vector>
+
+#include "test_support.hpp"
+
+namespace hourglass::server::testing {
+namespace {
+
+std::vector<std::string> base_args(std::vector<std::string> more = {}) {
+  std::vector<std::string> a{"--listen", "127.0.0.1:0", "--workers", "4"};
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+TEST(Hourglassd, SigtermDuringLoadAnswersEveryRequestAndExitsZero) {
+  daemon_process d(base_args({"--drain-timeout", "3s"}));
+  const std::uint16_t port = d.wait_for_port();
+  ASSERT_NE(port, 0) << d.output();
+
+  constexpr int n = 12;  // 4 workers x 3 rounds of 300 ms: all fit in the drain timeout
+  std::vector<std::future<reply>> calls;
+  for (int i = 0; i < n; ++i) {
+    calls.push_back(std::async(std::launch::async, [port] {
+      return post(port, "/v1/jobs/sleep", R"({"ms": 300})", {{"Request-Timeout", "20S"}}, std::chrono::seconds(15));
+    }));
+  }
+  // All admitted (4 running, 8 queued) before the signal.
+  ASSERT_TRUE(wait_until([&] {
+    return get(port, "/metrics").body.find("hourglass_jobs_admitted_total{handler=\"sleep\"} 12") != std::string::npos;
+  })) << d.output();
+  d.signal(SIGTERM);
+  ASSERT_TRUE(wait_until([&] { return get(port, "/readyz").status == 503u; }, std::chrono::seconds(2)));
+  const reply late = post(port, "/v1/jobs/echo", "x");
+  EXPECT_EQ(late.status, 503u) << "new jobs are refused while draining";
+
+  int ok = 0;
+  for (auto& c : calls) {
+    const reply r = c.get();
+    ASSERT_TRUE(r.ok) << "a request lost its answer: " << r.error;
+    ok += r.status == 200u ? 1 : 0;
+  }
+  EXPECT_EQ(ok, n) << "every admitted job finished inside the drain timeout";
+  const auto code = d.wait_exit(std::chrono::seconds(10));
+  ASSERT_TRUE(code.has_value()) << d.output();
+  EXPECT_EQ(*code, 0) << d.output();
+}
+
+TEST(Hourglassd, SigintCancelsWhatTheDrainTimeoutCannotWaitFor) {
+  daemon_process d(base_args({"--drain-timeout", "200ms"}));
+  const std::uint16_t port = d.wait_for_port();
+  ASSERT_NE(port, 0) << d.output();
+  std::vector<std::future<reply>> calls;
+  for (int i = 0; i < 6; ++i) {
+    calls.push_back(std::async(std::launch::async, [port] {
+      return post(port, "/v1/jobs/sleep", R"({"ms": 10000})", {{"Request-Timeout", "30S"}}, std::chrono::seconds(15));
+    }));
+  }
+  ASSERT_TRUE(wait_until([&] {
+    return get(port, "/metrics").body.find("hourglass_jobs_admitted_total{handler=\"sleep\"} 6") != std::string::npos;
+  }));
+  const auto t0 = std::chrono::steady_clock::now();
+  d.signal(SIGINT);
+  for (auto& c : calls) {
+    const reply r = c.get();
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.status, 503u);
+    EXPECT_EQ(json_string(r.body, "error"), "cancelled");
+    EXPECT_EQ(json_string(r.body, "cause"), "shutdown");
+  }
+  const auto code = d.wait_exit(std::chrono::seconds(10));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+}
+
+TEST(Hourglassd, CurlCanDriveIt) {
+  daemon_process d(base_args());
+  const std::uint16_t port = d.wait_for_port();
+  ASSERT_NE(port, 0) << d.output();
+  if (run_command("command -v curl").second != 0) GTEST_SKIP() << "curl is not installed (tools/install-deps installs it)";
+  const std::string url = "http://127.0.0.1:" + std::to_string(port);
+
+  auto [echo, rc] = run_command("curl -sS -H 'Request-Timeout: 2S' --data-binary hello " + url + "/v1/jobs/echo");
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(echo, "hello");
+
+  auto [headers, rc2] = run_command("curl -sS -i -H 'Request-Timeout: 2S' -d '{\"us\": 1000}' " + url + "/v1/jobs/spin");
+  EXPECT_EQ(rc2, 0);
+  EXPECT_NE(headers.find("HTTP/1.1 200"), std::string::npos) << headers;
+  EXPECT_NE(headers.find("Server-Timing: queue;dur="), std::string::npos) << headers;
+
+  auto [code, rc3] = run_command("curl -s -o /dev/null -w '%{http_code}' -H 'Request-Timeout: 100m' -d '{\"ms\": 5000}' " +
+                                 url + "/v1/jobs/sleep");
+  EXPECT_EQ(code, "504");
+
+  auto [bad, rc4] = run_command("curl -s -w ' %{http_code}' -H 'Request-Timeout: soon' -d x " + url + "/v1/jobs/echo");
+  EXPECT_NE(bad.find("invalid_timeout"), std::string::npos) << bad;
+  EXPECT_NE(bad.find(" 400"), std::string::npos) << bad;
+
+  auto [accepted, rc5] = run_command("curl -s -i -H 'Prefer: respond-async' -d '{\"ms\": 10}' " + url + "/v1/jobs/sleep");
+  EXPECT_NE(accepted.find("HTTP/1.1 202"), std::string::npos) << accepted;
+  EXPECT_NE(accepted.find("Location: /v1/jobs/"), std::string::npos) << accepted;
+
+  auto [metrics, rc6] = run_command("curl -sS " + url + "/metrics");
+  EXPECT_NE(metrics.find("hourglass_jobs_finished_total{handler=\"echo\",outcome=\"ok\"} 1"), std::string::npos);
+  EXPECT_NE(metrics.find("hourglass_jobs_rejected_total{handler=\"echo\",reason=\"invalid_timeout\"} 1"),
+            std::string::npos);
+
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait_exit(std::chrono::seconds(10)).value_or(-1), 0);
+  // One structured line per job, without payloads.
+  const std::string log = d.output();
+  EXPECT_NE(log.find("job handler=echo mode=sync budget_ms=2000.000"), std::string::npos) << log;
+  EXPECT_EQ(log.find("hello"), std::string::npos) << "payloads are never logged";
+}
+
+TEST(Hourglassd, ConfigFileAndExitCodes) {
+  char tmpl[] = "/tmp/hourglassd-conf-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  const std::string path = tmpl;
+  std::ofstream(path) << "listen = \"127.0.0.1:0\"\nworkers = 2\ndefault-budget = \"150ms\"\n";
+  {
+    daemon_process d({"--config", path});
+    const std::uint16_t port = d.wait_for_port();
+    ASSERT_NE(port, 0) << d.output();
+    const reply r = post(port, "/v1/jobs/sleep", R"({"ms": 5000})");
+    EXPECT_EQ(r.status, 504u) << "the default budget came from the file";
+    EXPECT_LT(r.elapsed_ms(), 1000);
+    d.signal(SIGTERM);
+    EXPECT_EQ(d.wait_exit(std::chrono::seconds(10)).value_or(-1), 0);
+  }
+  std::remove(path.c_str());
+  {
+    daemon_process d({"--listen", "0.0.0.0:0"});  // no token: refused
+    EXPECT_EQ(d.wait_exit(std::chrono::seconds(10)).value_or(-1), 2);
+    EXPECT_NE(d.output().find("--allow-unauthenticated"), std::string::npos) << d.output();
+  }
+  {
+    daemon_process d({"--help"});
+    EXPECT_EQ(d.wait_exit(std::chrono::seconds(10)).value_or(-1), 0);
+    EXPECT_NE(d.output().find("--drain-timeout"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace hourglass::server::testing

@@ -1,0 +1,323 @@
+#include "test_support.hpp"
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/http/verb.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+extern char** environ;
+
+namespace hourglass::server::testing {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+bool client::connect(std::chrono::milliseconds limit, std::string& error) {
+  stream_ = std::make_unique<beast::tcp_stream>(io_);
+  buffer_.clear();
+  boost::system::error_code result;
+  stream_->expires_after(limit);
+  stream_->async_connect(tcp::endpoint(net::ip::make_address(host_), port_),
+                         [&](boost::system::error_code ec) { result = ec; });
+  io_.restart();
+  io_.run();
+  if (result) {
+    error = "connect: " + result.message();
+    stream_.reset();
+    return false;
+  }
+  return true;
+}
+
+void client::close() {
+  if (!stream_) return;
+  boost::system::error_code ignored;
+  stream_->socket().shutdown(tcp::socket::shutdown_both, ignored);
+  stream_->close();
+  stream_.reset();
+  io_.restart();
+  io_.run();  // let aborted handlers finish
+}
+
+reply client::request(const std::string& method, const std::string& target, const std::string& body, const headers& hs,
+                      std::chrono::milliseconds limit) {
+  reply r;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!stream_ && !connect(limit, r.error)) return r;
+  http::request<http::string_body> req{http::string_to_verb(method), target, 11};
+  req.set(http::field::host, host_ + ":" + std::to_string(port_));
+  for (const auto& [k, v] : hs) req.insert(k, v);
+  req.body() = body;
+  if (!body.empty() || method == "POST") req.prepare_payload();
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(64 * 1024 * 1024);
+  parser.skip(req.method() == http::verb::head);  // a HEAD answer has no body
+  boost::system::error_code result;
+  stream_->expires_after(limit);
+  http::async_write(*stream_, req, [&](boost::system::error_code ec, std::size_t) {
+    if (ec) {
+      result = ec;
+      return;
+    }
+    http::async_read(*stream_, buffer_, parser, [&](boost::system::error_code e, std::size_t) { result = e; });
+  });
+  io_.restart();
+  io_.run();
+  r.elapsed = std::chrono::steady_clock::now() - t0;
+  if (result) {
+    r.error = result.message();
+    close();
+    return r;
+  }
+  auto res = parser.release();
+  r.ok = true;
+  r.status = res.result_int();
+  for (const auto& f : res) {
+    std::string name(f.name_string());
+    for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    r.fields[name] = std::string(f.value());
+  }
+  r.body = std::move(res.body());
+  if (!res.keep_alive()) close();
+  return r;
+}
+
+raw_socket::raw_socket(std::uint16_t port) : socket_(io_) {
+  socket_.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+}
+
+raw_socket::~raw_socket() { close(); }
+
+bool raw_socket::send(const std::string& bytes) {
+  boost::system::error_code ec;
+  net::write(socket_, net::buffer(bytes), ec);
+  return !ec;
+}
+
+std::pair<std::string, bool> raw_socket::read_until_close(std::chrono::milliseconds limit) {
+  std::string out;
+  bool closed = false;
+  bool timed_out = false;
+  std::array<char, 4096> buf{};
+  std::function<void()> more = [&] {
+    socket_.async_read_some(net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) {
+      out.append(buf.data(), n);
+      if (ec) {
+        if (!timed_out) closed = true;
+        return;
+      }
+      more();
+    });
+  };
+  more();
+  io_.restart();
+  io_.run_for(limit);
+  if (!closed) {
+    timed_out = true;
+    boost::system::error_code ignored;
+    socket_.cancel(ignored);
+    io_.restart();
+    io_.run();
+  }
+  return {out, closed};
+}
+
+std::string raw_socket::read_until(const std::string& needle, std::chrono::milliseconds limit) {
+  std::string out;
+  bool stop = false;
+  std::array<char, 4096> buf{};
+  std::function<void()> more = [&] {
+    socket_.async_read_some(net::buffer(buf), [&](boost::system::error_code ec, std::size_t n) {
+      out.append(buf.data(), n);
+      if (ec || stop || out.find(needle) != std::string::npos) return;
+      more();
+    });
+  };
+  more();
+  io_.restart();
+  io_.run_for(limit);
+  stop = true;
+  boost::system::error_code ignored;
+  socket_.cancel(ignored);
+  io_.restart();
+  io_.run();
+  return out;
+}
+
+void raw_socket::close() {
+  boost::system::error_code ignored;
+  if (socket_.is_open()) {
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+  }
+}
+
+bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    if (pred()) return true;
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+}
+
+server_options test_options() {
+  server_options o;
+  o.listen = "127.0.0.1:0";
+  o.workers = 4;
+  o.io_threads = 2;
+  const char* level = std::getenv("HOURGLASS_TEST_LOG");
+  o.log_level = level != nullptr ? level : "error";
+  return o;
+}
+
+test_server::test_server(server_options o, const std::function<void(http_server&)>& setup)
+    : server_(std::make_unique<http_server>(std::move(o))) {
+  if (setup) setup(*server_);
+  server_->start();
+}
+
+test_server::~test_server() = default;
+
+handler_snapshot test_server::handler(const std::string& name) {
+  const auto snap = metrics();
+  const handler_snapshot* h = snap.find(name);
+  return h != nullptr ? *h : handler_snapshot{};
+}
+
+handler_fn report_handler() {
+  return [](const context& ctx, const request_view& req) {
+    char buf[512];
+    const auto rem = ctx.remaining();
+    std::snprintf(buf, sizeof buf,
+                  R"({"budget_ms": %.3f, "remaining_ms": %.3f, "request_timeout": "%.*s", "traceparent": "%.*s", "remote": "%.*s", "body": "%.*s"})",
+                  req.budget == duration::max() ? -1.0 : to_millis(req.budget),
+                  rem == duration::max() ? -1.0 : to_millis(rem), static_cast<int>(req.header("Request-Timeout").size()),
+                  req.header("Request-Timeout").data(), static_cast<int>(req.traceparent.size()),
+                  req.traceparent.data(), static_cast<int>(req.remote.size()), req.remote.data(),
+                  static_cast<int>(std::min<std::size_t>(req.body.size(), 64)),
+                  req.body.data());
+    return handler_result{buf, "application/json"};
+  };
+}
+
+double json_number(const std::string& json, const std::string& key) {
+  const std::string k = "\"" + key + "\":";
+  auto pos = json.find(k);
+  if (pos == std::string::npos) return std::nan("");
+  pos += k.size();
+  while (pos < json.size() && json[pos] == ' ') ++pos;
+  return std::strtod(json.c_str() + pos, nullptr);
+}
+
+std::string json_string(const std::string& json, const std::string& key) {
+  const std::string k = "\"" + key + "\":";
+  auto pos = json.find(k);
+  if (pos == std::string::npos) return {};
+  pos = json.find('"', pos + k.size());
+  if (pos == std::string::npos) return {};
+  const auto end = json.find('"', pos + 1);
+  return json.substr(pos + 1, end - pos - 1);
+}
+
+daemon_process::daemon_process(const std::vector<std::string>& args) {
+  char path[] = "/tmp/hourglassd-test-XXXXXX";
+  const int fd = ::mkstemp(path);
+  if (fd < 0) throw std::runtime_error("mkstemp failed");
+  ::close(fd);
+  log_path_ = path;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log_path_.c_str(), O_WRONLY | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  // The test process may block signals; the daemon must start with a clean mask.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  std::vector<std::string> all{HOURGLASSD_PATH};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const int rc = posix_spawn(&pid_, argv[0], &actions, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) throw std::runtime_error("posix_spawn failed");
+}
+
+daemon_process::~daemon_process() {
+  if (!exit_code_ && pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+  }
+  ::unlink(log_path_.c_str());
+}
+
+std::string daemon_process::output() const {
+  std::ifstream in(log_path_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::uint16_t daemon_process::wait_for_port(std::chrono::milliseconds limit) {
+  std::uint16_t port = 0;
+  wait_until(
+      [&] {
+        const std::string out = output();
+        const std::string marker = "listening on 127.0.0.1:";
+        const auto pos = out.find(marker);
+        if (pos == std::string::npos) return exit_code_.has_value() || wait_exit(0ms).has_value();
+        port = static_cast<std::uint16_t>(std::atoi(out.c_str() + pos + marker.size()));
+        return true;
+      },
+      limit);
+  return port;
+}
+
+void daemon_process::signal(int sig) {
+  if (!exit_code_) ::kill(pid_, sig);
+}
+
+std::optional<int> daemon_process::wait_exit(std::chrono::milliseconds limit) {
+  if (exit_code_) return exit_code_;
+  wait_until(
+      [&] {
+        int st = 0;
+        const int r = ::waitpid(pid_, &st, WNOHANG);
+        if (r == pid_) exit_code_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        return exit_code_.has_value();
+      },
+      limit);
+  return exit_code_;
+}
+
+std::pair<std::string, int> run_command(const std::string& command) {
+  FILE* p = ::popen(command.c_str(), "r");
+  if (p == nullptr) return {"", -1};
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (const std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  const int st = ::pclose(p);
+  return {out, WIFEXITED(st) ? WEXITSTATUS(st) : -1};
+}
+
+}  // namespace hourglass::server::testing

@@ -1,0 +1,158 @@
+// Helpers for the daemon's tests: an in-process server on an ephemeral
+// port, a small blocking HTTP client (Beast) with a bound on every call, a
+// raw socket for misbehaving clients, and a spawned hourglassd process.
+#pragma once
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "hourglass/metrics.hpp"
+#include "hourglass/server/http_server.hpp"
+
+namespace hourglass::server::testing {
+
+using namespace std::chrono_literals;
+using headers = std::vector<std::pair<std::string, std::string>>;
+
+struct reply {
+  bool ok = false;        // a complete response arrived
+  std::string error;      // why not
+  unsigned status = 0;
+  std::map<std::string, std::string> fields;  // lower-case names
+  std::string body;
+  std::chrono::steady_clock::duration elapsed{};
+
+  std::string header(const std::string& lower_name) const {
+    const auto it = fields.find(lower_name);
+    return it == fields.end() ? std::string() : it->second;
+  }
+  double elapsed_ms() const { return std::chrono::duration<double, std::milli>(elapsed).count(); }
+};
+
+// One keep-alive connection; every call is bounded by `limit`.
+class client {
+ public:
+  explicit client(std::uint16_t port, std::string host = "127.0.0.1") : port_(port), host_(std::move(host)) {}
+
+  reply request(const std::string& method, const std::string& target, const std::string& body = "",
+                const headers& hs = {}, std::chrono::milliseconds limit = 10s);
+  reply post(const std::string& target, const std::string& body, const headers& hs = {},
+             std::chrono::milliseconds limit = 10s) {
+    return request("POST", target, body, hs, limit);
+  }
+  reply get(const std::string& target, const headers& hs = {}, std::chrono::milliseconds limit = 10s) {
+    return request("GET", target, "", hs, limit);
+  }
+  void close();
+  bool connected() const { return stream_ != nullptr; }
+
+ private:
+  bool connect(std::chrono::milliseconds limit, std::string& error);
+
+  std::uint16_t port_;
+  std::string host_;
+  boost::asio::io_context io_;
+  std::unique_ptr<boost::beast::tcp_stream> stream_;
+  boost::beast::flat_buffer buffer_;
+};
+
+// One-shot helpers on a fresh connection.
+inline reply post(std::uint16_t port, const std::string& target, const std::string& body, const headers& hs = {},
+                  std::chrono::milliseconds limit = 10s) {
+  client c(port);
+  return c.post(target, body, hs, limit);
+}
+inline reply get(std::uint16_t port, const std::string& target, const headers& hs = {},
+                 std::chrono::milliseconds limit = 10s) {
+  client c(port);
+  return c.get(target, hs, limit);
+}
+
+// A plain socket for clients that misbehave (slow headers, disconnects, raw bytes).
+class raw_socket {
+ public:
+  explicit raw_socket(std::uint16_t port);
+  ~raw_socket();
+  bool send(const std::string& bytes);
+  // Reads until the peer closes or `limit`; returns what arrived and whether the peer closed.
+  std::pair<std::string, bool> read_until_close(std::chrono::milliseconds limit);
+  // Reads until `needle` arrived, the peer closed, or `limit`.
+  std::string read_until(const std::string& needle, std::chrono::milliseconds limit);
+  void close();
+
+ private:
+  boost::asio::io_context io_;
+  boost::asio::ip::tcp::socket socket_;
+};
+
+// Polls `pred` every few ms until it holds or `limit` passes (waiting for an event, not for a time).
+bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds limit = 5s);
+
+// Settings for in-process test servers: ephemeral port, quiet logs.
+server_options test_options();
+
+// An in-process daemon on 127.0.0.1:<ephemeral>. Extra handlers are added before start().
+class test_server {
+ public:
+  explicit test_server(server_options o = test_options(), const std::function<void(http_server&)>& setup = {});
+  ~test_server();
+
+  std::uint16_t port() const { return server_->port(); }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port()); }
+  http_server& get() { return *server_; }
+  handler_snapshot handler(const std::string& name);
+  metrics_snapshot metrics() { return server_->jobs().stats().snapshot(); }
+
+ private:
+  std::unique_ptr<http_server> server_;
+};
+
+// A handler that reports what it was given: {"budget_ms", "remaining_ms", "request_timeout", "traceparent"}.
+handler_fn report_handler();
+// A number from a flat JSON object ({"key": 12.5, ...}); NaN when absent.
+double json_number(const std::string& json, const std::string& key);
+std::string json_string(const std::string& json, const std::string& key);
+
+// The real hourglassd binary, spawned with `args`; stderr and stdout go to a file.
+class daemon_process {
+ public:
+  explicit daemon_process(const std::vector<std::string>& args);
+  ~daemon_process();  // SIGKILL if still running
+  // Waits for the "listening on ADDR:PORT" log line; 0 if it did not come.
+  std::uint16_t wait_for_port(std::chrono::milliseconds limit = 20s);
+  void signal(int sig);
+  // The exit code, or nullopt if it did not exit within `limit`.
+  std::optional<int> wait_exit(std::chrono::milliseconds limit);
+  std::string output() const;
+
+ private:
+  int pid_ = -1;
+  std::string log_path_;
+  std::optional<int> exit_code_;
+};
+
+// Runs a shell command (test-controlled text only) and returns its stdout and exit status.
+std::pair<std::string, int> run_command(const std::string& command);
+
+}  // namespace hourglass::server::testing
