@@ -130,7 +130,15 @@ void executor::worker_loop(std::size_t index) {
         changed_.wait(lock, [&] { return !paused_ || stopping_; });
         --parked_;
       }
-      if (stopping_ && queue_.depth() == 0) return;
+      if (stopping_ && queue_.depth() == 0) {
+        // shutdown() pushed one wake-up per worker, but a worker that found
+        // jobs still queued keeps popping and may take another worker's
+        // wake-up with them; that worker would then block for ever. Each
+        // worker that leaves passes one wake-up on, so none is left blocked.
+        lock.unlock();
+        queue_.wake(1);
+        return;
+      }
     }
     queued_job* job = queue_.pop_wait();
     if (job == nullptr) continue;  // a wake-up: look at the flags again
