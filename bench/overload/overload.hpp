@@ -2,8 +2,10 @@
 //
 // 1. Capacity: closed loop, saturating. The `hourglass` executor is kept busy
 //    with 2 jobs per worker in flight (each completion submits the next) and
-//    the completion rate is the capacity. Jobs carry the same budget as in the
-//    runs, so capacity includes everything the runtime does per job.
+//    the completion rate, best of three windows, is the capacity. Jobs carry
+//    the same budget as in the runs, so capacity includes everything the
+//    runtime does per job. It is measured again after the load runs; a big
+//    difference says the machine's load changed during the experiment.
 // 2. Runs: for each load multiple m and each policy, open-loop Poisson
 //    arrivals at m x capacity for `run_length`, generated on a thread of their
 //    own. Every job gets deadline = scheduled arrival + budget.
@@ -104,7 +106,8 @@ struct step_series {
 
 struct overload_report {
   overload_options options;  // with defaults resolved
-  double capacity_rps = 0;
+  double capacity_rps = 0;           // best of three closed-loop windows, before the runs
+  double capacity_after_rps = 0;     // the same, after the load runs (drift = noisy machine)
   double nominal_capacity_rps = 0;  // workers / service time
   std::vector<run_result> runs;
   std::vector<step_series> steps;

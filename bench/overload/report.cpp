@@ -54,7 +54,12 @@ void print_table(std::ostream& out, const overload_report& r) {
       << o.workers << " worker(s), queue capacity " << o.queue_capacity << ", " << fixed(to_seconds(o.run_length), 2)
       << " s per run, generator wakes at most every " << fixed(to_millis(o.send_quantum), 3) << " ms\n";
   out << "capacity " << fixed(r.capacity_rps, 0) << " jobs/s (closed loop; nominal workers/service time "
-      << fixed(r.nominal_capacity_rps, 0) << ")\n\n";
+      << fixed(r.nominal_capacity_rps, 0) << "; measured again after the runs: " << fixed(r.capacity_after_rps, 0)
+      << ")\n";
+  if (r.capacity_rps > 0 && std::abs(r.capacity_after_rps / r.capacity_rps - 1) > 0.05) {
+    out << "WARNING: capacity changed by more than 5 % during the experiment: the machine's load changed\n";
+  }
+  out << "\n";
   const char* head[] = {"policy", "load", "offered/s", "goodput/s", "/capacity", "wasted", "p50 ms", "p99 ms",
                         "p999 ms", "rej full", "rej budget", "exp queue", "cancel run", "late", "lag p99 ms", "valid"};
   const std::size_t w[] = {9, 5, 10, 10, 9, 7, 8, 8, 8, 9, 10, 9, 10, 7, 10, 5};
@@ -148,7 +153,8 @@ std::string to_json(const overload_report& r) {
   j << ", \"service_time_ms\": " << num(to_millis(o.service_time)) << ", \"budget_ms\": " << num(to_millis(o.budget))
     << ", \"min_budget_ms\": " << num(to_millis(o.min_budget)) << ", \"workers\": " << o.workers
     << ", \"queue_capacity\": " << o.queue_capacity << ", \"send_quantum_ms\": " << num(to_millis(o.send_quantum)) << ", \"duration_s\": " << num(to_seconds(o.run_length))
-    << ", \"nominal_capacity_rps\": " << num(r.nominal_capacity_rps) << "}";
+    << ", \"nominal_capacity_rps\": " << num(r.nominal_capacity_rps)
+    << ", \"capacity_after_rps\": " << num(r.capacity_after_rps) << "}";
   return j.str();
 }
 
