@@ -120,8 +120,9 @@ status executor::admit(detail::job_record* rec, time_point now) {
 void executor::worker_loop(std::size_t index) {
   worker_slot* slot = slots_[index].get();
   for (;;) {
-    bool stopping;
-    {
+    // control_ is set before the wake-up that makes a blocked worker look
+    // again (pause, shutdown), so a worker never misses it.
+    if (control_.load(std::memory_order_acquire)) {
       std::unique_lock lock(mu_);
       if (paused_ && !stopping_) {
         ++parked_;
@@ -129,19 +130,15 @@ void executor::worker_loop(std::size_t index) {
         changed_.wait(lock, [&] { return !paused_ || stopping_; });
         --parked_;
       }
-      stopping = stopping_;
-    }
-    if (stopping) {
-      // Admission is closed: finish what is queued without blocking, then
-      // pass a wake-up on. Across producers moodycamel does not order the
-      // wake-ups after the jobs, so one worker may have eaten another's.
-      while (queued_job* job = queue_.try_pop()) run_one(static_cast<detail::job_record*>(job), slot);
-      if (queue_.depth() == 0) {
+      if (stopping_ && queue_.depth() == 0) {
+        // shutdown() pushed one wake-up per worker, but a worker that found
+        // jobs still queued keeps popping and may take another worker's
+        // wake-up with them; that worker would then block for ever. Each
+        // worker that leaves passes one wake-up on, so none is left blocked.
+        lock.unlock();
         queue_.wake(1);
         return;
       }
-      std::this_thread::yield();
-      continue;
     }
     queued_job* job = queue_.pop_wait();
     if (job == nullptr) continue;  // a wake-up: look at the flags again
