@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <fstream>
 #include <future>
+#include <sstream>
+#include <unistd.h>
 #include <vector>
 
 #include "test_support.hpp"
@@ -150,6 +152,51 @@ TEST(Hourglassd, ConfigFileAndExitCodes) {
     EXPECT_EQ(d.wait_exit(std::chrono::seconds(10)).value_or(-1), 0);
     EXPECT_NE(d.output().find("--drain-timeout"), std::string::npos);
   }
+}
+
+bool port_in_use(std::uint16_t port) {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::socket s(io);
+  boost::system::error_code ec;
+  s.connect({boost::asio::ip::make_address("127.0.0.1"), port}, ec);
+  return !ec;
+}
+
+TEST(Hourglassd, ReadmeExampleRunsAsWritten) {
+  std::ifstream in(std::string(HOURGLASS_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(in) << "README.md not found";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string readme = ss.str();
+  const auto marker = readme.find("<!-- daemon-example -->");
+  ASSERT_NE(marker, std::string::npos) << "README.md lost its daemon example";
+  const auto start = readme.find("```sh\n", marker);
+  ASSERT_NE(start, std::string::npos);
+  const auto end = readme.find("```", start + 6);
+  std::string script = readme.substr(start + 6, end - start - 6);
+  if (run_command("command -v curl").second != 0) GTEST_SKIP() << "curl is not installed";
+  if (port_in_use(8080) || port_in_use(8081)) GTEST_SKIP() << "ports 8080/8081 are taken on this machine";
+  const std::string binary = "build/release/server/hourglassd";
+  for (auto pos = script.find(binary); pos != std::string::npos; pos = script.find(binary, pos)) {
+    script.replace(pos, binary.size(), HOURGLASSD_PATH);  // the binary under test, wherever it was built
+  }
+  char tmpl[] = "/tmp/hourglassd-readme-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  std::ofstream(tmpl) << script;
+  const auto [out, rc] = run_command(std::string("timeout 60 bash -e ") + tmpl + " 2>&1");
+  std::remove(tmpl);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("HTTP/1.1 200 OK"), std::string::npos) << out;
+  EXPECT_NE(out.find("Server-Timing: queue;dur="), std::string::npos) << out;
+  EXPECT_NE(out.find("\nhello"), std::string::npos) << out;
+  EXPECT_NE(out.find(R"("stage": "run")"), std::string::npos) << out;
+  EXPECT_NE(out.find(R"("error": "invalid_timeout")"), std::string::npos) << out;
+  EXPECT_NE(out.find(R"("stage": "downstream")"), std::string::npos) << out;
+  EXPECT_NE(out.find(R"("cancel_requested": true)"), std::string::npos) << out;
+  EXPECT_NE(out.find("hourglass_jobs_finished_total{handler=\"echo\",outcome=\"ok\"} 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("drained"), std::string::npos) << out;
 }
 
 }  // namespace
