@@ -210,5 +210,34 @@ TEST(HttpServerOutcomes, ClientDisconnectWhileQueuedMeansNeverRun) {
   EXPECT_EQ(srv.handler("echo").finished_ok, 0u);
 }
 
+TEST(HttpServerOutcomes, FifoPolicyTurnsEveryDeadlineCheckOff) {
+  server_options o = test_options();
+  o.scheduling = policy::fifo;
+  o.workers = 1;
+  o.min_budget = std::chrono::milliseconds(50);
+  test_server srv(o);
+  // No admission by budget: 10 ms is below --min-budget, yet the job runs.
+  EXPECT_EQ(post(srv.port(), "/v1/jobs/echo", "x", {{"Request-Timeout", "10m"}}).status, 200u);
+
+  // No cancellation at the deadline: the sleep runs to its end, its result is
+  // discarded, and it counts as completed late (wasted work).
+  client blocker(srv.port());
+  auto a = std::async(std::launch::async, [&] {
+    return blocker.post("/v1/jobs/sleep", R"({"ms": 300})", {{"Request-Timeout", "100m"}});
+  });
+  ASSERT_TRUE(wait_until([&] { return srv.metrics().workers_busy == 1; }));
+  // No expiry at dequeue: a job that waited past its deadline still runs.
+  const reply queued = post(srv.port(), "/v1/jobs/echo", "y", {{"Request-Timeout", "50m"}});
+  const reply late = a.get();
+  EXPECT_EQ(late.status, 504u);
+  EXPECT_EQ(json_string(late.body, "stage"), "run");
+  EXPECT_GE(late.elapsed_ms(), 290) << "not answered at the deadline";
+  EXPECT_EQ(queued.status, 504u);
+  EXPECT_GE(json_number(queued.body, "run_ms"), 0.0) << "it ran";
+  EXPECT_EQ(srv.handler("sleep").completed_late, 1u);
+  EXPECT_EQ(srv.handler("echo").completed_late, 1u);
+  EXPECT_EQ(srv.handler("echo").expired_queue, 0u);
+}
+
 }  // namespace
 }  // namespace hourglass::server::testing
