@@ -268,9 +268,11 @@ double measure_capacity(const run_setup& setup, duration length) {
           spin_for(s, &ctx);
         },
         [&](job_result<std::monostate>&& r) noexcept {
-          if (!r.ok()) return;
-          done.fetch_add(1, std::memory_order_relaxed);
-          if (!stop.load(std::memory_order_relaxed)) submit_one();
+          if (r.ok()) done.fetch_add(1, std::memory_order_relaxed);
+          // A failed job (late on a loaded machine) still hands its place in
+          // the loop on, or the loop would die out; a refusal at shutdown
+          // must not, or it would recurse.
+          if (!stop.load(std::memory_order_relaxed) && r.st.code != outcome::rejected) submit_one();
         });
   };
   const std::size_t in_flight = 2 * setup.workers;
