@@ -107,38 +107,59 @@ command_line_result parse_command_line(int argc, const char* const* argv, std::o
   std::vector<std::string> upstreams;
 
   app.add_option("--config", config, "TOML file with the same keys, without the dashes (the command line wins)")
+      ->type_name("FILE")
       ->always_capture_default(false);
-  app.add_option("--listen", o.listen, "ADDR:PORT to listen on ([v6]:PORT for IPv6; port 0 picks one)");
+  app.add_option("--listen", o.listen, "ADDR:PORT to listen on ([v6]:PORT for IPv6; port 0 picks one)")
+      ->type_name("ADDR:PORT");
   app.add_option("--workers", o.workers, "worker threads running jobs (default: one per CPU)")
+      ->type_name("N")
       ->check(CLI::Range(1, 4096));
-  app.add_option("--io-threads", o.io_threads, "threads serving sockets")->check(CLI::Range(1, 256));
+  app.add_option("--io-threads", o.io_threads, "threads serving sockets")
+      ->type_name("N")->check(CLI::Range(1, 256));
   app.add_option("--queue-capacity", o.queue_capacity, "jobs that may wait; more are shed with 503 queue_full")
+      ->type_name("N")
       ->check(CLI::Range(1, 100'000'000));
-  app.add_option("--default-budget", default_budget, "budget of a request without a budget header");
-  app.add_option("--max-budget", max_budget, "larger budgets are clamped to this; also async jobs' run limit");
-  app.add_option("--min-budget", min_budget, "less left at admission: 504 deadline_exceeded/admission");
+  app.add_option("--default-budget", default_budget, "budget of a request without a budget header")
+      ->type_name("DUR");
+  app.add_option("--max-budget", max_budget, "larger budgets are clamped to this; also async jobs' run limit")
+      ->type_name("DUR");
+  app.add_option("--min-budget", min_budget, "less left at admission: 504 deadline_exceeded/admission")
+      ->type_name("DUR");
   app.add_option("--upstream", upstreams, "NAME=URL the call handler may reach (repeatable; http://host:port[/prefix])")
+      ->type_name("NAME=URL")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-      ->always_capture_default(false);
-  app.add_option("--call-reserve", call_reserve, "kept back from the remaining budget on outgoing calls");
-  app.add_option("--drain-timeout", drain_timeout, "on SIGTERM/SIGINT, how long running jobs may finish");
-  app.add_option("--max-body", o.max_body, "largest request body in bytes (413 above)");
+      ->default_str("");
+  app.add_option("--call-reserve", call_reserve, "kept back from the remaining budget on outgoing calls")
+      ->type_name("DUR");
+  app.add_option("--drain-timeout", drain_timeout, "on SIGTERM/SIGINT, how long running jobs may finish")
+      ->type_name("DUR");
+  app.add_option("--max-body", o.max_body, "largest request body in bytes (413 above)")
+      ->type_name("BYTES");
   app.add_option("--policy", policy_name, "hourglass, or fifo: every deadline check off (for comparisons)")
+      ->type_name("POLICY")
       ->check(CLI::IsMember({"hourglass", "fifo"}));
   app.add_option("--auth-token-file", o.auth_token_file,
                  "file holding the bearer token every request but /healthz must carry")
+      ->type_name("FILE")
       ->always_capture_default(false);
   app.add_flag("--allow-unauthenticated", o.allow_unauthenticated,
                "allow a non-loopback --listen address without --auth-token-file");
-  app.add_option("--header-timeout", header_timeout, "time to receive a request's headers (slow clients are cut off)");
-  app.add_option("--body-timeout", body_timeout, "time to receive a request's body, and to write a response");
-  app.add_option("--idle-timeout", idle_timeout, "keep-alive connections idle longer are closed");
+  app.add_option("--header-timeout", header_timeout, "time to receive a request's headers (slow clients are cut off)")
+      ->type_name("DUR");
+  app.add_option("--body-timeout", body_timeout, "time to receive a request's body, and to write a response")
+      ->type_name("DUR");
+  app.add_option("--idle-timeout", idle_timeout, "keep-alive connections idle longer are closed")
+      ->type_name("DUR");
   app.add_option("--max-connections", o.max_connections, "open connections; more are closed at once")
+      ->type_name("N")
       ->check(CLI::Range(1, 1'000'000));
-  app.add_option("--async-ttl", async_ttl, "how long a finished async job's result is kept");
+  app.add_option("--async-ttl", async_ttl, "how long a finished async job's result is kept")
+      ->type_name("DUR");
   app.add_option("--async-max-jobs", o.async_max_jobs, "async jobs remembered at once (finished or not)")
+      ->type_name("N")
       ->check(CLI::Range(1, 100'000'000));
   app.add_option("--log-level", o.log_level, "trace, debug, info (one line per job), warn, error, critical, off")
+      ->type_name("LEVEL")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
 
   try {
