@@ -136,6 +136,8 @@ void session::read_request() {
   phase_ = phase::waiting;
   call_.reset();
   entry_ = nullptr;
+  req_keep_alive_ = true;
+  req_head_ = false;
   header_parser_.reset();
   body_parser_.reset();
   if (buffer_.size() > 0) {  // a pipelined request is already here
