@@ -47,7 +47,7 @@ queued_job* admission_queue::try_pop() noexcept {
   return job;
 }
 
-void admission_queue::close() noexcept { closed_.store(true, std::memory_order_release); }
+void admission_queue::close() noexcept { closed_.store(true, std::memory_order_seq_cst); }
 
 void admission_queue::wake(std::size_t n) noexcept {
   for (std::size_t i = 0; i < n; ++i) impl_->q.enqueue(nullptr);

@@ -310,10 +310,16 @@ void metrics::on_retry_denied_budget() noexcept {
 
 metrics_snapshot metrics::snapshot() const {
   metrics_snapshot s;
+  s.queue_depth = queue_depth.value();
+  s.workers_busy = workers_busy.value();
   {
     std::shared_lock lock(mutex_);
     s.handlers.reserve(by_name_.size());
     for (const auto& [name, h] : by_name_) s.handlers.push_back(snapshot_of(*h));  // map order: sorted
+    if (gauge_owner_ != nullptr) {
+      s.queue_depth = queue_depth_of_(gauge_owner_);
+      s.workers_busy = workers_busy_of_(gauge_owner_);
+    }
   }
   s.retry_attempts = retries.attempts.load(std::memory_order_relaxed);
   s.retries_denied_deadline = retries.denied_deadline.load(std::memory_order_relaxed);
@@ -322,9 +328,24 @@ metrics_snapshot metrics::snapshot() const {
   s.queue_delay = queue_delay.snapshot();
   s.remaining_budget_at_dispatch = remaining_budget_at_dispatch.snapshot();
   s.run_duration = run_duration.snapshot();
-  s.queue_depth = queue_depth.value();
-  s.workers_busy = workers_busy.value();
   return s;
+}
+
+void metrics::attach_gauges(const void* owner, gauge_reader queue_depth_of, gauge_reader workers_busy_of) {
+  std::unique_lock lock(mutex_);
+  gauge_owner_ = owner;
+  queue_depth_of_ = queue_depth_of;
+  workers_busy_of_ = workers_busy_of;
+}
+
+void metrics::detach_gauges(const void* owner) {
+  std::unique_lock lock(mutex_);
+  if (gauge_owner_ != owner || owner == nullptr) return;
+  queue_depth.set(queue_depth_of_(owner));
+  workers_busy.set(workers_busy_of_(owner));
+  gauge_owner_ = nullptr;
+  queue_depth_of_ = nullptr;
+  workers_busy_of_ = nullptr;
 }
 
 // ---- rendering -----------------------------------------------------------

@@ -50,6 +50,12 @@ executor::executor(executor_options options)
   update_control_locked();  // no worker runs yet
   for (std::size_t i = 0; i < worker_count_; ++i) slots_.push_back(std::make_unique<worker_slot>());
   threads_.reserve(worker_count_);
+  metrics_->attach_gauges(
+      this,
+      [](const void* self) noexcept {
+        return static_cast<std::int64_t>(static_cast<const executor*>(self)->queue_.depth());
+      },
+      [](const void* self) noexcept { return static_cast<std::int64_t>(static_cast<const executor*>(self)->busy()); });
   for (std::size_t i = 0; i < worker_count_; ++i) threads_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -60,6 +66,13 @@ executor::~executor() {
     done = shut_down_;
   }
   if (!done) shutdown(time_point::min());
+  metrics_->detach_gauges(this);
+}
+
+std::size_t executor::busy() const noexcept {
+  std::size_t n = busy_.load(std::memory_order_relaxed);
+  for (const auto& slot : slots_) n += slot->busy.load(std::memory_order_relaxed);
+  return n;
 }
 
 status executor::precheck(const job_options& o, time_point now) const noexcept {
@@ -101,11 +114,10 @@ status executor::admit(detail::job_record* rec, time_point now) {
   handler_metrics& h = *rec->metrics;
   submitting_.fetch_add(1, std::memory_order_seq_cst);
   rec->add_ref();  // the queue's reference
-  outstanding_.fetch_add(1, std::memory_order_seq_cst);
   status st = queue_.try_push(rec, now);
+  if (st.is_ok()) admitted_jobs_.fetch_add(1, std::memory_order_seq_cst);
   submitting_.fetch_sub(1, std::memory_order_seq_cst);
   if (!st.is_ok()) {
-    outstanding_.fetch_sub(1, std::memory_order_seq_cst);
     rec->release();
     rec->state.store(detail::job_state::done, std::memory_order_release);
     note_rejected(h, st);
@@ -113,7 +125,6 @@ status executor::admit(detail::job_record* rec, time_point now) {
     return st;
   }
   metrics_->on_admitted(h, budget);
-  metrics_->queue_depth.set(static_cast<std::int64_t>(queue_.depth()));
   return st;
 }
 
@@ -163,14 +174,17 @@ void executor::finish(detail::job_record* rec, status st) {
 }
 
 void executor::settle() noexcept {
-  if (outstanding_.fetch_sub(1, std::memory_order_seq_cst) == 1 && queue_.closed()) {
+  settled_.fetch_add(1, std::memory_order_seq_cst);
+  // Store-load pairing with shutdown(): it closes the queue (seq_cst) and then
+  // reads settled_; we add to settled_ and then read closed. One of us sees
+  // the other. Before close nobody waits, so the common path reads one flag.
+  if (queue_.closed_seq_cst() && all_settled()) {
     std::lock_guard lock(mu_);
     changed_.notify_all();
   }
 }
 
 void executor::run_one(detail::job_record* rec, worker_slot* slot) {
-  metrics_->queue_depth.set(static_cast<std::int64_t>(queue_.depth()));
   auto expected = detail::job_state::queued;
   if (!rec->state.compare_exchange_strong(expected, detail::job_state::starting, std::memory_order_acq_rel)) {
     rec->release();  // cancelled while queued: its outcome is already delivered
@@ -217,8 +231,12 @@ void executor::run_one(detail::job_record* rec, worker_slot* slot) {
   }
   // Either shutdown() saw us in the slot, or we see its flag: no job escapes the drain.
   if (stopping_now_.load(std::memory_order_seq_cst) && rec->ctx) rec->ctx->cancel(cancel_cause::shutdown);
-  busy_.fetch_add(1, std::memory_order_relaxed);
-  metrics_->workers_busy.add();
+  // A slot has one writer, its worker: a plain store, no locked instruction.
+  if (slot != nullptr) {
+    slot->busy.store(1, std::memory_order_relaxed);
+  } else {
+    busy_.fetch_add(1, std::memory_order_relaxed);
+  }
 
   enum class ended { normally, stopped, threw } how = ended::normally;
   status stopped_with = status::ok();
@@ -234,8 +252,11 @@ void executor::run_one(detail::job_record* rec, worker_slot* slot) {
   }
   const time_point end = clock_->now();
 
-  metrics_->workers_busy.sub();
-  busy_.fetch_sub(1, std::memory_order_relaxed);
+  if (slot != nullptr) {
+    slot->busy.store(0, std::memory_order_relaxed);
+  } else {
+    busy_.fetch_sub(1, std::memory_order_relaxed);
+  }
   if (slot != nullptr && rec->ctx) {
     std::lock_guard lock(slot->mu);
     slot->current = nullptr;
@@ -304,7 +325,7 @@ void executor::shutdown(time_point drain_deadline) {
       paused_ = false;
       update_control_locked();
       changed_.notify_all();
-      changed_.wait(lock, [&] { return fired->load() || outstanding_.load() == 0; });
+      changed_.wait(lock, [&] { return fired->load() || all_settled(); });
     }
     clock_->cancel(timer);
   }

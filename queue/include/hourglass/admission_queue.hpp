@@ -64,6 +64,8 @@ class admission_queue {
   // Stop admitting (shutting_down). Jobs already queued can still be popped.
   void close() noexcept;
   bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
+  // For store-load handshakes with close() (which is seq_cst).
+  bool closed_seq_cst() const noexcept { return closed_.load(std::memory_order_seq_cst); }
   // Wakes `n` blocked consumers with nullptr (used to stop workers).
   void wake(std::size_t n) noexcept;
 

@@ -47,7 +47,10 @@
 //   on_retry_denied_deadline()      retries.denied_deadline += 1
 //   on_retry_denied_budget()        retries.denied_retry_budget += 1
 //   (retry_call(..., &m.retries) updates the same three counters itself.)
-// Gauges (queue_depth, workers_busy) are maintained by their owners directly.
+// Gauges (queue_depth, workers_busy) are maintained by their owners directly,
+// or, for an owner that knows them better than a per-job set() would (the
+// executor), read from it at snapshot time: attach_gauges(). While attached,
+// snapshot() reports the owner's values and the gauge objects are not updated.
 // Negative durations are recorded as zero.
 //
 // Handlers: handler(name) creates a block on first use and returns a reference
@@ -119,18 +122,22 @@ class gauge {
   std::atomic<std::int64_t> value_{0};
 };
 
-// One handler's counters, on cache lines of their own.
+// One handler's counters, on cache lines of their own, grouped by who writes
+// them: the submitting thread counts admissions and refusals, workers count
+// outcomes. Sharing one line made every submit and every finish miss on it.
 struct alignas(64) handler_metrics {
   explicit handler_metrics(std::string handler_name) : name(std::move(handler_name)) {}
   handler_metrics(const handler_metrics&) = delete;
   handler_metrics& operator=(const handler_metrics&) = delete;
 
+  // written at submit
   counter admitted;
   counter rejected_queue_full;
   counter rejected_insufficient_budget;
   counter rejected_invalid_timeout;
   counter rejected_shutting_down;
-  counter expired_queue;
+  // written when a job ends (workers; cancel() for a job cancelled while queued)
+  alignas(64) counter expired_queue;
   counter expired_run;
   counter finished_ok;
   counter finished_error;
@@ -138,7 +145,7 @@ struct alignas(64) handler_metrics {
   counter finished_cancelled;
   counter completed_late;
   counter completed_late_ns;  // rendered in seconds
-  const std::string name;     // unescaped label value
+  alignas(64) const std::string name;  // unescaped label value (read-only: a line of its own)
 };
 
 struct handler_snapshot {
@@ -216,6 +223,13 @@ class metrics {
 
   metrics_snapshot snapshot() const;
 
+  // Gauges read at snapshot time from `owner` (see "Gauges" above). One owner
+  // at a time; detach_gauges(owner) stores the owner's last values into the
+  // gauges and must be called before the owner goes away.
+  using gauge_reader = std::int64_t (*)(const void* owner) noexcept;
+  void attach_gauges(const void* owner, gauge_reader queue_depth_of, gauge_reader workers_busy_of);
+  void detach_gauges(const void* owner);
+
   // Global series, public for direct use (gauges in particular).
   // Pass &retries to retry_call so its attempts and denials are exported here.
   alignas(64) retry_counters retries;
@@ -237,6 +251,10 @@ class metrics {
   std::map<std::string_view, handler_metrics*, std::less<>> by_name_;
   std::size_t named_ = 0;  // blocks counted against max_handlers
   handler_metrics* other_ = nullptr;
+  // attach_gauges(), guarded by mutex_
+  const void* gauge_owner_ = nullptr;
+  gauge_reader queue_depth_of_ = nullptr;
+  gauge_reader workers_busy_of_ = nullptr;
 };
 
 // Text exposition format 0.0.4. Ends with a newline.

@@ -251,10 +251,12 @@ class executor {
   handler_metrics& handler(std::string_view name) { return metrics_->handler(name); }
   const admission_queue& queue() const noexcept { return queue_; }
   std::size_t workers() const noexcept { return worker_count_; }
-  std::size_t busy() const noexcept { return busy_.load(std::memory_order_relaxed); }
+  std::size_t busy() const noexcept;
 
  private:
-  struct worker_slot {
+  // One per worker, on lines of its own: only its worker writes `busy`.
+  struct alignas(64) worker_slot {
+    std::atomic<std::size_t> busy{0};
     std::mutex mu;
     detail::job_record* current = nullptr;
   };
@@ -276,6 +278,10 @@ class executor {
   }
   void note_rejected(handler_metrics& h, status st) noexcept;
   void update_control_locked() noexcept { control_.store(paused_ || stopping_, std::memory_order_release); }
+  // Every admitted job has its outcome settled by a worker (or run_pending).
+  bool all_settled() const noexcept {
+    return settled_.load(std::memory_order_seq_cst) >= admitted_jobs_.load(std::memory_order_seq_cst);
+  }
 
   executor_options options_;
   hourglass::clock* clock_;
@@ -284,12 +290,15 @@ class executor {
   handler_metrics* default_handler_;
   std::size_t worker_count_;
   admission_queue queue_;
-  // Each counter on a line of its own: the submitter writes submitting_ and
-  // outstanding_, workers write busy_ and outstanding_; sharing one line made
-  // every submit and every run miss on it.
-  alignas(64) std::atomic<std::size_t> busy_{0};
-  alignas(64) std::atomic<std::size_t> submitting_{0};  // submits past the closed check, not yet queued
-  alignas(64) std::atomic<std::size_t> outstanding_{0};  // admitted, outcome not yet settled by a worker
+  // Counters grouped by writer, a line per group: submitters write
+  // submitting_ and admitted_jobs_, workers write settled_ (and their slot's
+  // busy count); a line written by both sides misses on every job. The
+  // queue-depth and workers-busy gauges are read from here at snapshot time
+  // (metrics::attach_gauges) rather than written per job.
+  alignas(64) std::atomic<std::size_t> submitting_{0};     // submits past the closed check, not yet queued
+  std::atomic<std::size_t> admitted_jobs_{0};              // pushed to the queue, ever
+  alignas(64) std::atomic<std::size_t> settled_{0};        // admitted jobs whose outcome a worker settled
+  alignas(64) std::atomic<std::size_t> busy_{0};           // jobs running outside a worker (run_pending)
   alignas(64) std::atomic<bool> stopping_now_{false};     // drain deadline passed: cancel, don't start
   // paused_ || stopping_, readable without mu_: workers take the mutex
   // between jobs only when there is something to look at.
