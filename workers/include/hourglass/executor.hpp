@@ -264,8 +264,14 @@ class executor {
   status precheck(const job_options& o, time_point now) const noexcept;
   void prepare(detail::job_record& rec, const job_options& o, handler_metrics& h);
   status admit(detail::job_record* rec, time_point now);
+  // A worker's last clock reading, reused as the start of a job it pops
+  // without blocking right after another ended (see run_one).
+  struct worker_clock {
+    time_point last{};
+    bool valid = false;
+  };
   void worker_loop(std::size_t index);
-  void run_one(detail::job_record* rec, worker_slot* slot);
+  void run_one(detail::job_record* rec, worker_slot* slot, worker_clock* wc = nullptr);
   void finish(detail::job_record* rec, status st);
   void settle() noexcept;
   handler_metrics& resolve(const job_options& o) {
