@@ -60,6 +60,13 @@ class admission_queue {
   queued_job* pop_wait() noexcept;
   // Never blocks; nullptr when empty.
   queued_job* try_pop() noexcept;
+  // Bulk forms, for consumers that amortize the queue's and the semaphore's
+  // traffic over several jobs: up to `max` items into `out`, in queue order
+  // per producer. An item may be nullptr: a wake-up (see wake()), which the
+  // caller must act on like pop_wait()'s nullptr. pop_wait_bulk blocks until
+  // there is at least one item; try_pop_bulk returns 0 instead of blocking.
+  std::size_t pop_wait_bulk(queued_job** out, std::size_t max) noexcept;
+  std::size_t try_pop_bulk(queued_job** out, std::size_t max) noexcept;
 
   // Stop admitting (shutting_down). Jobs already queued can still be popped.
   void close() noexcept;

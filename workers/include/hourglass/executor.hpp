@@ -270,6 +270,9 @@ class executor {
     time_point last{};
     bool valid = false;
   };
+  // Jobs a worker takes from the queue at once (see batch_limit()).
+  static constexpr std::size_t max_batch = 16;
+  std::size_t batch_limit() const noexcept;
   void worker_loop(std::size_t index);
   void run_one(detail::job_record* rec, worker_slot* slot, worker_clock* wc = nullptr);
   void finish(detail::job_record* rec, status st);
