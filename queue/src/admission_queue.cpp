@@ -14,7 +14,9 @@ admission_queue::admission_queue(options opts) : opts_(opts), impl_(std::make_un
 admission_queue::~admission_queue() = default;
 
 status admission_queue::try_push(queued_job* job, time_point now) noexcept {
-  if (closed()) return status::rejected(reject_reason::shutting_down);
+  // seq_cst: pairs with a caller that counts the attempt (seq_cst) before
+  // pushing, against a closer that reads that count after close().
+  if (closed_seq_cst()) return status::rejected(reject_reason::shutting_down);
   if (job->bounds.latest_useful_start() != never) {  // no deadline: nothing to check, no load to read
     const status verdict = admit(job->bounds, load(), now, opts_.admission);
     if (!verdict.is_ok()) return verdict;

@@ -112,13 +112,16 @@ status executor::admit(detail::job_record* rec, time_point now) {
   const duration budget = remaining(rec->bounds.deadline, now);
   rec->timings.budget = budget;
   handler_metrics& h = *rec->metrics;
-  submitting_.fetch_add(1, std::memory_order_seq_cst);
-  rec->add_ref();  // the queue's reference
+  // Counted before the push, so shutdown knows a push may still be under way.
+  push_attempts_.fetch_add(1, std::memory_order_seq_cst);
   status st = queue_.try_push(rec, now);
-  if (st.is_ok()) admitted_jobs_.fetch_add(1, std::memory_order_seq_cst);
-  submitting_.fetch_sub(1, std::memory_order_seq_cst);
   if (!st.is_ok()) {
-    rec->release();
+    failed_pushes_.fetch_add(1, std::memory_order_seq_cst);
+    if (queue_.closed_seq_cst() && all_settled()) {  // shutdown may be waiting for this push
+      std::lock_guard lock(mu_);
+      changed_.notify_all();
+    }
+    rec->release();  // the queue's reference
     rec->state.store(detail::job_state::done, std::memory_order_release);
     note_rejected(h, st);
     rec->deliver(st, rec->timings);
@@ -357,8 +360,6 @@ void executor::shutdown(time_point drain_deadline) {
     shut_down_ = true;
   }
   queue_.close();
-  // A submit that passed the closed check before close() is still pushing.
-  while (submitting_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
 
   // Drain: queued and running jobs may finish until the drain deadline.
   if (drain_deadline > clock_->now() && worker_count_ > 0) {
@@ -397,7 +398,14 @@ void executor::shutdown(time_point drain_deadline) {
   queue_.wake(worker_count_);
   for (auto& th : threads_) th.join();
   threads_.clear();
-  run_pending();  // anything a worker left behind
+  // Anything a worker left behind, and anything a submit that passed the
+  // closed check before close() is still pushing (it fails or lands in the
+  // queue within a few instructions).
+  for (;;) {
+    run_pending();
+    if (all_settled()) break;
+    std::this_thread::yield();
+  }
 }
 
 }  // namespace hourglass

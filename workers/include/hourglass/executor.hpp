@@ -163,12 +163,17 @@ class job_impl final : public job_record {
   std::optional<T> value_;
 };
 
+struct adopt_ref_t {};
+inline constexpr adopt_ref_t adopt_ref{};
+
 struct record_ref {
   job_record* p = nullptr;
   record_ref() = default;
   explicit record_ref(job_record* r) noexcept : p(r) {
     if (p) p->add_ref();
   }
+  // Takes over a reference already counted (a new record starts with its refs set).
+  record_ref(job_record* r, adopt_ref_t) noexcept : p(r) {}
   record_ref(const record_ref& o) noexcept : record_ref(o.p) {}
   record_ref(record_ref&& o) noexcept : p(std::exchange(o.p, nullptr)) {}
   record_ref& operator=(record_ref o) noexcept {
@@ -196,6 +201,7 @@ class job_ref {
 
  protected:
   explicit job_ref(detail::job_record* r) : rec_(r) {}
+  job_ref(detail::job_record* r, detail::adopt_ref_t) : rec_(r, detail::adopt_ref) {}
   friend class executor;
   detail::record_ref rec_;
 };
@@ -288,8 +294,12 @@ class executor {
   void note_rejected(handler_metrics& h, status st) noexcept;
   void update_control_locked() noexcept { control_.store(paused_ || stopping_, std::memory_order_release); }
   // Every admitted job has its outcome settled by a worker (or run_pending).
+  // Read in this order: a settlement counted was of an attempt counted, and
+  // an attempt made after the queue closed (so after this read, in shutdown)
+  // fails its push.
   bool all_settled() const noexcept {
-    return settled_.load(std::memory_order_seq_cst) >= admitted_jobs_.load(std::memory_order_seq_cst);
+    const std::size_t done = settled_.load(std::memory_order_seq_cst) + failed_pushes_.load(std::memory_order_seq_cst);
+    return done >= push_attempts_.load(std::memory_order_seq_cst);
   }
 
   executor_options options_;
@@ -300,13 +310,16 @@ class executor {
   std::size_t worker_count_;
   admission_queue queue_;
   // Counters grouped by writer, a line per group: submitters write
-  // submitting_ and admitted_jobs_, workers write settled_ (and their slot's
-  // busy count); a line written by both sides misses on every job. The
+  // push_attempts_ (one locked instruction per submit) and failed_pushes_,
+  // workers write settled_ (and their slot's busy count); a line written by
+  // both sides misses on every job. Every attempt ends as a failed push or,
+  // once popped, a settlement: attempts == failed + settled means nothing is
+  // queued, in a worker's hands or still being pushed (all_settled). The
   // queue-depth and workers-busy gauges are read from here at snapshot time
   // (metrics::attach_gauges) rather than written per job.
-  alignas(64) std::atomic<std::size_t> submitting_{0};     // submits past the closed check, not yet queued
-  std::atomic<std::size_t> admitted_jobs_{0};              // pushed to the queue, ever
-  alignas(64) std::atomic<std::size_t> settled_{0};        // admitted jobs whose outcome a worker settled
+  alignas(64) std::atomic<std::size_t> push_attempts_{0};  // records offered to the queue, ever
+  std::atomic<std::size_t> failed_pushes_{0};               // of which refused by the queue
+  alignas(64) std::atomic<std::size_t> settled_{0};         // popped records whose outcome is settled
   alignas(64) std::atomic<std::size_t> busy_{0};           // jobs running outside a worker (run_pending)
   alignas(64) std::atomic<bool> stopping_now_{false};     // drain deadline passed: cancel, don't start
   // paused_ || stopping_, readable without mu_: workers take the mutex
@@ -339,7 +352,9 @@ job_ref executor::submit(const job_options& opts, F&& fn, Done&& on_done) {
   }
   auto* rec = new detail::job_impl<Fn, D>(Fn(std::forward<F>(fn)), D(std::forward<Done>(on_done)));
   prepare(*rec, opts, h);
-  job_ref ref(rec);
+  // One reference for the returned job_ref, one for the queue: set, not counted up.
+  rec->refs.store(2, std::memory_order_relaxed);
+  job_ref ref(rec, detail::adopt_ref);
   admit(rec, now);
   return ref;
 }
