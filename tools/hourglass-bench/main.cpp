@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hourglass/budget_codec.hpp"
+#include "http/http_load.hpp"
 #include "overload/overload.hpp"
 #include "overload/report.hpp"
 #include "overload/throughput.hpp"
@@ -107,8 +108,43 @@ int main(int argc, char** argv) {
   tp->add_option("--pools", pools, "comma list of the pools to run (default: all four; for profiling)");
   tp->add_flag("--json", tp_json, "print one JSON object as the last line of standard output");
 
+  // ---- http ----
+  auto* hp = app.add_subcommand("http", "open-loop HTTP load against hourglassd; latency from the scheduled send time");
+  std::string url, hp_length = "10s", hp_budget = "1s", hp_body;
+  double rate = 100;
+  std::size_t connections = 16;
+  bool hp_json = false;
+  hp->add_option("url", url, "e.g. http://127.0.0.1:8080/v1/jobs/echo")->required();
+  hp->add_option("--rate", rate, "requests per second, on a fixed schedule")->capture_default_str();
+  hp->add_option("--duration", hp_length, "how long to send")->capture_default_str();
+  hp->add_option("--budget", hp_budget, "each request's budget, sent as Request-Timeout")->capture_default_str();
+  hp->add_option("--body", hp_body, "request body");
+  hp->add_option("--connections", connections, "keep-alive connections")->capture_default_str();
+  hp->add_flag("--json", hp_json, "print one JSON object as the last line of standard output");
+
   try {
     app.parse(argc, argv);
+    if (*hp) {
+      hourglass::bench::http_options o;
+      o.url = url;
+      o.rate = rate;
+      o.length = parse_duration(hp_length, "--duration");
+      o.budget = parse_duration(hp_budget, "--budget");
+      o.body = hp_body;
+      o.connections = connections;
+      hourglass::bench::http_report report;
+      try {
+        report = hourglass::bench::run_http(o, progress_to_stderr);
+      } catch (const std::invalid_argument& e) {
+        throw CLI::ValidationError("http", e.what());
+      } catch (const std::exception& e) {
+        std::cerr << "hourglass-bench http: " << e.what() << "\n";
+        return 1;
+      }
+      hourglass::bench::print_table(std::cout, report);
+      if (hp_json) std::cout << hourglass::bench::to_json(report) << std::endl;
+      return 0;
+    }
     if (*ov) {
       hourglass::bench::overload_options o;
       o.policies = split(policies);
