@@ -539,6 +539,7 @@ void session::submit_async(std::shared_ptr<job_input> in) {
   body.add("id", job->id).add("state", "queued").add("location", location);
   response res = make_response(202, body.str(), json_type);
   res.set(http::field::location, location);
+  res.set("Server-Timing", server_timing({}));  // nothing spent yet; GET reports the job's own
   send(std::move(res));
 }
 
