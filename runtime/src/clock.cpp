@@ -49,10 +49,16 @@ steady_clock_service::~steady_clock_service() {
 
 timer_id steady_clock_service::schedule(time_point when, std::function<void()> fn) {
   std::lock_guard lock(mu_);
-  const bool earliest = when < timers_.next_due();
   const timer_id id = timers_.push(when, std::move(fn));
   if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
-  if (earliest) wake_.notify_one();
+  // Wake the thread only when it would otherwise sleep past `when`. A job's
+  // deadline timer is usually later than the one the thread already waits
+  // for (often a cancelled one): it is picked up at that wake-up instead, so
+  // a busy executor costs the timer thread one wake-up per job, not two.
+  if (when < planned_wake_) {
+    planned_wake_ = when;
+    wake_.notify_one();
+  }
   return id;
 }
 
@@ -72,11 +78,13 @@ void steady_clock_service::run() {
       continue;
     }
     const time_point due = timers_.next_due();
+    planned_wake_ = due;
     if (due == never) {
       wake_.wait(lock);
     } else {
       wake_.wait_until(lock, due);
     }
+    planned_wake_ = time_point::min();  // awake: schedule() need not notify
   }
 }
 

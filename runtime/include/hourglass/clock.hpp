@@ -85,6 +85,7 @@ class steady_clock_service final : public clock {
   std::mutex mu_;
   std::condition_variable wake_;
   timer_queue timers_;
+  time_point planned_wake_ = never;  // when the sleeping thread wakes next; min() while awake
   bool stopping_ = false;
   std::thread thread_;  // started by the first schedule()
 };
