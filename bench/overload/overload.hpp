@@ -48,7 +48,8 @@ struct overload_options {
   std::size_t workers = 0;  // zero: cores - 1 (the generator keeps a core), at least 1
   std::size_t queue_capacity = 1024;
   // The generator wakes at most once per quantum (see generator.hpp).
-  // Negative: budget / 20.
+  // Negative: 0 (every arrival on time) when the generator has a core of its
+  // own (workers < cores), else budget / 20.
   duration send_quantum = duration(-1);
   bool step = true;
   duration step_phase = std::chrono::seconds(1);

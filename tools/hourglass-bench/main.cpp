@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
   ov->add_option("--capacity-duration", capacity_length, "length of the capacity measurement")->capture_default_str();
   ov->add_option("--step-phase", step_phase, "length of each phase of the step run")->capture_default_str();
   std::string quantum;
-  ov->add_option("--send-quantum", quantum, "the generator wakes at most this often (default budget / 20; 0ns: per arrival)");
+  ov->add_option("--send-quantum", quantum, "the generator wakes at most this often (default: per arrival when it has a core of its own, else budget / 20)");
   ov->add_flag("--no-step", no_step, "skip the step run (0.5x -> 5x -> 0.5x)");
   ov->add_option("--workers", ov_workers, "worker threads (default: cores - 1, the generator keeps a core)");
   ov->add_option("--queue-capacity", queue_capacity, "admission queue capacity (hourglass, fifo)")->capture_default_str();
