@@ -270,6 +270,11 @@ struct record_ref {
 class executor;
 
 // Refers to a submitted job: cancel it, or (job_handle) wait for its outcome.
+// A job_ref keeps the job's record (and so its function and completion
+// callback) alive. Do not store a job's own job_ref inside state that the
+// job's function or callback owns: that is a reference cycle and the record
+// is never freed. Drop the job_ref once the outcome has arrived, or keep it
+// where the job cannot reach it.
 class job_ref {
  public:
   job_ref() = default;
