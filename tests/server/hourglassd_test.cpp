@@ -87,7 +87,7 @@ TEST(Hourglassd, CurlCanDriveIt) {
   daemon_process d(base_args());
   const std::uint16_t port = d.wait_for_port();
   ASSERT_NE(port, 0) << d.output();
-  if (run_command("command -v curl").second != 0) GTEST_SKIP() << "curl is not installed (tools/install-deps installs it)";
+  ASSERT_EQ(run_command("command -v curl").second, 0) << "curl is not installed (tools/install-deps installs it)";
   const std::string url = "http://127.0.0.1:" + std::to_string(port);
 
   auto [echo, rc] = run_command("curl -sS -H 'Request-Timeout: 2S' --data-binary hello " + url + "/v1/jobs/echo");
@@ -154,12 +154,23 @@ TEST(Hourglassd, ConfigFileAndExitCodes) {
   }
 }
 
-bool port_in_use(std::uint16_t port) {
+// A loopback port nobody listens on right now (the kernel's pick for port 0).
+std::uint16_t free_port() {
   boost::asio::io_context io;
-  boost::asio::ip::tcp::socket s(io);
-  boost::system::error_code ec;
-  s.connect({boost::asio::ip::make_address("127.0.0.1"), port}, ec);
-  return !ec;
+  boost::asio::ip::tcp::acceptor a(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  return a.local_endpoint().port();
+}
+
+// Replaces every `from` in `text`, scanning on after each replacement (the
+// replacement may contain `from`: /tmp/x/build/release/server/hourglassd
+// does). Returns how many were replaced.
+int replace_all(std::string& text, const std::string& from, const std::string& to) {
+  int n = 0;
+  for (auto pos = text.find(from); pos != std::string::npos; pos = text.find(from, pos + to.size())) {
+    text.replace(pos, from.size(), to);
+    ++n;
+  }
+  return n;
 }
 
 TEST(Hourglassd, ReadmeExampleRunsAsWritten) {
@@ -174,12 +185,22 @@ TEST(Hourglassd, ReadmeExampleRunsAsWritten) {
   ASSERT_NE(start, std::string::npos);
   const auto end = readme.find("```", start + 6);
   std::string script = readme.substr(start + 6, end - start - 6);
-  if (run_command("command -v curl").second != 0) GTEST_SKIP() << "curl is not installed";
-  if (port_in_use(8080) || port_in_use(8081)) GTEST_SKIP() << "ports 8080/8081 are taken on this machine";
+  ASSERT_EQ(run_command("command -v curl").second, 0) << "curl is not installed (tools/install-deps installs it)";
+  // The README's daemons listen on 8080 and 8081; the test moves them to free
+  // ports so it runs beside anything else on the machine, and runs the binary
+  // under test wherever it was built.
+  const std::string first = "127.0.0.1:" + std::to_string(free_port());
+  std::string second = first;
+  while (second == first) second = "127.0.0.1:" + std::to_string(free_port());
   const std::string binary = "build/release/server/hourglassd";
-  for (auto pos = script.find(binary); pos != std::string::npos; pos = script.find(binary, pos)) {
-    script.replace(pos, binary.size(), HOURGLASSD_PATH);  // the binary under test, wherever it was built
-  }
+  ASSERT_EQ(replace_all(script, binary + " --workers 4", binary + " --listen " + first + " --workers 4"), 1)
+      << "the README's first daemon line changed; update this test";
+  ASSERT_EQ(replace_all(script, binary, HOURGLASSD_PATH), 2);
+  ASSERT_GT(replace_all(script, "127.0.0.1:8080", first), 0);
+  ASSERT_GT(replace_all(script, "127.0.0.1:8081", second), 0);
+  // If the script fails or times out, its daemons must not outlive it (they
+  // would hold the output pipe open and hang this test).
+  script = "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + script;
   char tmpl[] = "/tmp/hourglassd-readme-XXXXXX";
   const int fd = ::mkstemp(tmpl);
   ASSERT_GE(fd, 0);
