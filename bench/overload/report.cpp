@@ -309,8 +309,9 @@ std::string to_svg(const overload_report& r) {
       s << "<line x1=\"" << left + plot_w + 20 << "\" x2=\"" << left + plot_w + 44 << "\" y1=\"" << ly2 << "\" y2=\""
         << ly2 << "\" stroke=\"" << colour(st.policy) << "\" stroke-width=\"3\"/><text x=\"" << left + plot_w + 50
         << "\" y=\"" << ly2 + 4 << "\">" << st.policy << "</text><text x=\"" << left + plot_w + 50 << "\" y=\""
-        << ly2 + 19 << "\" font-size=\"11\" fill=\"#555\">recovers in "
-        << (st.recovery_ms ? fixed(*st.recovery_ms, 1) + " ms" : std::string("(not in phase)")) << "</text>\n";
+        << ly2 + 19 << "\" font-size=\"11\" fill=\"#555\">"
+        << (st.recovery_ms ? "recovers in " + fixed(*st.recovery_ms, 1) + " ms" : std::string("no recovery within the phase"))
+        << "</text>\n";
       ly2 += 40;
     }
     s << "<line x1=\"" << left + plot_w + 20 << "\" x2=\"" << left + plot_w + 44 << "\" y1=\"" << ly2 << "\" y2=\""
