@@ -158,17 +158,23 @@ TEST(ExecutorBatch, TimingsOfAJobStartedRightAfterAnother) {
   executor_options o;
   o.workers = 1;
   executor ex(o);
-  auto slow = ex.submit(job_options{}, [] { std::this_thread::sleep_for(20ms); });
-  std::this_thread::sleep_for(5ms);  // the slow job is running
+  std::atomic<bool> started{false}, release{false};
+  auto slow = ex.submit(job_options{}, [&] {
+    started = true;
+    while (!release.load()) std::this_thread::yield();
+    std::this_thread::sleep_for(20ms);  // real work time, after `quick` is queued
+  });
+  while (!started.load()) std::this_thread::yield();  // the slow job is running: no guessing how soon
   const time_point before = ex.get_clock().now();
   auto quick = ex.submit(job_options{}, [] { return 1; });  // popped without waiting when `slow` ends
+  release = true;
   const auto s = slow.get();
   const auto q = quick.get();
   const time_point after = ex.get_clock().now();
   ASSERT_TRUE(s.st.is_ok());
   ASSERT_TRUE(q.st.is_ok());
   EXPECT_GE(s.timings.run_time, 20ms);
-  // Admitted while `slow` ran: waited about its remaining 15 ms, ran for next to nothing.
+  // Admitted while `slow` ran: waited at least its last 20 ms, ran for next to nothing.
   EXPECT_GE(q.timings.queue_delay, 10ms);
   EXPECT_LE(q.timings.queue_delay, after - before);
   EXPECT_GE(q.timings.run_time, duration::zero());
