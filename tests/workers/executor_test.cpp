@@ -330,3 +330,27 @@ TEST(Executor, FifoPolicyRunsExpiredWorkAndCountsItLate) {
 
 }  // namespace
 }  // namespace hourglass
+
+namespace hourglass {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A job that finds, as it starts, that it must not run (its caller was
+// already answered) may say so: the outcome keeps stage `queue`.
+TEST(Executor, AJobMayReportItNeverReallyStarted) {
+  manual_clock clk;
+  executor ex(manual(clk));
+  auto h = ex.submit(job_options::within(clk, 10ms), [&](const context&) -> int {
+    clk.advance(20ms);  // the deadline passed as it was being started
+    throw stopped_error(status::expired(expiry_stage::queue));
+  });
+  ex.run_pending();
+  EXPECT_EQ(h.get().st, status::expired(expiry_stage::queue));
+  const auto snap = ex.stats().snapshot();
+  EXPECT_EQ(snap.find("default")->expired_queue, 1u);
+  EXPECT_EQ(snap.find("default")->expired_run, 0u);
+}
+
+}  // namespace
+}  // namespace hourglass

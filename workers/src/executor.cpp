@@ -354,7 +354,10 @@ void executor::run_one(detail::job_record* rec, worker_slot* slot, worker_clock*
   const bool past_deadline = rec->bounds.deadline != never && end > rec->bounds.deadline;
   status st;
   if (how == ended::stopped) {
-    st = ctx_status.is_ok() ? stopped_with : ctx_status;
+    // A function may report that it never really started (stage queue, as
+    // the daemon does for a job whose caller was already answered): keep it.
+    const bool never_started = stopped_with.stage == expiry_stage::queue;
+    st = ctx_status.is_ok() || never_started ? stopped_with : ctx_status;
   } else if (!ctx_status.is_ok()) {
     st = ctx_status;
     t.completed_late = how == ended::normally && ctx_status.code == outcome::deadline_exceeded;
@@ -364,7 +367,9 @@ void executor::run_one(detail::job_record* rec, worker_slot* slot, worker_clock*
   } else {
     st = how == ended::threw ? status::error() : status::ok();
   }
-  if (st.code == outcome::deadline_exceeded && st.stage != expiry_stage::downstream) st.stage = expiry_stage::run;
+  if (st.code == outcome::deadline_exceeded && st.stage != expiry_stage::downstream && st.stage != expiry_stage::queue) {
+    st.stage = expiry_stage::run;
+  }
   finish(rec, st);
   rec->release();
 }
