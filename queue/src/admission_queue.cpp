@@ -49,25 +49,12 @@ queued_job* admission_queue::try_pop() noexcept {
   return job;
 }
 
-namespace {
-// One depth update for the whole batch; wake-ups (nullptr) were never counted.
-std::size_t jobs_in(queued_job* const* items, std::size_t n) noexcept {
-  std::size_t jobs = 0;
-  for (std::size_t i = 0; i < n; ++i) jobs += items[i] != nullptr;
-  return jobs;
-}
-}  // namespace
-
 std::size_t admission_queue::pop_wait_bulk(queued_job** out, std::size_t max) noexcept {
-  const std::size_t n = impl_->q.wait_dequeue_bulk(out, max);
-  if (const std::size_t jobs = jobs_in(out, n); jobs != 0) depth_.fetch_sub(jobs, std::memory_order_acq_rel);
-  return n;
+  return impl_->q.wait_dequeue_bulk(out, max);  // depth: see dequeued()
 }
 
 std::size_t admission_queue::try_pop_bulk(queued_job** out, std::size_t max) noexcept {
-  const std::size_t n = impl_->q.try_dequeue_bulk(out, max);
-  if (const std::size_t jobs = jobs_in(out, n); jobs != 0) depth_.fetch_sub(jobs, std::memory_order_acq_rel);
-  return n;
+  return impl_->q.try_dequeue_bulk(out, max);
 }
 
 void admission_queue::close() noexcept { closed_.store(true, std::memory_order_seq_cst); }

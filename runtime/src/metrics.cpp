@@ -163,6 +163,7 @@ handler_snapshot snapshot_of(const handler_metrics& h) {
   s.rejected_insufficient_budget = h.rejected_insufficient_budget.value();
   s.rejected_invalid_timeout = h.rejected_invalid_timeout.value();
   s.rejected_shutting_down = h.rejected_shutting_down.value();
+  s.rejected_cancelled = h.rejected_cancelled.value();
   s.expired_queue = h.expired_queue.value();
   s.expired_run = h.expired_run.value();
   s.finished_ok = h.finished_ok.value();
@@ -260,6 +261,16 @@ void metrics::on_insufficient_budget(handler_metrics& h) noexcept { h.rejected_i
 
 void metrics::on_invalid_timeout(handler_metrics& h) noexcept { h.rejected_invalid_timeout.add(); }
 
+void metrics::on_refused(handler_metrics& h, const status& st) noexcept {
+  switch (st.code) {
+    case outcome::rejected: on_rejected(h, st.reason); break;
+    case outcome::deadline_exceeded: h.rejected_insufficient_budget.add(); break;
+    case outcome::cancelled: h.rejected_cancelled.add(); break;
+    case outcome::ok:
+    case outcome::error: break;
+  }
+}
+
 void metrics::on_dispatch(duration queue_delay_time, duration remaining_at_dispatch) noexcept {
   queue_delay.record(queue_delay_time);
   if (remaining_at_dispatch != duration::max()) remaining_budget_at_dispatch.record(remaining_at_dispatch);
@@ -277,9 +288,13 @@ void metrics::on_finished(handler_metrics& h, const status& st, duration run_tim
       ran = true;
       break;
     case outcome::deadline_exceeded:
+      if (st.stage == expiry_stage::admission) {  // refused, never admitted: not a finish
+        h.rejected_insufficient_budget.add();
+        break;
+      }
       h.finished_deadline_exceeded.add();
       switch (st.stage) {
-        case expiry_stage::admission: h.rejected_insufficient_budget.add(); break;
+        case expiry_stage::admission: break;
         case expiry_stage::queue: h.expired_queue.add(); break;
         case expiry_stage::run:
           h.expired_run.add();
@@ -356,15 +371,16 @@ std::string render_prometheus(const metrics_snapshot& s) {
 
   handler_family(out, s, "hourglass_jobs_admitted_total", "Jobs admitted to the queue.", "",
                  {{"", &handler_snapshot::admitted}});
-  handler_family(out, s, "hourglass_jobs_rejected_total", "Jobs refused before they were queued.", "reason",
+  handler_family(out, s, "hourglass_jobs_rejected_total", "Jobs refused before they were queued; offered = admitted + rejected.", "reason",
                  {{to_string(reject_reason::queue_full), &handler_snapshot::rejected_queue_full},
                   {"insufficient_budget", &handler_snapshot::rejected_insufficient_budget},
                   {"invalid_timeout", &handler_snapshot::rejected_invalid_timeout},
-                  {to_string(reject_reason::shutting_down), &handler_snapshot::rejected_shutting_down}});
+                  {to_string(reject_reason::shutting_down), &handler_snapshot::rejected_shutting_down},
+                  {"cancelled", &handler_snapshot::rejected_cancelled}});
   handler_family(out, s, "hourglass_jobs_expired_total", "Jobs whose deadline passed, by stage.", "stage",
                  {{to_string(expiry_stage::queue), &handler_snapshot::expired_queue},
                   {to_string(expiry_stage::run), &handler_snapshot::expired_run}});
-  handler_family(out, s, "hourglass_jobs_finished_total", "Admitted jobs that finished, by outcome.", "outcome",
+  handler_family(out, s, "hourglass_jobs_finished_total", "Admitted jobs that finished, by outcome; admitted = finished + in flight.", "outcome",
                  {{to_string(outcome::ok), &handler_snapshot::finished_ok},
                   {to_string(outcome::error), &handler_snapshot::finished_error},
                   {to_string(outcome::deadline_exceeded), &handler_snapshot::finished_deadline_exceeded},

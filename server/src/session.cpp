@@ -160,6 +160,11 @@ void session::read_header() {
   phase_ = phase::headers;
   header_parser_.emplace();
   header_parser_->header_limit(header_limit);
+  // No body limit while reading headers: Beast's default (1 MiB) would refuse
+  // a larger Content-Length as a parse error (400) before start_job can answer
+  // 413 for --max-body, or accept it when --max-body is larger. The body
+  // parser gets --max-body (read_body).
+  header_parser_->body_limit(boost::none);
   stream_.expires_after(core_.opts.header_timeout);
   http::async_read_header(stream_, buffer_, *header_parser_,
                           [self = shared_from_this()](error_code ec, std::size_t) { self->on_header(ec); });
@@ -326,6 +331,11 @@ void session::on_body(error_code ec) {
   if (ec == http::error::body_limit) {
     req_keep_alive_ = false;
     return send_error(413, "payload_too_large", "request body exceeds --max-body");
+  }
+  if (ec && is_http_error(ec) && ec != http::error::partial_message) {  // a malformed chunk, say
+    req_keep_alive_ = false;
+    core_.log->info("400 malformed request body: {}", ec.message());
+    return send_error(400, "bad_request", "malformed request body");
   }
   if (ec) {  // timeout or disconnect mid-body: nobody to answer
     if (ec == beast::error::timeout) core_.log->debug("connection closed: body not received in time");

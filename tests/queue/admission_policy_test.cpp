@@ -21,6 +21,17 @@ TEST(AdmissionPolicy, RejectsBelowMinimumUsefulBudget) {
   EXPECT_EQ(admit(job, {}, t0 + 6ms + 1ns), kAdmissionExpiry); // less than 4 ms left
 }
 
+// Regression (issue 8.2): with no minimum budget, a job with exactly zero
+// budget left was admitted (now > deadline tested, the context tests >=).
+TEST(AdmissionPolicy, NothingIsStartedWithZeroBudgetLeft) {
+  const job_bounds job{t0 + 10ms, t0 + 10ms, 0ms};
+  EXPECT_EQ(admit(job, {}, t0 + 10ms - 1ns), status::ok());  // one tick left
+  EXPECT_EQ(admit(job, {}, t0 + 10ms), kAdmissionExpiry);     // nothing left
+  EXPECT_FALSE(expired_at_start(job, t0 + 10ms - 1ns));
+  EXPECT_TRUE(expired_at_start(job, t0 + 10ms));
+  EXPECT_EQ(job.latest_useful_start(), t0 + 10ms - 1ns);
+}
+
 TEST(AdmissionPolicy, RejectsWorkThatCannotStartInTime) {
   // 20 queued jobs of 1 ms on 2 workers: a new job waits about 10 ms.
   const queue_load backed_up{20, 2, 1ms};

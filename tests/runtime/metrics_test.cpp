@@ -324,6 +324,32 @@ TEST(metrics_recorders, OnInsufficientBudgetAndInvalidTimeout) {
   expect_globals_untouched(s);
 }
 
+// Every refusal lands in rejected_total exactly once and never in finished_total.
+TEST(metrics_recorders, OnRefusedCountsEachRefusalOnceInRejectedOnly) {
+  struct refused_case {
+    const char* what;
+    status st;
+    handler_snapshot want;
+  };
+  const refused_case cases[] = {
+      {"queue_full", status::rejected(reject_reason::queue_full), expected({{&H::rejected_queue_full, 1}})},
+      {"shutting_down", status::rejected(reject_reason::shutting_down),
+       expected({{&H::rejected_shutting_down, 1}})},
+      {"insufficient budget", status::expired(expiry_stage::admission),
+       expected({{&H::rejected_insufficient_budget, 1}})},
+      {"parent cancelled", status::cancelled(cancel_cause::parent), expected({{&H::rejected_cancelled, 1}})},
+      {"not a refusal: ok", status::ok(), expected({})},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    metrics m;
+    m.on_refused(m.handler("h"), c.st);
+    const auto s = m.snapshot();
+    EXPECT_EQ(*s.find("h"), c.want);
+    EXPECT_EQ(counts_of(s), histogram_counts{});
+  }
+}
+
 TEST(metrics_recorders, OnDispatch) {
   metrics m;
   m.on_dispatch(3ms, 40ms);
@@ -353,7 +379,7 @@ TEST(metrics_recorders, OnFinishedTouchesExactlyTheDocumentedCounters) {
        expected({{&H::finished_ok, 1}, {&H::completed_late, 1}, {&H::completed_late_ns, 5'000'000}}), 1},
       {"error", status::error(), 1ms, false, expected({{&H::finished_error, 1}}), 1},
       {"expired admission", status::expired(expiry_stage::admission), 0ns, false,
-       expected({{&H::rejected_insufficient_budget, 1}, {&H::finished_deadline_exceeded, 1}}), 0},
+       expected({{&H::rejected_insufficient_budget, 1}}), 0},  // refused: never a finish
       {"expired queue", status::expired(expiry_stage::queue), 0ns, false,
        expected({{&H::expired_queue, 1}, {&H::finished_deadline_exceeded, 1}}), 0},
       {"expired run", status::expired(expiry_stage::run), 7ms, false,
@@ -434,7 +460,8 @@ TEST(render_prometheus, EveryKnownLabelValueOfAnExistingHandlerIsEmitted) {
   m.handler("idle");
   const auto e = parse_exposition(render_prometheus(m.snapshot()));
   const std::map<std::string, std::vector<std::string>> families = {
-      {"hourglass_jobs_rejected_total", {"queue_full", "insufficient_budget", "invalid_timeout", "shutting_down"}},
+      {"hourglass_jobs_rejected_total",
+       {"queue_full", "insufficient_budget", "invalid_timeout", "shutting_down", "cancelled"}},
       {"hourglass_jobs_expired_total", {"queue", "run"}},
       {"hourglass_jobs_finished_total", {"ok", "error", "deadline_exceeded", "cancelled"}},
   };

@@ -94,6 +94,20 @@ TEST(HttpServerOutcomes, ShuttingDownIs503AndReadyzTurns503) {
   EXPECT_EQ(srv.handler("echo").rejected_shutting_down, 1u);
 }
 
+// Regression (issue 8.2): a zero budget was started and reported as run.
+TEST(HttpServerOutcomes, AZeroBudgetIs504AtAdmission) {
+  test_server srv;
+  const reply r = post(srv.port(), "/v1/jobs/echo", "x", {{"Request-Timeout", "0n"}});
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.status, 504u);
+  EXPECT_EQ(json_string(r.body, "stage"), "admission");
+  const auto h = srv.handler("echo");
+  EXPECT_EQ(h.admitted, 0u);
+  EXPECT_EQ(h.rejected_insufficient_budget, 1u);
+  EXPECT_EQ(h.finished_deadline_exceeded, 0u);
+  EXPECT_EQ(h.completed_late, 0u);
+}
+
 TEST(HttpServerOutcomes, BelowMinimumBudgetIs504AtAdmission) {
   server_options o = test_options();
   o.min_budget = std::chrono::milliseconds(50);
@@ -214,10 +228,11 @@ TEST(HttpServerOutcomes, FifoPolicyTurnsEveryDeadlineCheckOff) {
   server_options o = test_options();
   o.scheduling = policy::fifo;
   o.workers = 1;
-  o.min_budget = std::chrono::milliseconds(50);
+  o.min_budget = std::chrono::seconds(2);
   test_server srv(o);
-  // No admission by budget: 10 ms is below --min-budget, yet the job runs.
-  EXPECT_EQ(post(srv.port(), "/v1/jobs/echo", "x", {{"Request-Timeout", "10m"}}).status, 200u);
+  // No admission by budget: 500 ms is below --min-budget, yet the job runs
+  // (and has real-time slack to finish inside its deadline).
+  EXPECT_EQ(post(srv.port(), "/v1/jobs/echo", "x", {{"Request-Timeout", "500m"}}).status, 200u);
 
   // No cancellation at the deadline: the sleep runs to its end, its result is
   // discarded, and it counts as completed late (wasted work).

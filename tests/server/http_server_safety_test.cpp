@@ -115,6 +115,50 @@ TEST(HttpServerSafety, OversizedChunkedBodyIs413) {
   EXPECT_NE(resp.find("HTTP/1.1 413"), std::string::npos) << resp;
 }
 
+// Regression (issue 8.4): Beast's default 1 MiB body limit fired while the
+// headers were parsed, so a large Content-Length got 400 whatever --max-body said.
+TEST(HttpServerSafety, AContentLengthAbove1MiBIsJudgedByMaxBody) {
+  {
+    server_options o = test_options();
+    o.max_body = 4096;
+    test_server srv(o);
+    raw_socket s(srv.port());
+    ASSERT_TRUE(s.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 10000000\r\n\r\n"));
+    const auto [resp, closed] = s.read_until_close(3s);
+    EXPECT_NE(resp.find("HTTP/1.1 413"), std::string::npos) << resp;
+  }
+  {
+    server_options o = test_options();
+    o.max_body = 4u << 20;
+    test_server srv(o);
+    const std::string body(2u << 20, 'b');
+    const reply r = post(srv.port(), "/v1/jobs/echo", body, {{"Request-Timeout", "20S"}});
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.status, 200u);
+    EXPECT_EQ(r.body.size(), body.size());
+  }
+}
+
+// Regression (issue 8.5): a malformed chunked body closed the connection
+// without an answer.
+TEST(HttpServerSafety, AMalformedChunkedBodyIs400) {
+  const char* bodies[] = {
+      "zz\r\nabc\r\n0\r\n\r\n",         // not a chunk size
+      "3\r\nabcXX0\r\n\r\n",              // no CRLF after the chunk data
+  };
+  test_server srv;
+  for (const char* body : bodies) {
+    raw_socket s(srv.port());
+    ASSERT_TRUE(s.send(std::string("POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n") +
+                       body));
+    const auto [resp, closed] = s.read_until_close(3s);
+    EXPECT_NE(resp.find("HTTP/1.1 400"), std::string::npos) << body << ": " << resp;
+    EXPECT_NE(resp.find("bad_request"), std::string::npos) << resp;
+    EXPECT_TRUE(closed);
+  }
+  EXPECT_EQ(srv.handler("echo").admitted, 0u);
+}
+
 TEST(HttpServerSafety, HeadersOver8KiBAre431) {
   test_server srv;
   const reply big = post(srv.port(), "/v1/jobs/echo", "x", {{"X-Padding", std::string(9000, 'p')}});

@@ -289,5 +289,74 @@ TEST(ExecutorBatch, LargeRecordsAndThrowingCopiesAreHandled) {
   for (auto& h : hs) EXPECT_EQ(h.get().value(), 7);
 }
 
+// Polls (real time) until `pred` holds, for at most `limit`.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit = 10s) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+// Regression (issue 8.1): a worker took up to 16 jobs at once, and one slow
+// job among them stranded the rest while the other worker idled.
+TEST(ExecutorBatch, NoJobWaitsInABatchBehindASlowJobWhileAWorkerIdles) {
+  for (int round = 0; round < 5; ++round) {
+    executor_options o;
+    o.workers = 2;
+    executor ex(o);
+    warm_up(ex);
+    ex.pause();
+    std::atomic<bool> release{false};
+    std::atomic<int> short_done{0};
+    constexpr int kShort = 39;
+    std::vector<job_handle<std::monostate>> hs;
+    for (int i = 0; i < kShort + 1; ++i) {
+      if (i == 3) {  // among the first six: in the first worker's batch
+        hs.push_back(ex.submit(job_options{}, [&] {
+          while (!release.load()) std::this_thread::sleep_for(100us);
+        }));
+      } else {
+        hs.push_back(ex.submit(job_options{}, [&] { short_done.fetch_add(1); }));
+      }
+    }
+    ex.resume();
+    EXPECT_TRUE(eventually([&] { return short_done.load() == kShort; }))
+        << "round " << round << ": only " << short_done.load() << " of " << kShort
+        << " short jobs ran while one blocked";
+    release.store(true);
+    for (auto& h : hs) EXPECT_TRUE(h.get().ok());
+  }
+}
+
+// Jobs a worker holds in its batch still wait: they count in the queue's
+// depth, and so in capacity and the predicted wait.
+TEST(ExecutorBatch, JobsHeldInABatchCountInTheQueueDepth) {
+  executor_options o;
+  o.workers = 1;
+  executor ex(o);
+  warm_up(ex);
+  ex.pause();
+  std::atomic<bool> started{false}, release{false};
+  auto blocker = ex.submit(job_options{}, [&] {
+    started.store(true);
+    while (!release.load()) std::this_thread::sleep_for(100us);
+  });
+  constexpr std::size_t kHeld = 10;
+  std::vector<job_handle<std::monostate>> hs;
+  for (std::size_t i = 0; i < kHeld; ++i) hs.push_back(ex.submit(job_options{}, [] {}));
+  ex.resume();
+  ASSERT_TRUE(eventually([&] { return started.load(); }));
+  EXPECT_EQ(ex.queue().depth(), kHeld);
+  EXPECT_EQ(ex.queue().load().depth, kHeld);
+  EXPECT_EQ(ex.stats().snapshot().queue_depth, static_cast<std::int64_t>(kHeld));
+  release.store(true);
+  EXPECT_TRUE(blocker.get().ok());
+  for (auto& h : hs) EXPECT_TRUE(h.get().ok());
+  EXPECT_EQ(ex.queue().depth(), 0u);
+}
+
 }  // namespace
 }  // namespace hourglass

@@ -39,7 +39,55 @@ void record_slab::destroy(record_slab* s) noexcept {
 
 namespace {
 std::size_t default_workers() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+// The jobs a worker took from the queue in one bulk pop and has not started
+// yet. The owner fills it only when it is empty; the owner and idle workers
+// take jobs from its front, each take one compare-and-swap on `range_`
+// (generation | begin | end), so a thief holding a stale view of an older
+// fill can never take a job twice.
+class held_batch {
+ public:
+  static constexpr std::size_t capacity = 16;
+
+  // Owner only, and only when empty. seq_cst: pairs with idle workers that
+  // announce themselves (idle_) and then look here (see executor::run_batch).
+  void fill(queued_job* const* jobs, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) items_[i].store(jobs[i], std::memory_order_relaxed);
+    const std::uint64_t gen = (range_.load(std::memory_order_relaxed) >> 32) + 1;
+    range_.store(pack(gen, 0, n), std::memory_order_seq_cst);
+  }
+  // The front job, or nullptr when empty. Any thread.
+  queued_job* take() noexcept {
+    std::uint64_t r = range_.load(std::memory_order_seq_cst);
+    for (;;) {
+      const std::uint64_t begin = (r >> 16) & 0xffff, end = r & 0xffff;
+      if (begin >= end) return nullptr;
+      queued_job* job = items_[begin].load(std::memory_order_relaxed);
+      if (range_.compare_exchange_weak(r, pack(r >> 32, begin + 1, end), std::memory_order_seq_cst)) return job;
+    }
+  }
+  bool empty() const noexcept {
+    const std::uint64_t r = range_.load(std::memory_order_seq_cst);
+    return ((r >> 16) & 0xffff) >= (r & 0xffff);
+  }
+
+ private:
+  static constexpr std::uint64_t pack(std::uint64_t gen, std::uint64_t begin, std::uint64_t end) noexcept {
+    return (gen << 32) | (begin << 16) | end;
+  }
+  std::atomic<std::uint64_t> range_{0};
+  std::atomic<queued_job*> items_[capacity];
+};
 }  // namespace
+
+// On lines of its own: only its worker writes `busy` and fills `batch`.
+struct alignas(64) executor::worker_slot {
+  std::atomic<std::size_t> busy{0};
+  std::mutex mu;
+  detail::job_record* current = nullptr;
+  alignas(64) held_batch batch;
+  static_assert(held_batch::capacity >= max_batch, "a bulk pop fits in a batch");
+};
 
 bool job_ref::cancel(cancel_cause cause) noexcept {
   detail::job_record* rec = rec_.p;
@@ -108,9 +156,14 @@ std::size_t executor::busy() const noexcept {
   return n;
 }
 
+job_bounds executor::bounds_of(const job_options& o) noexcept {
+  const time_point deadline = o.parent != nullptr ? earliest(o.deadline, o.parent->deadline()) : o.deadline;
+  return job_bounds{deadline, earliest(o.start_by, deadline), o.min_budget};
+}
+
 status executor::precheck(const job_options& o, time_point now) const noexcept {
   if (queue_.closed()) return status::rejected(reject_reason::shutting_down);
-  const job_bounds b{o.deadline, earliest(o.start_by, o.deadline), o.min_budget};
+  const job_bounds b = bounds_of(o);
   // Without a deadline there is nothing to check, and reading the load would
   // pull the workers' service-time line into the submitter's cache for nothing.
   if (b.latest_useful_start() != never) {
@@ -124,16 +177,10 @@ status executor::precheck(const job_options& o, time_point now) const noexcept {
   return status::ok();
 }
 
-void executor::note_rejected(handler_metrics& h, status st) noexcept {
-  if (st.code == outcome::rejected) {
-    metrics_->on_rejected(h, st.reason);
-  } else {
-    metrics_->on_finished(h, st, duration::zero(), false);
-  }
-}
+void executor::note_rejected(handler_metrics& h, status st) noexcept { metrics_->on_refused(h, st); }
 
 void executor::prepare(detail::job_record& rec, const job_options& o, handler_metrics& h) {
-  rec.bounds = job_bounds{o.deadline, earliest(o.start_by, o.deadline), o.min_budget};
+  rec.bounds = bounds_of(o);
   rec.metrics = &h;
   rec.run_limit = o.run_limit;
   rec.reserve = o.reserve;
@@ -207,21 +254,63 @@ void executor::worker_loop(std::size_t index) {
     const std::size_t limit = batch_limit();
     std::size_t n = queue_.try_pop_bulk(batch, limit);
     if (n == 0) {
+      // About to block: first help a worker whose batch holds jobs it has
+      // not started. Announced before looking (see run_batch).
+      idle_.fetch_add(1, std::memory_order_seq_cst);
+      if (detail::job_record* job = steal(slot)) {
+        idle_.fetch_sub(1, std::memory_order_relaxed);
+        queue_.dequeued(1);
+        run_one(job, slot, &wc);
+        continue;
+      }
       wc.valid = false;  // we are about to wait: the last reading goes stale
       n = queue_.pop_wait_bulk(batch, limit);
+      idle_.fetch_sub(1, std::memory_order_relaxed);
     }
-    std::size_t wakeups = 0;
+    std::size_t wakeups = 0, jobs = 0;
     for (std::size_t i = 0; i < n; ++i) {
       if (batch[i] == nullptr) {
         ++wakeups;  // look at the flags again (after this batch)
-        continue;
+      } else {
+        batch[jobs++] = batch[i];
       }
-      run_one(static_cast<detail::job_record*>(batch[i]), slot, &wc);
+    }
+    if (jobs == 1) {
+      queue_.dequeued(1);
+      run_one(static_cast<detail::job_record*>(batch[0]), slot, &wc);
+    } else if (jobs > 1) {
+      slot->batch.fill(batch, jobs);
+      run_batch(slot, &wc);
     }
     // One wake-up was for us; any more were meant for other workers (pause
     // and shutdown push one per worker), who would otherwise block for ever.
     if (wakeups > 1) queue_.wake(wakeups - 1);
   }
+}
+
+void executor::run_batch(worker_slot* slot, worker_clock* wc) {
+  // A job of a batch must never wait behind a slow one while another worker
+  // idles. Idle workers steal from the batch before they block; one that
+  // blocked before this batch was filled is woken here, once per batch. The
+  // fill and the idle_ read here against idle_++ and the look in steal()
+  // (all seq_cst): either it sees these jobs, or we see it idle.
+  bool woke = false;
+  while (queued_job* job = slot->batch.take()) {
+    queue_.dequeued(1);
+    if (!woke && !slot->batch.empty() && idle_.load(std::memory_order_seq_cst) > 0) {
+      queue_.wake(1);
+      woke = true;
+    }
+    run_one(static_cast<detail::job_record*>(job), slot, wc);
+  }
+}
+
+detail::job_record* executor::steal(const worker_slot* thief) noexcept {
+  for (const auto& victim : slots_) {
+    if (victim.get() == thief) continue;
+    if (queued_job* job = victim->batch.take()) return static_cast<detail::job_record*>(job);
+  }
+  return nullptr;
 }
 
 std::size_t executor::run_pending() {

@@ -17,14 +17,18 @@ namespace hourglass {
 //  - start_by: the latest time the job is still worth starting. For a sync job
 //    it is the deadline; for an async job it is its freshness bound.
 //  - min_budget: the least run time that can still produce a useful result.
+//    A job is never started with nothing left: at least one tick of budget
+//    must remain even when min_budget is zero ("if r <= 0, fail at once").
 struct job_bounds {
   time_point deadline = never;
   time_point start_by = never;
   duration min_budget = duration::zero();
 
-  // The instant after which starting the job is pointless.
+  // The last instant at which starting the job is still useful (inclusive):
+  // deadline - max(min_budget, 1 tick), and no later than start_by.
   constexpr time_point latest_useful_start() const noexcept {
-    const time_point by_budget = deadline == never ? never : saturating_sub(deadline, min_budget);
+    const duration need = min_budget > duration::zero() ? min_budget : duration(1);
+    const time_point by_budget = deadline == never ? never : saturating_sub(deadline, need);
     return earliest(start_by, by_budget);
   }
 };

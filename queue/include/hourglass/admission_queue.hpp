@@ -16,8 +16,7 @@
 //  - Ordering: FIFO per producing thread only. Across producers the order is
 //    unspecified (moodycamel is not linearizable); hourglass promises no more.
 //  - pop_wait blocks idle consumers on a semaphore (no spinning when there is
-//    no work) and returns nullptr once the queue is closed and empty, or when
-//    woken by wake_all().
+//    no work) and returns nullptr when woken by wake().
 //
 // Thread safety: all members may be called from any thread.
 #pragma once
@@ -56,7 +55,7 @@ class admission_queue {
   // holds the pointer until a pop returns it.
   status try_push(queued_job* job, time_point now) noexcept;
 
-  // Blocks until a job is available; nullptr when closed and drained, or after wake_all().
+  // Blocks until a job is available; nullptr after a wake().
   queued_job* pop_wait() noexcept;
   // Never blocks; nullptr when empty.
   queued_job* try_pop() noexcept;
@@ -65,8 +64,13 @@ class admission_queue {
   // per producer. An item may be nullptr: a wake-up (see wake()), which the
   // caller must act on like pop_wait()'s nullptr. pop_wait_bulk blocks until
   // there is at least one item; try_pop_bulk returns 0 instead of blocking.
+  // Jobs taken in bulk still wait (in the caller's hands), so they stay in
+  // depth(), and so in capacity and the predicted wait, until the caller
+  // reports each one with dequeued() as it starts it or drops it.
   std::size_t pop_wait_bulk(queued_job** out, std::size_t max) noexcept;
   std::size_t try_pop_bulk(queued_job** out, std::size_t max) noexcept;
+  // `n` jobs taken by a bulk pop have left the waiting line.
+  void dequeued(std::size_t n) noexcept { depth_.fetch_sub(n, std::memory_order_acq_rel); }
 
   // Stop admitting (shutting_down). Jobs already queued can still be popped.
   void close() noexcept;

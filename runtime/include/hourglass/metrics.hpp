@@ -3,7 +3,9 @@
 // Families (base unit seconds; no job ids in labels):
 //   hourglass_jobs_admitted_total{handler}
 //   hourglass_jobs_rejected_total{handler,reason}   queue_full | insufficient_budget |
-//                                                   invalid_timeout | shutting_down
+//                                                   invalid_timeout | shutting_down |
+//                                                   cancelled (our addition: the submitter's
+//                                                   context was cancelled before admission)
 //   hourglass_jobs_expired_total{handler,stage}     queue | run
 //   hourglass_jobs_finished_total{handler,outcome}  ok | error | deadline_exceeded | cancelled
 //   hourglass_jobs_completed_late_total{handler}
@@ -15,6 +17,12 @@
 //   hourglass_remaining_budget_at_dispatch_seconds, hourglass_run_duration_seconds  (histograms)
 //   hourglass_queue_depth, hourglass_workers_busy   (gauges)
 //
+// The accounting invariant, per handler, at any quiet moment:
+//   offered  = admitted + sum over reasons of rejected   (every refusal, once, there only)
+//   admitted = sum over outcomes of finished + jobs in flight
+// A refused job is never counted in finished; expired breaks admitted jobs
+// that ended deadline_exceeded down by stage.
+//
 // Recorders, and exactly what each touches (h = the handler's block):
 //   on_admitted(h, budget)          h.admitted += 1; request_budget.record(budget)
 //                                   unless budget == duration::max() (no deadline).
@@ -23,16 +31,18 @@
 //                                   reject_reason::none: nothing.
 //   on_insufficient_budget(h)       h.rejected_insufficient_budget += 1.
 //   on_invalid_timeout(h)           h.rejected_invalid_timeout += 1.
+//   on_refused(h, st)               a job refused before admission, by st: rejected as
+//                                   on_rejected; deadline_exceeded (any stage) as
+//                                   on_insufficient_budget; cancelled: h.rejected_cancelled += 1;
+//                                   ok and error: nothing (not refusals).
 //   on_dispatch(delay, remaining)   queue_delay.record(delay); remaining_budget_at_dispatch
 //                                   .record(remaining) unless remaining == duration::max().
 //   on_finished(h, st, run, late)   by st.code:
 //     ok                            h.finished_ok += 1; run_duration.record(run)
 //     error                         h.finished_error += 1; run_duration.record(run)
 //     deadline_exceeded, stage
-//       admission                   h.rejected_insufficient_budget += 1 and
-//                                   h.finished_deadline_exceeded += 1 (never ran: no run time).
-//                                   Equivalent to on_insufficient_budget plus the finished
-//                                   count: call one or the other for a job, not both.
+//       admission                   as on_insufficient_budget, and no finished count: a job
+//                                   refused at admission was never admitted.
 //       queue                       h.expired_queue += 1; h.finished_deadline_exceeded += 1
 //       run                         h.expired_run += 1; h.finished_deadline_exceeded += 1;
 //                                   run_duration.record(run)
@@ -136,6 +146,7 @@ struct alignas(64) handler_metrics {
   counter rejected_insufficient_budget;
   counter rejected_invalid_timeout;
   counter rejected_shutting_down;
+  counter rejected_cancelled;
   // written when a job ends (workers; cancel() for a job cancelled while queued)
   alignas(64) counter expired_queue;
   counter expired_run;
@@ -155,6 +166,7 @@ struct handler_snapshot {
   std::uint64_t rejected_insufficient_budget = 0;
   std::uint64_t rejected_invalid_timeout = 0;
   std::uint64_t rejected_shutting_down = 0;
+  std::uint64_t rejected_cancelled = 0;
   std::uint64_t expired_queue = 0;
   std::uint64_t expired_run = 0;
   std::uint64_t finished_ok = 0;
@@ -215,6 +227,7 @@ class metrics {
   void on_rejected(handler_metrics& h, reject_reason reason) noexcept;
   void on_insufficient_budget(handler_metrics& h) noexcept;
   void on_invalid_timeout(handler_metrics& h) noexcept;
+  void on_refused(handler_metrics& h, const status& st) noexcept;
   void on_dispatch(duration queue_delay, duration remaining_at_dispatch) noexcept;
   void on_finished(handler_metrics& h, const status& st, duration run_time, bool completed_late) noexcept;
   void on_retry_attempt() noexcept;

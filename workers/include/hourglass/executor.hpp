@@ -345,13 +345,12 @@ class executor {
   std::size_t busy() const noexcept;
 
  private:
-  // One per worker, on lines of its own: only its worker writes `busy`.
-  struct alignas(64) worker_slot {
-    std::atomic<std::size_t> busy{0};
-    std::mutex mu;
-    detail::job_record* current = nullptr;
-  };
+  // One per worker (defined in executor.cpp): its busy flag, the job it
+  // runs, and the batch of jobs it took from the queue and has not started.
+  struct worker_slot;
 
+  // A job's effective bounds: its own deadline and its parent's, whichever is first.
+  static job_bounds bounds_of(const job_options& o) noexcept;
   status precheck(const job_options& o, time_point now) const noexcept;
   void prepare(detail::job_record& rec, const job_options& o, handler_metrics& h);
   status admit(detail::job_record* rec, time_point now);
@@ -366,6 +365,10 @@ class executor {
   std::size_t batch_limit() const noexcept;
   void worker_loop(std::size_t index);
   void run_one(detail::job_record* rec, worker_slot* slot, worker_clock* wc = nullptr);
+  // Runs the jobs of `slot`'s batch until it is empty (other workers may take some).
+  void run_batch(worker_slot* slot, worker_clock* wc);
+  // A job from another worker's batch, for a worker about to block; nullptr if none.
+  detail::job_record* steal(const worker_slot* thief) noexcept;
   void finish(detail::job_record* rec, status st);
   void settle() noexcept;
   handler_metrics& resolve(const job_options& o) {
@@ -373,7 +376,7 @@ class executor {
   }
   static job_timings rejected_timings(const job_options& o, time_point now) noexcept {
     job_timings t;
-    t.budget = remaining(o.deadline, now);
+    t.budget = remaining(bounds_of(o).deadline, now);
     return t;
   }
   void note_rejected(handler_metrics& h, status st) noexcept;
@@ -408,6 +411,10 @@ class executor {
   alignas(64) std::atomic<std::size_t> settled_{0};         // popped records whose outcome is settled
   alignas(64) std::atomic<std::size_t> busy_{0};           // jobs running outside a worker (run_pending)
   alignas(64) std::atomic<bool> stopping_now_{false};     // drain deadline passed: cancel, don't start
+  // Workers about to block or blocked on an empty queue. A worker that holds
+  // a batch reads it before starting each job and wakes one of them, so no
+  // job waits in a batch while a worker idles (see run_batch and steal).
+  alignas(64) std::atomic<std::size_t> idle_{0};
   // paused_ || stopping_, readable without mu_: workers take the mutex
   // between jobs only when there is something to look at.
   std::atomic<bool> control_{false};
