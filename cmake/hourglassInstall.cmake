@@ -1,5 +1,16 @@
+# find_package(hourglass) gives hourglass::hourglass (the embedding API, over
+# hourglass::runtime, ::queue and ::workers) and, when the daemon library was
+# built, hourglass::server. Nothing of the build machine's paths is exported:
+# moodycamel is private to queue/ and build-only.
 include(CMakePackageConfigHelpers)
-install(TARGETS hourglass hourglass_concurrentqueue EXPORT hourglassTargets
+set(hourglass_targets hourglass hourglass_runtime hourglass_queue hourglass_workers)
+set(HOURGLASS_WITH_SERVER OFF)
+if(TARGET hourglass_server)
+  list(APPEND hourglass_targets hourglass_server)
+  set(HOURGLASS_WITH_SERVER ON)
+  install(DIRECTORY server/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endif()
+install(TARGETS ${hourglass_targets} EXPORT hourglassTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -1,0 +1,2 @@
+// Must NOT compile: queue/ sits below workers/.
+#include "hourglass/executor.hpp"

@@ -1,0 +1,2 @@
+// Must NOT compile: the core never sees the daemon.
+#include "hourglass/server/http_server.hpp"
