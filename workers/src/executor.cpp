@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "hourglass/run_outcome.hpp"
+
 namespace hourglass {
 
 namespace detail {
@@ -410,16 +412,15 @@ void executor::run_one(detail::job_record* rec, worker_slot* slot, worker_clock*
     busy_.fetch_add(1, std::memory_order_relaxed);
   }
 
-  enum class ended { normally, stopped, threw } how = ended::normally;
-  status stopped_with = status::ok();
+  run_facts facts;
   t.ran = true;
   try {
     rec->invoke(rec->ctx ? &rec->ctx->get() : nullptr);
   } catch (const stopped_error& e) {
-    how = ended::stopped;
-    stopped_with = e.why();
+    facts.how = run_ending::stopped;
+    facts.thrown = e.why();
   } catch (...) {
-    how = ended::threw;
+    facts.how = run_ending::threw;
     rec->error = std::current_exception();
   }
   const time_point end = clock_->now();
@@ -437,28 +438,12 @@ void executor::run_one(detail::job_record* rec, worker_slot* slot, worker_clock*
   t.run_time = elapsed(start, end);
   queue_.observe_service_time(t.run_time);
 
-  // One outcome. A stop seen by the context wins over what the function did,
-  // except that a handler's own error before any stop stays an error.
-  const status ctx_status = rec->ctx ? rec->ctx->get().stop_status() : status::ok();
-  const bool past_deadline = rec->bounds.deadline != never && end > rec->bounds.deadline;
-  status st;
-  if (how == ended::stopped) {
-    // A function may report that it never really started (stage queue, as
-    // the daemon does for a job whose caller was already answered): keep it.
-    const bool never_started = stopped_with.stage == expiry_stage::queue;
-    st = ctx_status.is_ok() || never_started ? stopped_with : ctx_status;
-  } else if (!ctx_status.is_ok()) {
-    st = ctx_status;
-    t.completed_late = how == ended::normally && ctx_status.code == outcome::deadline_exceeded;
-  } else if (past_deadline) {
-    st = status::expired(expiry_stage::run);  // fifo policy, or the timer had not fired yet
-    t.completed_late = how == ended::normally;
-  } else {
-    st = how == ended::threw ? status::error() : status::ok();
-  }
-  if (st.code == outcome::deadline_exceeded && st.stage != expiry_stage::downstream && st.stage != expiry_stage::queue) {
-    st.stage = expiry_stage::run;
-  }
+  // One outcome (run_outcome.hpp).
+  facts.context = rec->ctx ? rec->ctx->get().stop_status() : status::ok();
+  facts.past_deadline = rec->bounds.deadline != never && end > rec->bounds.deadline;
+  const run_verdict verdict = run_outcome(facts);
+  t.completed_late = verdict.completed_late;
+  const status st = verdict.st;
   finish(rec, st);
   rec->release();
 }

@@ -31,6 +31,7 @@
 #include "hourglass/context.hpp"
 #include "hourglass/executor.hpp"
 #include "hourglass/job.hpp"
+#include "hourglass/run_outcome.hpp"
 
 namespace hourglass {
 
@@ -84,7 +85,7 @@ class fan_out_group {
     } else {
       context_source branch_ctx = ctx_.get().child(opts_.limits);
       r.timings.ran = true;
-      bool returned = false;
+      run_facts facts;
       try {
         if constexpr (std::is_void_v<R>) {
           branches_[i](branch_ctx.get());
@@ -92,26 +93,23 @@ class fan_out_group {
         } else {
           r.result.emplace(branches_[i](branch_ctx.get()));
         }
-        returned = true;
       } catch (const stopped_error& e) {
-        r.st = e.why();
+        facts.how = run_ending::stopped;
+        facts.thrown = e.why();
       } catch (...) {
-        r.st = status::error();
+        facts.how = run_ending::threw;
         r.error = std::current_exception();
       }
       const time_point end = clk.now();
       r.timings.run_time = elapsed(start, end);
-      if (returned) {
-        const status stopped = branch_ctx.get().stop_status();
-        if (!stopped.is_ok()) {
-          r.st = stopped;  // a result after the stop is not used
-          r.timings.completed_late = stopped.code == outcome::deadline_exceeded;
-          r.result.reset();
-        }
-      } else if (r.st.code == outcome::cancelled || r.st.code == outcome::deadline_exceeded) {
-        const status stopped = branch_ctx.get().stop_status();
-        if (!stopped.is_ok()) r.st = stopped;
-      }
+      // The same end-of-run rule as the executor's (run_outcome.hpp). The
+      // branch context fires at the group's deadline, so its stop status
+      // already says whether the deadline passed.
+      facts.context = branch_ctx.get().stop_status();
+      const run_verdict verdict = run_outcome(facts);
+      r.st = verdict.st;
+      r.timings.completed_late = verdict.completed_late;
+      if (!r.st.is_ok()) r.result.reset();  // a result after the stop is not used
     }
     if (mode_ == mode::all_of ? !r.st.is_ok() : r.st.is_ok()) ctx_.cancel(cancel_cause::sibling);
     std::lock_guard lock(mu_);
