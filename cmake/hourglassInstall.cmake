@@ -6,7 +6,9 @@ include(CMakePackageConfigHelpers)
 set(hourglass_targets hourglass hourglass_runtime hourglass_queue hourglass_workers)
 set(HOURGLASS_WITH_SERVER OFF)
 if(TARGET hourglass_server)
-  list(APPEND hourglass_targets hourglass_server)
+  # support (JSON, URLs) is linked privately by the static server library,
+  # so it travels in the export set with it.
+  list(APPEND hourglass_targets hourglass_server hourglass_support)
   set(HOURGLASS_WITH_SERVER ON)
   install(DIRECTORY server/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endif()

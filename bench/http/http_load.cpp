@@ -11,11 +11,12 @@
 #include <deque>
 #include <memory>
 #include <ostream>
-#include <sstream>
 #include <stdexcept>
 #include <vector>
 
 #include "hourglass/budget_codec.hpp"
+#include "hourglass/support/json.hpp"
+#include "hourglass/support/url.hpp"
 
 namespace hourglass::bench {
 
@@ -27,52 +28,19 @@ using steady = std::chrono::steady_clock;
 
 namespace {
 
-struct target {
-  std::string host, port, path;
-};
-
-target parse_url(const std::string& url) {
-  const std::string scheme = "http://";
-  if (url.rfind(scheme, 0) != 0) throw std::invalid_argument("URL must start with http:// (got \"" + url + "\")");
-  const std::string rest = url.substr(scheme.size());
-  const auto slash = rest.find('/');
-  const std::string hostport = rest.substr(0, slash);
-  target t;
-  t.path = slash == std::string::npos ? "/" : rest.substr(slash);
-  const auto colon = hostport.rfind(':');
-  if (colon == std::string::npos) {
-    t.host = hostport;
-    t.port = "80";
-  } else {
-    t.host = hostport.substr(0, colon);
-    t.port = hostport.substr(colon + 1);
-  }
-  if (t.host.empty() || t.port.empty()) throw std::invalid_argument("URL has no host or port: \"" + url + "\"");
-  return t;
-}
-
-// The value of "key" in a flat JSON object, good enough for our error bodies.
+// The value of "key" in a JSON object ("" when absent): our error bodies.
 std::string json_string_field(const std::string& body, const std::string& key) {
-  const std::string needle = "\"" + key + "\"";
-  auto at = body.find(needle);
-  if (at == std::string::npos) return {};
-  at = body.find(':', at + needle.size());
-  if (at == std::string::npos) return {};
-  const auto open = body.find('"', at);
-  if (open == std::string::npos) return {};
-  const auto close = body.find('"', open + 1);
-  if (close == std::string::npos) return {};
-  return body.substr(open + 1, close - open - 1);
+  return support::string_member(body, key).value_or("");
 }
 
 class load_run {
  public:
   load_run(const http_options& o, const std::function<void(const std::string&)>& progress)
-      : o_(o), t_(parse_url(o.url)), progress_(progress), tick_(io_), report_timer_(io_) {
+      : o_(o), t_(support::parse_http_url(o.url, "URL")), progress_(progress), tick_(io_), report_timer_(io_) {
     if (!(o.rate > 0)) throw std::invalid_argument("--rate must be positive");
     if (o.connections == 0) throw std::invalid_argument("--connections must be at least 1");
     tcp::resolver resolver(io_);
-    endpoints_ = resolver.resolve(t_.host, t_.port);
+    endpoints_ = resolver.resolve(t_.host, std::to_string(t_.port));
     for (std::size_t i = 0; i < o.connections; ++i) conns_.push_back(std::make_unique<conn>(io_));
     header_ = format_grpc_timeout(o.budget);
   }
@@ -184,9 +152,9 @@ class load_run {
   void write(conn& c) {
     c.req = {};
     c.req.method(http::verb::post);
-    c.req.target(t_.path);
+    c.req.target(t_.path.empty() ? "/" : t_.path);
     c.req.version(11);
-    c.req.set(http::field::host, t_.host);
+    c.req.set(http::field::host, t_.host_header);
     c.req.set("Request-Timeout", header_);
     c.req.set(http::field::content_type, "application/octet-stream");
     c.req.body() = o_.body;
@@ -263,7 +231,7 @@ class load_run {
   }
 
   const http_options& o_;
-  target t_;
+  support::http_url t_;
   std::function<void(const std::string&)> progress_;
   asio::io_context io_;
   tcp::resolver::results_type endpoints_;
@@ -283,15 +251,16 @@ class load_run {
 
 double ms(std::uint64_t ns) { return static_cast<double>(ns) / 1e6; }
 
+void add_map(support::json_writer& j, const std::map<std::string, std::uint64_t>& m) {
+  j.begin_object();
+  for (const auto& [k, v] : m) j.member(k, v);
+  j.end_object();
+}
+
 std::string json_map(const std::map<std::string, std::uint64_t>& m) {
-  std::string out = "{";
-  bool first = true;
-  for (const auto& [k, v] : m) {
-    if (!first) out += ", ";
-    first = false;
-    out += "\"" + k + "\": " + std::to_string(v);
-  }
-  return out + "}";
+  support::json_writer j;
+  add_map(j, m);
+  return j.take();
 }
 
 }  // namespace
@@ -322,18 +291,17 @@ void print_table(std::ostream& out, const http_report& r) {
 
 std::string to_json(const http_report& r) {
   const auto& h = r.latency;
-  char lat[256];
-  std::snprintf(lat, sizeof lat, "{\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f, \"p999\": %.3f, \"max\": %.3f}",
-                ms(h.value_at_quantile(0.5)), ms(h.value_at_quantile(0.9)), ms(h.value_at_quantile(0.99)),
-                ms(h.value_at_quantile(0.999)), ms(h.count ? h.max_ns : 0));
-  char goodput[64];
-  std::snprintf(goodput, sizeof goodput, "%.3f", r.goodput_rps);
-  std::ostringstream out;
-  out << "{\"offered\": " << r.offered << ", \"sent\": " << r.sent << ", \"ok\": " << r.ok
-      << ", \"ok_in_deadline\": " << r.ok_in_deadline << ", \"goodput_rps\": " << goodput
-      << ", \"rejected\": " << json_map(r.rejected) << ", \"deadline_exceeded\": " << json_map(r.deadline_exceeded)
-      << ", \"errors\": " << r.errors << ", \"latency_ms\": " << lat << "}";
-  return out.str();
+  support::json_writer j;
+  j.begin_object().member("offered", r.offered).member("sent", r.sent).member("ok", r.ok);
+  j.member("ok_in_deadline", r.ok_in_deadline).member("goodput_rps", r.goodput_rps);
+  add_map(j.key("rejected"), r.rejected);
+  add_map(j.key("deadline_exceeded"), r.deadline_exceeded);
+  j.member("errors", r.errors);
+  j.key("latency_ms").begin_object();
+  j.member("p50", ms(h.value_at_quantile(0.5))).member("p90", ms(h.value_at_quantile(0.9)));
+  j.member("p99", ms(h.value_at_quantile(0.99))).member("p999", ms(h.value_at_quantile(0.999)));
+  j.member("max", ms(h.count ? h.max_ns : 0)).end_object();
+  return j.end_object().take();
 }
 
 }  // namespace hourglass::bench

@@ -3,9 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <map>
 #include <ostream>
 #include <sstream>
+#include <utility>
+
+#include "hourglass/support/json.hpp"
 
 namespace hourglass::bench {
 
@@ -24,18 +28,22 @@ std::string fixed(double v, int decimals) {
   return buf;
 }
 
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
 std::string pad(const std::string& s, std::size_t w, bool right = true) {
   if (s.size() >= w) return s;
   return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
+}
+
+// "key": v as %.<digits>g (null when not finite), and a list of such numbers.
+void number(support::json_writer& j, std::string_view key, double v, int digits = 6) { j.key(key).general(v, digits); }
+
+void number_fields(support::json_writer& j, std::initializer_list<std::pair<std::string_view, double>> fields) {
+  for (const auto& [key, v] : fields) number(j, key, v);
+}
+
+void numbers(support::json_writer& j, std::string_view key, const std::vector<double>& v) {
+  j.key(key).begin_array();
+  for (const double x : v) j.general(x);
+  j.end_array();
 }
 
 const char* colour(const std::string& policy) {
@@ -110,52 +118,55 @@ void print_table(std::ostream& out, const overload_report& r) {
 
 std::string to_json(const overload_report& r) {
   const auto& o = r.options;
-  std::ostringstream j;
-  j << "{\"capacity_rps\": " << num(r.capacity_rps) << ", \"runs\": [";
-  for (std::size_t i = 0; i < r.runs.size(); ++i) {
-    const auto& x = r.runs[i];
+  const double none = std::nan("");  // written as null
+  support::json_writer j;
+  j.begin_object();
+  number(j, "capacity_rps", r.capacity_rps);
+  j.key("runs").begin_array();
+  for (const auto& x : r.runs) {
     const auto& c = x.counts;
-    j << (i ? ", " : "") << "{\"policy\": " << quoted(x.policy) << ", \"load\": " << num(x.load)
-      << ", \"offered_rps\": " << num(x.offered_rps) << ", \"goodput_rps\": " << num(x.goodput_rps)
-      << ", \"goodput_ratio\": " << num(x.goodput_ratio) << ", \"wasted_work_ratio\": " << num(x.wasted_work_ratio)
-      << ", \"p99_ms\": " << num(x.p99_ms) << ", \"p50_ms\": " << num(x.p50_ms) << ", \"p999_ms\": " << num(x.p999_ms)
-      << ", \"max_ms\": " << num(x.max_ms) << ", \"offered\": " << c.offered << ", \"ok_in_deadline\": " << c.good
-      << ", \"rejected\": {\"queue_full\": " << c.rejected_queue_full
-      << ", \"insufficient_budget\": " << c.rejected_budget << ", \"shutting_down\": " << c.rejected_other << "}"
-      << ", \"deadline_exceeded\": {\"admission\": " << c.rejected_budget << ", \"queue\": " << c.expired_queue
-      << ", \"run\": " << c.cancelled_run + c.completed_late << "}"
-      << ", \"completed_late\": " << c.completed_late << ", \"cancelled_mid_run\": " << c.cancelled_run
-      << ", \"cut_off\": " << c.cut_off << ", \"errors\": " << c.errors << ", \"busy_s\": " << num(x.busy_s)
-      << ", \"wasted_s\": " << num(x.wasted_s) << ", \"wasted_wall_ratio\": " << num(x.wasted_wall_ratio) << ", \"nominal_rps\": " << num(x.nominal_rps)
-      << ", \"send_lag_p99_ms\": " << num(x.send_lag_p99_ms) << ", \"send_lag_max_ms\": " << num(x.send_lag_max_ms)
-      << ", \"send_ratio\": " << num(x.send_ratio) << ", \"valid\": " << (x.valid ? "true" : "false") << "}";
+    j.begin_object().member("policy", x.policy);
+    number_fields(j, {{"load", x.load}, {"offered_rps", x.offered_rps}, {"goodput_rps", x.goodput_rps},
+                      {"goodput_ratio", x.goodput_ratio}, {"wasted_work_ratio", x.wasted_work_ratio},
+                      {"p99_ms", x.p99_ms}, {"p50_ms", x.p50_ms}, {"p999_ms", x.p999_ms}, {"max_ms", x.max_ms}});
+    j.member("offered", c.offered).member("ok_in_deadline", c.good);
+    j.key("rejected").begin_object();
+    j.member("queue_full", c.rejected_queue_full).member("insufficient_budget", c.rejected_budget);
+    j.member("shutting_down", c.rejected_other).end_object();
+    j.key("deadline_exceeded").begin_object();
+    j.member("admission", c.rejected_budget).member("queue", c.expired_queue);
+    j.member("run", c.cancelled_run + c.completed_late).end_object();
+    j.member("completed_late", c.completed_late).member("cancelled_mid_run", c.cancelled_run);
+    j.member("cut_off", c.cut_off).member("errors", c.errors);
+    number_fields(j, {{"busy_s", x.busy_s}, {"wasted_s", x.wasted_s}, {"wasted_wall_ratio", x.wasted_wall_ratio},
+                      {"nominal_rps", x.nominal_rps}, {"send_lag_p99_ms", x.send_lag_p99_ms},
+                      {"send_lag_max_ms", x.send_lag_max_ms}, {"send_ratio", x.send_ratio}});
+    j.member("valid", x.valid).end_object();
   }
-  j << "]";
+  j.end_array();
   if (!r.steps.empty()) {
-    j << ", \"step\": {\"loads\": [";
-    for (std::size_t i = 0; i < o.step_loads.size(); ++i) j << (i ? ", " : "") << num(o.step_loads[i]);
-    j << "], \"phase_s\": " << num(to_seconds(o.step_phase)) << ", \"bin_ms\": " << num(r.step_bin_ms)
-      << ", \"drop_s\": " << num(r.step_drop_s) << ", \"policies\": [";
-    for (std::size_t i = 0; i < r.steps.size(); ++i) {
-      const auto& s = r.steps[i];
-      j << (i ? ", " : "") << "{\"policy\": " << quoted(s.policy)
-        << ", \"recovery_ms\": " << (s.recovery_ms ? num(*s.recovery_ms) : "null")
-        << ", \"good_ratio_after_drop\": " << num(s.goodput_after_drop_ratio)
-        << ", \"wasted_work_ratio\": " << num(s.wasted_work_ratio) << ", \"valid\": " << (s.valid ? "true" : "false")
-        << ", \"goodput_rps\": [";
-      for (std::size_t b = 0; b < s.goodput_rps.size(); ++b) j << (b ? ", " : "") << num(s.goodput_rps[b]);
-      j << "], \"offered_rps\": [";
-      for (std::size_t b = 0; b < s.offered_rps.size(); ++b) j << (b ? ", " : "") << num(s.offered_rps[b]);
-      j << "]}";
+    j.key("step").begin_object();
+    numbers(j, "loads", o.step_loads);
+    number_fields(j, {{"phase_s", to_seconds(o.step_phase)}, {"bin_ms", r.step_bin_ms}, {"drop_s", r.step_drop_s}});
+    j.key("policies").begin_array();
+    for (const auto& s : r.steps) {
+      j.begin_object().member("policy", s.policy);
+      number_fields(j, {{"recovery_ms", s.recovery_ms.value_or(none)},
+                        {"good_ratio_after_drop", s.goodput_after_drop_ratio},
+                        {"wasted_work_ratio", s.wasted_work_ratio}});
+      j.member("valid", s.valid);
+      numbers(j, "goodput_rps", s.goodput_rps);
+      numbers(j, "offered_rps", s.offered_rps);
+      j.end_object();
     }
-    j << "]}";
+    j.end_array().end_object();
   }
-  j << ", \"service_time_ms\": " << num(to_millis(o.service_time)) << ", \"budget_ms\": " << num(to_millis(o.budget))
-    << ", \"min_budget_ms\": " << num(to_millis(o.min_budget)) << ", \"workers\": " << o.workers
-    << ", \"queue_capacity\": " << o.queue_capacity << ", \"send_quantum_ms\": " << num(to_millis(o.send_quantum)) << ", \"duration_s\": " << num(to_seconds(o.run_length))
-    << ", \"nominal_capacity_rps\": " << num(r.nominal_capacity_rps)
-    << ", \"capacity_after_rps\": " << num(r.capacity_after_rps) << "}";
-  return j.str();
+  number_fields(j, {{"service_time_ms", to_millis(o.service_time)}, {"budget_ms", to_millis(o.budget)},
+                    {"min_budget_ms", to_millis(o.min_budget)}});
+  j.member("workers", o.workers).member("queue_capacity", o.queue_capacity);
+  number_fields(j, {{"send_quantum_ms", to_millis(o.send_quantum)}, {"duration_s", to_seconds(o.run_length)},
+                    {"nominal_capacity_rps", r.nominal_capacity_rps}, {"capacity_after_rps", r.capacity_after_rps}});
+  return j.end_object().take();
 }
 
 void write_csv(std::ostream& out, const overload_report& r) {
@@ -336,20 +347,18 @@ void print_table(std::ostream& out, const throughput_report& r) {
 }
 
 std::string to_json(const throughput_report& r) {
-  std::ostringstream j;
-  auto list = [&](const std::vector<double>& v) {
-    std::string s = "[";
-    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + num(v[i]);
-    return s + "]";
-  };
-  j << "{\"hourglass_jobs_per_s\": " << num(r.hourglass) << ", \"moodycamel_jobs_per_s\": " << num(r.moodycamel)
-    << ", \"asio_jobs_per_s\": " << num(r.asio) << ", \"mutex_jobs_per_s\": " << num(r.mutex)
-    << ", \"workers\": " << r.workers << ", \"jobs\": " << r.jobs << ", \"rounds\": " << r.rounds
-    << ", \"hourglass_vs_asio\": " << num(r.hourglass / r.asio, 4)
-    << ", \"hourglass_vs_moodycamel\": " << num(r.hourglass / r.moodycamel, 4)
-    << ", \"hourglass_rounds\": " << list(r.hourglass_rounds) << ", \"moodycamel_rounds\": " << list(r.moodycamel_rounds)
-    << ", \"asio_rounds\": " << list(r.asio_rounds) << ", \"mutex_rounds\": " << list(r.mutex_rounds) << "}";
-  return j.str();
+  support::json_writer j;
+  j.begin_object();
+  number_fields(j, {{"hourglass_jobs_per_s", r.hourglass}, {"moodycamel_jobs_per_s", r.moodycamel},
+                    {"asio_jobs_per_s", r.asio}, {"mutex_jobs_per_s", r.mutex}});
+  j.member("workers", r.workers).member("jobs", r.jobs).member("rounds", r.rounds);
+  number(j, "hourglass_vs_asio", r.hourglass / r.asio, 4);
+  number(j, "hourglass_vs_moodycamel", r.hourglass / r.moodycamel, 4);
+  numbers(j, "hourglass_rounds", r.hourglass_rounds);
+  numbers(j, "moodycamel_rounds", r.moodycamel_rounds);
+  numbers(j, "asio_rounds", r.asio_rounds);
+  numbers(j, "mutex_rounds", r.mutex_rounds);
+  return j.end_object().take();
 }
 
 }  // namespace hourglass::bench

@@ -5,44 +5,13 @@
 #include <mutex>
 #include <system_error>
 
+#include "hourglass/utf8.hpp"
+
 namespace hourglass {
 namespace {
 
 std::uint64_t non_negative_ns(duration d) noexcept {
   return d.count() <= 0 ? 0 : static_cast<std::uint64_t>(d.count());
-}
-
-// Strict UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
-bool valid_utf8(std::string_view s) noexcept {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    std::size_t extra = 0;
-    unsigned char lo = 0x80, hi = 0xBF;  // range of the first continuation byte
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      extra = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      extra = 2;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      extra = 3;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      return false;
-    }
-    if (s.size() - i <= extra) return false;
-    for (std::size_t k = 1; k <= extra; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if (k == 1 ? (cc < lo || cc > hi) : (cc < 0x80 || cc > 0xBF)) return false;
-    }
-    i += extra + 1;
-  }
-  return true;
 }
 
 // ---- number formatting ---------------------------------------------------

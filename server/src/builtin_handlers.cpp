@@ -11,7 +11,7 @@
 #include <stdexcept>
 
 #include "hourglass/asio_bridge.hpp"
-#include "json.hpp"
+#include "hourglass/support/json.hpp"
 
 namespace hourglass::server {
 
@@ -20,7 +20,7 @@ namespace net = boost::asio;
 namespace {
 
 boost::json::object input_object(std::string_view body, const char* expected) {
-  auto v = detail::parse_json(body);
+  auto v = support::parse_json(body);
   if (!v || !v->is_object()) throw handler_error::bad_input(std::string("body must be ") + expected);
   return std::move(v->as_object());
 }
@@ -39,7 +39,7 @@ handler_fn echo_handler() {
 handler_fn sleep_handler(net::io_context& io) {
   return [&io](const context& ctx, const request_view& req) {
     const auto o = input_object(req.body, R"({"ms": N}, 0 <= N <= 3600000)");
-    const auto ms = detail::int_member(o, "ms", 0, 3'600'000);
+    const auto ms = support::int_member(o, "ms", 0, 3'600'000);
     if (!ms) throw handler_error::bad_input(R"(body must be {"ms": N}, 0 <= N <= 3600000)");
 
     auto strand = net::make_strand(io);
@@ -57,7 +57,7 @@ handler_fn sleep_handler(net::io_context& io) {
     ctx.check();  // stopped (even at the very end): not a late completion
     if (ec) throw std::runtime_error("sleep: timer failed: " + ec.message());
     handler_result r;
-    r.body = detail::json_object().add("slept_ms", static_cast<std::int64_t>(*ms)).str();
+    r.body = support::json_object().add("slept_ms", static_cast<std::int64_t>(*ms)).str();
     r.content_type = "application/json";
     return r;
   };
@@ -66,7 +66,7 @@ handler_fn sleep_handler(net::io_context& io) {
 handler_fn spin_handler() {
   return [](const context& ctx, const request_view& req) {
     const auto o = input_object(req.body, R"({"us": N}, 0 <= N <= 60000000)");
-    const auto us = detail::int_member(o, "us", 0, 60'000'000);
+    const auto us = support::int_member(o, "us", 0, 60'000'000);
     if (!us) throw handler_error::bad_input(R"(body must be {"us": N}, 0 <= N <= 60000000)");
     const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(*us);
     volatile std::uint64_t sink = 0;
@@ -82,7 +82,7 @@ handler_fn spin_handler() {
     }
     ctx.check();
     handler_result r;
-    r.body = detail::json_object().add("spun_us", static_cast<std::int64_t>(*us)).str();
+    r.body = support::json_object().add("spun_us", static_cast<std::int64_t>(*us)).str();
     r.content_type = "application/json";
     return r;
   };
@@ -107,7 +107,7 @@ handler_fn call_handler(upstream_client& client) {
       if (b->is_string()) {
         body = std::string(b->get_string());
       } else {
-        body = detail::serialize_json(*b);
+        body = support::serialize_json(*b);
         type = "application/json";
       }
     }

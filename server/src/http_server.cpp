@@ -15,6 +15,7 @@
 
 #include "core.hpp"
 #include "hourglass/server/builtin_handlers.hpp"
+#include "hourglass/support/url.hpp"
 #include "session.hpp"
 
 namespace hourglass::server {
@@ -189,8 +190,7 @@ void http_server::start() {
   if (ec) throw std::runtime_error("cannot listen on " + c.opts.listen + ": " + ec.message());
   const auto local = m.acceptor->local_endpoint();
   m.port = local.port();
-  m.address = local.address().is_v6() ? "[" + local.address().to_string() + "]:" + std::to_string(m.port)
-                                      : local.address().to_string() + ":" + std::to_string(m.port);
+  m.address = support::endpoint_string(local);
 
   m.started.store(true);
   m.work.emplace(c.io.get_executor());

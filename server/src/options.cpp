@@ -1,12 +1,10 @@
 #include "hourglass/server/options.hpp"
 
-#include <boost/asio/ip/address.hpp>
-
 #include <array>
-#include <charconv>
 #include <stdexcept>
 
 #include "hourglass/server/handler.hpp"
+#include "hourglass/support/url.hpp"
 
 namespace hourglass::server {
 
@@ -20,91 +18,23 @@ bool valid_handler_name(std::string_view name) noexcept {
   return true;
 }
 
-namespace {
-
-std::uint16_t parse_port(std::string_view text, const std::string& whole) {
-  unsigned value = 0;
-  const auto* end = text.data() + text.size();
-  const auto [p, ec] = std::from_chars(text.data(), end, value);
-  if (text.empty() || ec != std::errc() || p != end || value > 65535) {
-    throw std::invalid_argument("invalid port in '" + whole + "'");
-  }
-  return static_cast<std::uint16_t>(value);
-}
-
-}  // namespace
-
 listen_endpoint parse_listen(const std::string& text) {
+  const auto endpoint = support::parse_ip_endpoint(text, "listen address");
   listen_endpoint ep;
-  std::string host;
-  std::string_view port;
-  if (!text.empty() && text.front() == '[') {
-    const auto close = text.find(']');
-    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':') {
-      throw std::invalid_argument("listen address must be ADDR:PORT or [IPv6]:PORT, got '" + text + "'");
-    }
-    host = text.substr(1, close - 1);
-    port = std::string_view(text).substr(close + 2);
-  } else {
-    const auto colon = text.rfind(':');
-    if (colon == std::string::npos || text.find(':') != colon) {
-      throw std::invalid_argument("listen address must be ADDR:PORT or [IPv6]:PORT, got '" + text + "'");
-    }
-    host = text.substr(0, colon);
-    port = std::string_view(text).substr(colon + 1);
-  }
-  boost::system::error_code ec;
-  const auto addr = boost::asio::ip::make_address(host, ec);
-  if (ec) throw std::invalid_argument("listen address '" + host + "' is not an IP address");
-  ep.address = addr.to_string();
-  ep.port = parse_port(port, text);
-  ep.loopback = addr.is_loopback();
+  ep.address = endpoint.address().to_string();
+  ep.port = endpoint.port();
+  ep.loopback = endpoint.address().is_loopback();
   return ep;
 }
 
 upstream_url parse_upstream_url(const std::string& url) {
-  constexpr std::string_view scheme = "http://";
-  if (url.compare(0, scheme.size(), scheme) != 0) {
-    throw std::invalid_argument("upstream URL must start with http:// (no TLS), got '" + url + "'");
-  }
-  std::string_view rest = std::string_view(url).substr(scheme.size());
+  const support::http_url parsed = support::parse_http_url(url, "upstream URL");
   upstream_url u;
-  const auto slash = rest.find('/');
-  std::string_view authority = rest.substr(0, slash);
-  if (slash != std::string_view::npos) {
-    std::string_view path = rest.substr(slash);
-    while (!path.empty() && path.back() == '/') path.remove_suffix(1);
-    for (const char c : path) {
-      if (c == '?' || c == '#' || c == ' ' || static_cast<unsigned char>(c) < 0x20) {
-        throw std::invalid_argument("upstream URL path must be a plain prefix, got '" + url + "'");
-      }
-    }
-    u.prefix = std::string(path);
-  }
-  if (authority.find('@') != std::string_view::npos) {
-    throw std::invalid_argument("upstream URL must not carry credentials: '" + url + "'");
-  }
-  std::string_view port = "80";
-  if (!authority.empty() && authority.front() == '[') {
-    const auto close = authority.find(']');
-    if (close == std::string_view::npos) throw std::invalid_argument("bad IPv6 host in '" + url + "'");
-    u.host = std::string(authority.substr(1, close - 1));
-    if (close + 1 < authority.size()) {
-      if (authority[close + 1] != ':') throw std::invalid_argument("bad host in '" + url + "'");
-      port = authority.substr(close + 2);
-    }
-  } else {
-    const auto colon = authority.find(':');
-    u.host = std::string(authority.substr(0, colon));
-    if (colon != std::string_view::npos) port = authority.substr(colon + 1);
-  }
-  if (u.host.empty()) throw std::invalid_argument("upstream URL has no host: '" + url + "'");
-  for (const char c : u.host) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '-' || c == ':';
-    if (!ok) throw std::invalid_argument("bad host in upstream URL '" + url + "'");
-  }
-  u.port = std::to_string(parse_port(port, url));
+  u.host = parsed.host;
+  u.port = std::to_string(parsed.port);
+  std::string_view prefix = parsed.path;
+  while (!prefix.empty() && prefix.back() == '/') prefix.remove_suffix(1);
+  u.prefix = std::string(prefix);
   return u;
 }
 

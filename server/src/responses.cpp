@@ -20,7 +20,7 @@ response make_response(unsigned status, std::string body, std::string_view conte
 }
 
 response error_response(unsigned status, std::string_view code, std::string_view message) {
-  json_object o;
+  support::json_object o;
   o.add("error", code);
   if (!message.empty()) o.add("message", message);
   return make_response(status, o.str(), json_type);
@@ -63,7 +63,7 @@ unsigned http_status_for(const status& st, const error_info* error) {
 
 std::string outcome_body(const status& st, const job_timings& t, duration budget, duration remaining_now,
                          const error_info* error) {
-  json_object o;
+  support::json_object o;
   switch (st.code) {
     case outcome::ok: o.add("error", "none"); break;
     case outcome::error:

@@ -13,7 +13,7 @@
 #include "hourglass/job.hpp"
 #include "hourglass/outcome.hpp"
 #include "hourglass/server/handler.hpp"
-#include "json.hpp"
+#include "hourglass/support/json.hpp"
 
 namespace hourglass::server::detail {
 

@@ -13,6 +13,8 @@
 
 #include "hourglass/budget_codec.hpp"
 #include "hourglass/metrics.hpp"
+#include "hourglass/support/url.hpp"
+#include "hourglass/utf8.hpp"
 
 namespace hourglass::server::detail {
 
@@ -109,8 +111,7 @@ session::session(core& c, net::ip::tcp::socket socket)
   error_code ec;
   const auto peer = beast::get_lowest_layer(stream_).socket().remote_endpoint(ec);
   if (!ec) {
-    remote_ = peer.address().is_v6() ? "[" + peer.address().to_string() + "]:" + std::to_string(peer.port())
-                                     : peer.address().to_string() + ":" + std::to_string(peer.port());
+    remote_ = support::endpoint_string(peer);
   }
 }
 
@@ -285,7 +286,7 @@ void session::start_job(std::string_view name) {
     job_report rep{entry_->name, async_ ? "async" : "sync", duration::max(), {}, status::rejected(reject_reason::none), 400};
     rep.note = "invalid_timeout";
     core_.log_job(rep);
-    json_object o;
+    support::json_object o;
     o.add("error", "invalid_timeout").add("outcome", "rejected").add("message", dup ? which : std::string_view(msg));
     response res = make_response(400, o.str(), json_type);
     res.set("Server-Timing", server_timing({}));
@@ -545,7 +546,7 @@ void session::submit_async(std::shared_ptr<job_input> in) {
     return send(job_response(st, {}, duration::max(), duration::max(), nullptr, nullptr));
   }
   const std::string location = std::string(jobs_prefix) + job->id;
-  json_object body;
+  support::json_object body;
   body.add("id", job->id).add("state", "queued").add("location", location);
   response res = make_response(202, body.str(), json_type);
   res.set(http::field::location, location);
@@ -571,7 +572,7 @@ void session::get_async(std::string_view id, bool cancel) {
     if (go) ref.cancel(cancel_cause::requested);  // outside the lock: a queued job completes right here
   }
 
-  json_object o;
+  support::json_object o;
   response res;
   {
     std::lock_guard lock(job->mu);
@@ -596,7 +597,7 @@ void session::get_async(std::string_view id, bool cancel) {
         if (valid_utf8(job->result.body)) {
           o.add("result", job->result.body);
         } else {
-          o.add("result_base64", base64(job->result.body));
+          o.add("result_base64", support::base64(job->result.body));
         }
       }
     }

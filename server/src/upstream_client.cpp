@@ -25,6 +25,7 @@
 #include "hourglass/budget_codec.hpp"
 #include "hourglass/server/handler.hpp"
 #include "hourglass/server/options.hpp"
+#include "hourglass/support/url.hpp"
 
 namespace hourglass::server {
 
@@ -220,8 +221,7 @@ upstream_client::upstream_client(net::io_context& io, const std::map<std::string
     auto u = std::make_unique<impl::upstream>();
     u->name = name;
     u->url = parse_upstream_url(url);
-    const bool v6 = u->url.host.find(':') != std::string::npos;
-    u->host_header = (v6 ? "[" + u->url.host + "]" : u->url.host) + (u->url.port == "80" ? "" : ":" + u->url.port);
+    u->host_header = support::parse_http_url(url, "upstream URL").host_header;
     impl_->upstreams.emplace(name, std::move(u));
   }
 }

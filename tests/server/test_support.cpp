@@ -17,6 +17,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "hourglass/support/json.hpp"
+
 extern char** environ;
 
 namespace hourglass::server::testing {
@@ -201,37 +203,23 @@ handler_snapshot test_server::handler(const std::string& name) {
 
 handler_fn report_handler() {
   return [](const context& ctx, const request_view& req) {
-    char buf[512];
     const auto rem = ctx.remaining();
-    std::snprintf(buf, sizeof buf,
-                  R"({"budget_ms": %.3f, "remaining_ms": %.3f, "request_timeout": "%.*s", "traceparent": "%.*s", "remote": "%.*s", "body": "%.*s"})",
-                  req.budget == duration::max() ? -1.0 : to_millis(req.budget),
-                  rem == duration::max() ? -1.0 : to_millis(rem), static_cast<int>(req.header("Request-Timeout").size()),
-                  req.header("Request-Timeout").data(), static_cast<int>(req.traceparent.size()),
-                  req.traceparent.data(), static_cast<int>(req.remote.size()), req.remote.data(),
-                  static_cast<int>(std::min<std::size_t>(req.body.size(), 64)),
-                  req.body.data());
-    return handler_result{buf, "application/json"};
+    support::json_writer j;
+    j.begin_object();
+    j.member("budget_ms", req.budget == duration::max() ? -1.0 : to_millis(req.budget));
+    j.member("remaining_ms", rem == duration::max() ? -1.0 : to_millis(rem));
+    j.member("request_timeout", req.header("Request-Timeout")).member("traceparent", req.traceparent);
+    j.member("remote", req.remote).member("body", req.body.substr(0, 64));
+    return handler_result{j.end_object().take(), "application/json"};
   };
 }
 
 double json_number(const std::string& json, const std::string& key) {
-  const std::string k = "\"" + key + "\":";
-  auto pos = json.find(k);
-  if (pos == std::string::npos) return std::nan("");
-  pos += k.size();
-  while (pos < json.size() && json[pos] == ' ') ++pos;
-  return std::strtod(json.c_str() + pos, nullptr);
+  return support::number_member(json, key).value_or(std::nan(""));
 }
 
 std::string json_string(const std::string& json, const std::string& key) {
-  const std::string k = "\"" + key + "\":";
-  auto pos = json.find(k);
-  if (pos == std::string::npos) return {};
-  pos = json.find('"', pos + k.size());
-  if (pos == std::string::npos) return {};
-  const auto end = json.find('"', pos + 1);
-  return json.substr(pos + 1, end - pos - 1);
+  return support::string_member(json, key).value_or("");
 }
 
 daemon_process::daemon_process(const std::vector<std::string>& args) {

@@ -4,7 +4,6 @@
 
 namespace hourglass {
 
-
 template <class F, class Done>
 job_ref executor::submit(const job_options& opts, F&& fn, Done&& on_done) {
   using Fn = std::decay_t<F>;

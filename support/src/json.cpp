@@ -1,54 +1,14 @@
-// Boost.JSON is compiled into this one translation unit (header-only mode).
-#include <boost/json/src.hpp>
+#include "hourglass/support/json.hpp"
 
-#include "json.hpp"
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 
 #include <cmath>
 #include <cstdio>
 
-namespace hourglass::server::detail {
+#include "hourglass/utf8.hpp"
 
-namespace {
-
-// Length of the valid UTF-8 sequence at s[i], or 0.
-std::size_t utf8_len(std::string_view s, std::size_t i) noexcept {
-  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = b(i);
-  if (c < 0x80) return 1;
-  std::size_t n = 0;
-  std::uint32_t cp = 0;
-  if ((c & 0xE0) == 0xC0) {
-    n = 2;
-    cp = c & 0x1F;
-  } else if ((c & 0xF0) == 0xE0) {
-    n = 3;
-    cp = c & 0x0F;
-  } else if ((c & 0xF8) == 0xF0) {
-    n = 4;
-    cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  for (std::size_t k = 1; k < n; ++k) {
-    if ((b(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (b(i + k) & 0x3F);
-  }
-  if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF))) return 0;
-  if (cp >= 0xD800 && cp <= 0xDFFF) return 0;
-  return n;
-}
-
-}  // namespace
-
-bool valid_utf8(std::string_view s) noexcept {
-  for (std::size_t i = 0; i < s.size();) {
-    const std::size_t n = utf8_len(s, i);
-    if (n == 0) return false;
-    i += n;
-  }
-  return true;
-}
+namespace hourglass::support {
 
 void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');
@@ -56,7 +16,7 @@ void append_json_string(std::string& out, std::string_view s) {
     const char c = s[i];
     const auto u = static_cast<unsigned char>(c);
     if (u >= 0x80) {
-      const std::size_t n = utf8_len(s, i);
+      const std::size_t n = utf8_sequence_length(s, i);
       if (n == 0) {
         out.append("\xEF\xBF\xBD");
         ++i;
@@ -114,55 +74,80 @@ std::string base64(std::string_view bytes) {
   return out;
 }
 
-void json_object::key(std::string_view k) {
-  body_.append(body_.empty() ? "{" : ", ");
-  append_json_string(body_, k);
-  body_.append(": ");
-}
+// ---- json_writer -------------------------------------------------------------
 
-json_object& json_object::add(std::string_view k, std::string_view value) {
-  key(k);
-  append_json_string(body_, value);
-  return *this;
-}
-
-json_object& json_object::add(std::string_view k, double value) {
-  key(k);
-  if (!std::isfinite(value)) {
-    body_.append("null");
-  } else {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.3f", value);
-    body_.append(buf);
+void json_writer::separate() {
+  if (after_key_) {
+    after_key_ = false;
+    return;
   }
+  if (!first_.empty()) {
+    if (!first_.back()) out_.append(", ");
+    first_.back() = false;
+  }
+}
+
+json_writer& json_writer::open(char bracket) {
+  separate();
+  out_.push_back(bracket);
+  first_.push_back(true);
   return *this;
 }
 
-json_object& json_object::add(std::string_view k, std::int64_t value) {
-  key(k);
-  body_.append(std::to_string(value));
+json_writer& json_writer::close(char bracket) {
+  out_.push_back(bracket);
+  first_.pop_back();
   return *this;
 }
 
-json_object& json_object::add(std::string_view k, std::uint64_t value) {
-  key(k);
-  body_.append(std::to_string(value));
+json_writer& json_writer::key(std::string_view k) {
+  separate();
+  append_json_string(out_, k);
+  out_.append(": ");
+  after_key_ = true;
   return *this;
 }
 
-json_object& json_object::add(std::string_view k, bool value) {
-  key(k);
-  body_.append(value ? "true" : "false");
+json_writer& json_writer::value(std::string_view s) {
+  separate();
+  append_json_string(out_, s);
   return *this;
 }
+
+json_writer& json_writer::value(std::int64_t v) { return raw(std::to_string(v)); }
+json_writer& json_writer::value(std::uint64_t v) { return raw(std::to_string(v)); }
+json_writer& json_writer::value(bool v) { return raw(v ? "true" : "false"); }
+json_writer& json_writer::null() { return raw("null"); }
+json_writer& json_writer::fixed(double v, int decimals) { return printed("%.*f", decimals, v); }
+json_writer& json_writer::general(double v, int significant) { return printed("%.*g", significant, v); }
+
+json_writer& json_writer::printed(const char* format, int precision, double v) {
+  if (!std::isfinite(v)) return null();
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, precision, v);
+  return raw(buf);
+}
+
+json_writer& json_writer::raw(std::string_view json) {
+  separate();
+  out_.append(json);
+  return *this;
+}
+
+// ---- json_object -------------------------------------------------------------
 
 json_object& json_object::add_raw(std::string_view k, std::string_view json) {
-  key(k);
-  body_.append(json);
+  w_.key(k).raw(json);
   return *this;
 }
 
-std::string json_object::str() const { return (body_.empty() ? std::string("{") : body_) + "}\n"; }
+std::string json_object::str() const {
+  json_writer closed = w_;
+  closed.end_object();
+  return closed.take() + "\n";
+}
+
+// ---- reading -----------------------------------------------------------------
 
 std::optional<boost::json::value> parse_json(std::string_view text) {
   boost::system::error_code ec;
@@ -172,6 +157,30 @@ std::optional<boost::json::value> parse_json(std::string_view text) {
 }
 
 std::string serialize_json(const boost::json::value& v) { return boost::json::serialize(v); }
+
+namespace {
+
+const boost::json::value* member(std::string_view text, std::string_view key, std::optional<boost::json::value>& doc) {
+  doc = parse_json(text);
+  if (!doc || !doc->is_object()) return nullptr;
+  return doc->get_object().if_contains(key);
+}
+
+}  // namespace
+
+std::optional<std::string> string_member(std::string_view text, std::string_view key) {
+  std::optional<boost::json::value> doc;
+  const boost::json::value* v = member(text, key, doc);
+  if (v == nullptr || !v->is_string()) return std::nullopt;
+  return std::string(v->get_string());
+}
+
+std::optional<double> number_member(std::string_view text, std::string_view key) {
+  std::optional<boost::json::value> doc;
+  const boost::json::value* v = member(text, key, doc);
+  if (v == nullptr || !v->is_number()) return std::nullopt;
+  return v->to_number<double>();
+}
 
 std::optional<std::int64_t> int_member(const boost::json::object& o, std::string_view key, std::int64_t lo,
                                        std::int64_t hi) {
@@ -196,4 +205,4 @@ std::optional<std::int64_t> int_member(const boost::json::object& o, std::string
   return n;
 }
 
-}  // namespace hourglass::server::detail
+}  // namespace hourglass::support

@@ -1,0 +1,86 @@
+#include "hourglass/support/url.hpp"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace hourglass::support {
+namespace {
+
+struct url_case {
+  const char* text;
+  const char* host;
+  std::uint16_t port;
+  const char* path;
+  const char* host_header;
+};
+
+TEST(HttpUrl, HostPortPathAndHostHeader) {
+  for (const url_case& c : {
+           url_case{"http://127.0.0.1:8081", "127.0.0.1", 8081, "", "127.0.0.1:8081"},
+           url_case{"http://search.internal/api/", "search.internal", 80, "/api/", "search.internal"},
+           url_case{"http://a:080/", "a", 80, "/", "a"},
+           // What the bench is pointed at: the old lenient parser split this at the last ':' of "[::1]".
+           url_case{"http://[::1]:8080/v1/jobs/echo", "::1", 8080, "/v1/jobs/echo", "[::1]:8080"},
+           url_case{"http://[::1]/", "::1", 80, "/", "[::1]"},
+       }) {
+    const http_url u = parse_http_url(c.text);
+    EXPECT_EQ(u.host, c.host) << c.text;
+    EXPECT_EQ(u.port, c.port) << c.text;
+    EXPECT_EQ(u.path, c.path) << c.text;
+    EXPECT_EQ(u.host_header, c.host_header) << c.text;
+  }
+}
+
+TEST(HttpUrl, RejectsWhatWeDoNotSpeak) {
+  for (const char* bad : {"", "https://a:1", "ftp://a", "HTTP//a", "http://", "http:///x", "http://user:pw@a:1",
+                          "http://@a", "http://a:99999", "http://a:", "http://a:x", "http://a:1/x?y", "http://a/x#f",
+                          "http://a b:1", "http://a_b", "http://[::1", "http://[v1.x]/", "http://::1:80",
+                          "http://a/%zz"}) {
+    EXPECT_THROW(parse_http_url(bad), std::invalid_argument) << bad;
+  }
+}
+
+TEST(HttpUrl, MessagesNameWhatAndQuoteTheText) {
+  try {
+    parse_http_url("https://a:1", "upstream URL");
+    FAIL() << "accepted https";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "upstream URL must start with http:// (no TLS), got 'https://a:1'");
+  }
+  try {
+    parse_http_url("http://u@a", "upstream URL");
+    FAIL() << "accepted credentials";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "upstream URL must not carry credentials: 'http://u@a'");
+  }
+}
+
+TEST(IpEndpoint, AddressAndPort) {
+  auto ep = parse_ip_endpoint("127.0.0.1:8080");
+  EXPECT_EQ(ep.address().to_string(), "127.0.0.1");
+  EXPECT_EQ(ep.port(), 8080);
+  ep = parse_ip_endpoint("[::1]:0");
+  EXPECT_TRUE(ep.address().is_v6());
+  EXPECT_TRUE(ep.address().is_loopback());
+  for (const char* bad : {"", "127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "host:80", "::1:80", "[::1]80",
+                          "1.2.3.4:-1", "u@1.2.3.4:1"}) {
+    EXPECT_THROW(parse_ip_endpoint(bad), std::invalid_argument) << bad;
+  }
+  try {
+    parse_ip_endpoint("host:80", "listen address");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "listen address 'host' is not an IP address");
+  }
+}
+
+TEST(Endpoint, PrintedAsAsioDoes) {
+  namespace ip = boost::asio::ip;
+  EXPECT_EQ(endpoint_string({ip::make_address("127.0.0.1"), 80}), "127.0.0.1:80");
+  EXPECT_EQ(endpoint_string({ip::make_address("::1"), 80}), "[::1]:80");
+}
+
+}  // namespace
+}  // namespace hourglass::support
