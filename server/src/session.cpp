@@ -4,6 +4,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
@@ -12,6 +13,7 @@
 #include <cctype>
 
 #include "hourglass/budget_codec.hpp"
+#include "request_rules.hpp"
 #include "hourglass/metrics.hpp"
 #include "hourglass/support/url.hpp"
 #include "hourglass/utf8.hpp"
@@ -29,51 +31,6 @@ constexpr std::size_t header_limit = 8 * 1024;      // 431 above this
 constexpr std::size_t watch_limit = 64 * 1024;      // pipelined bytes buffered while a job runs
 constexpr auto answer_grace = 100ms;                // a running handler's time to stop after its deadline
 constexpr std::string_view jobs_prefix = "/v1/jobs/";
-constexpr std::string_view job_freshness_header = "Job-Freshness";
-
-bool iequals(std::string_view a, std::string_view b) noexcept {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
-std::string_view trim(std::string_view s) noexcept {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-// Compares in time that depends on the lengths only, never on where the bytes differ.
-bool constant_time_equal(std::string_view given, std::string_view expected) noexcept {
-  unsigned diff = given.size() == expected.size() ? 0u : 1u;
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    const auto g = i < given.size() ? static_cast<unsigned char>(given[i]) : 0u;
-    diff |= g ^ static_cast<unsigned char>(expected[i]);
-  }
-  return diff == 0;
-}
-
-// Prefer: respond-async (RFC 7240), among other preferences.
-bool prefers_async(std::string_view prefer) noexcept {
-  while (!prefer.empty()) {
-    const auto comma = prefer.find(',');
-    std::string_view item = trim(prefer.substr(0, comma));
-    item = trim(item.substr(0, item.find_first_of(";=")));
-    if (iequals(item, "respond-async")) return true;
-    if (comma == std::string_view::npos) break;
-    prefer.remove_prefix(comma + 1);
-  }
-  return false;
-}
-
-// A header that must appear at most once: nullopt when absent; `dup` when repeated.
-template <class Fields>
-std::optional<std::string_view> single_header(const Fields& f, std::string_view name, bool& dup) {
-  const auto n = f.count(name);
-  if (n == 0) return std::nullopt;
-  if (n > 1) dup = true;
-  return std::string_view(f[name]);
-}
 
 bool is_http_error(const boost::system::error_code& ec) {
   return ec.category() == http::make_error_code(http::error::bad_target).category();
@@ -199,57 +156,37 @@ void session::on_header(error_code ec) {
 }
 
 bool session::authorized() const {
-  if (core_.token.empty()) return true;
-  const std::string_view auth = header_parser_->get()[http::field::authorization];
-  constexpr std::string_view scheme = "Bearer ";
-  if (auth.size() < scheme.size() || !iequals(auth.substr(0, scheme.size()), scheme)) return false;
-  return constant_time_equal(trim(auth.substr(scheme.size())), core_.token);
+  return bearer_authorized(header_parser_->get()[http::field::authorization], core_.token);
 }
 
 bool session::body_unread() const { return header_parser_ && !header_parser_->is_done(); }
 
 void session::route() {
   const auto& req = header_parser_->get();
-  const std::string_view target = req.target();
-  const std::string_view path = target.substr(0, target.find('?'));
-  const http::verb m = req.method();
-  const bool get_like = m == http::verb::get || m == http::verb::head;
-  const auto not_allowed = [&](std::string_view allow) {
-    response res = error_response(405, "method_not_allowed", "method not allowed on this path");
-    res.set(http::field::allow, allow);
-    send(std::move(res));
-  };
-
-  if (path == "/healthz") {
-    if (!get_like) return not_allowed("GET, HEAD");
-    return send(make_response(200, "ok\n", "text/plain; charset=utf-8"));
-  }
-  if (!authorized()) {
+  const detail::route r = route_request(req.method(), req.target());
+  if (r.needs_auth && !authorized()) {
     response res = error_response(401, "unauthorized", "missing or wrong bearer token");
     res.set(http::field::www_authenticate, "Bearer");
     return send(std::move(res));
   }
-  if (path == "/readyz") {
-    if (!get_like) return not_allowed("GET, HEAD");
-    const bool ready = !core_.draining.load();
-    return send(make_response(ready ? 200 : 503, ready ? "ready\n" : "draining\n", "text/plain; charset=utf-8"));
-  }
-  if (path == "/metrics") {
-    if (!get_like) return not_allowed("GET, HEAD");
-    return send(make_response(200, render_prometheus(core_.jobs->stats().snapshot()),
-                              "text/plain; version=0.0.4; charset=utf-8"));
-  }
-  if (path.substr(0, jobs_prefix.size()) == jobs_prefix) {
-    const std::string_view rest = path.substr(jobs_prefix.size());
-    if (rest.empty() || rest.find('/') != std::string_view::npos) {
-      return send_error(404, "not_found", "no such resource");
+  switch (r.kind) {
+    case route_kind::healthz: return send(make_response(200, "ok\n", "text/plain; charset=utf-8"));
+    case route_kind::readyz: {
+      const bool ready = !core_.draining.load();
+      return send(make_response(ready ? 200 : 503, ready ? "ready\n" : "draining\n", "text/plain; charset=utf-8"));
     }
-    switch (m) {
-      case http::verb::post: return start_job(rest);
-      case http::verb::get: return get_async(rest, false);
-      case http::verb::delete_: return get_async(rest, true);
-      default: return not_allowed("GET, POST, DELETE");
+    case route_kind::metrics:
+      return send(make_response(200, render_prometheus(core_.jobs->stats().snapshot()),
+                                "text/plain; version=0.0.4; charset=utf-8"));
+    case route_kind::submit_job: return start_job(r.name);
+    case route_kind::get_job: return get_async(r.name, false);
+    case route_kind::cancel_job: return get_async(r.name, true);
+    case route_kind::method_not_allowed: {
+      response res = error_response(405, "method_not_allowed", "method not allowed on this path");
+      res.set(http::field::allow, r.allow);
+      return send(std::move(res));
     }
+    case route_kind::not_found: break;
   }
   send_error(404, "not_found", "no such resource");
 }
@@ -263,37 +200,21 @@ void session::start_job(std::string_view name) {
   }
 
   // The budget: the tightest of the three headers, refused whole if any is malformed.
-  bool dup = false;
-  budget_headers h;
-  h.request_timeout = single_header(req, request_timeout_header, dup);
-  h.grpc_timeout = single_header(req, grpc_timeout_header, dup);
-  h.envoy_timeout_ms = single_header(req, envoy_timeout_ms_header, dup);
-  const header_budget stated = tightest_budget(h);
-  async_ = prefers_async(req[http::field::prefer]);
-  std::optional<duration> freshness;
-  bool bad_freshness = false;
-  if (async_) {
-    if (const auto f = single_header(req, job_freshness_header, dup)) {
-      freshness = parse_grpc_timeout(*f);
-      bad_freshness = !freshness.has_value();
-    }
-  }
-  if (dup || stated.state == header_budget::kind::invalid || bad_freshness) {
+  const budget_reading budget = read_budget(req, {core_.opts.default_budget, core_.opts.max_budget});
+  async_ = budget.async;
+  if (!budget.ok) {
     core_.jobs->stats().on_invalid_timeout(*entry_->metrics);
-    std::string_view which = dup ? "a budget header appears more than once" : "";
-    std::string msg;
-    if (!dup) msg = "malformed " + std::string(bad_freshness ? job_freshness_header : stated.bad_header) + " header";
     job_report rep{entry_->name, async_ ? "async" : "sync", duration::max(), {}, status::rejected(reject_reason::none), 400};
     rep.note = "invalid_timeout";
     core_.log_job(rep);
     support::json_object o;
-    o.add("error", "invalid_timeout").add("outcome", "rejected").add("message", dup ? which : std::string_view(msg));
+    o.add("error", "invalid_timeout").add("outcome", "rejected").add("message", budget.message);
     response res = make_response(400, o.str(), json_type);
     res.set("Server-Timing", server_timing({}));
     return send(std::move(res));
   }
-  budget_ = effective_budget(stated, core_.opts.default_budget, core_.opts.max_budget);
-  freshness_ = std::min(freshness.value_or(core_.opts.default_budget), core_.opts.max_budget);
+  budget_ = budget.budget;
+  freshness_ = budget.freshness;
 
   if (core_.draining.load()) {
     core_.jobs->stats().on_rejected(*entry_->metrics, reject_reason::shutting_down);
@@ -303,7 +224,7 @@ void session::start_job(std::string_view name) {
                              nullptr));
   }
 
-  if (iequals(req[http::field::expect], "100-continue") && !header_parser_->is_done()) {
+  if (beast::iequals(req[http::field::expect], "100-continue") && !header_parser_->is_done()) {
     static constexpr std::string_view go_on = "HTTP/1.1 100 Continue\r\n\r\n";
     writing_ = true;
     stream_.expires_after(core_.opts.body_timeout);
@@ -403,16 +324,16 @@ void session::watch() {
 void session::on_watch(error_code ec, std::size_t n) {
   watching_ = false;
   if (!ec) buffer_.commit(n);
-  if (phase_ == phase::job && call_ && !call_->answered && !call_->peer_gone) {
+  const bool open_call = phase_ == phase::job && call_ &&
+                         (call_->state == sync_state::waiting || call_->state == sync_state::grace);
+  if (open_call) {
     if (!ec) {
       if (buffer_.size() < watch_limit) watch();  // pipelined bytes: keep them for later
       return;
     }
     if (ec == net::error::operation_aborted) return;
-    call_->peer_gone = true;  // eof or reset: the caller went away
-    deadline_timer_.cancel();
-    call_->ref.cancel(cancel_cause::caller_gone);
-    return;  // the outcome arrives through on_job_done
+    step(call_, sync_event::peer_gone);  // eof or reset: the caller went away
+    return;                              // the outcome arrives through on_job_done
   }
   if (ec && ec != net::error::operation_aborted) close_after_ = true;
   maybe_continue();
@@ -425,44 +346,66 @@ void session::stop_watching() {
 }
 
 void session::on_deadline(const std::shared_ptr<sync_call>& call, error_code ec) {
-  if (ec || call != call_ || call->answered || call->peer_gone || phase_ == phase::closed) return;
+  if (ec || call != call_ || phase_ == phase::closed) return;
+  if (call->state == sync_state::grace) return step(call, sync_event::grace_over);
   auto expected = job_phase::queued;
-  status st;
-  if (call->phase.compare_exchange_strong(expected, job_phase::abandoned)) {
-    st = status::expired(expiry_stage::queue);  // it will be dropped at dequeue, never run
-  } else if (!call->grace) {
-    call->grace = true;  // running: its context has fired; give the handler a moment to stop
-    deadline_timer_.expires_after(answer_grace);
-    deadline_timer_.async_wait([self = shared_from_this(), call](error_code e) { self->on_deadline(call, e); });
-    return;
-  } else {
-    st = status::expired(expiry_stage::run);  // a handler that ignores its context: answer anyway
-  }
-  call->answered = true;
-  call->early_status = 504;
-  stop_watching();
-  const time_point now = core_.jobs->get_clock().now();
-  job_timings t;
-  t.budget = call->budget;
-  t.queue_delay = elapsed(call->submitted_at, now);
-  response res = job_response(st, t, call->budget, duration::zero(), nullptr, nullptr);
-  send(std::move(res));
+  // Not started yet: it never will be (the job sees `abandoned` and stops).
+  const bool abandoned = call->phase.compare_exchange_strong(expected, job_phase::abandoned);
+  step(call, abandoned ? sync_event::deadline_while_queued : sync_event::deadline_while_running);
 }
 
 void session::on_job_done(const std::shared_ptr<sync_call>& call, job_result<handler_result>&& r) {
   call->ref = job_ref();  // the job record holds `call` (and this session): break the cycle
+  if (phase_ == phase::closed && (call->state == sync_state::waiting || call->state == sync_state::grace)) {
+    call->state = sync_state::caller_gone;  // the connection closed under it: nobody to answer
+  }
+  call->result = std::move(r);
+  step(call, sync_event::outcome);
+}
+
+// Feeds the call's state machine (request_rules.hpp) and does what it says.
+void session::step(const std::shared_ptr<sync_call>& call, sync_event e) {
+  const sync_step next = on_sync_event(call->state, e);
+  call->state = next.next;
+  switch (next.action) {
+    case sync_action::none: return;
+    case sync_action::cancel_job:
+      deadline_timer_.cancel();
+      call->ref.cancel(cancel_cause::caller_gone);
+      return;
+    case sync_action::arm_grace:  // running: its context has fired; give the handler a moment to stop
+      deadline_timer_.expires_after(answer_grace);
+      deadline_timer_.async_wait([self = shared_from_this(), call](error_code ec) { self->on_deadline(call, ec); });
+      return;
+    case sync_action::answer_expired_queue:
+    case sync_action::answer_expired_run: {
+      const status st = status::expired(next.action == sync_action::answer_expired_queue ? expiry_stage::queue
+                                                                                         : expiry_stage::run);
+      call->early_status = 504;
+      stop_watching();
+      job_timings t;
+      t.budget = call->budget;
+      t.queue_delay = elapsed(call->submitted_at, core_.jobs->get_clock().now());
+      return send(job_response(st, t, call->budget, duration::zero(), nullptr, nullptr));
+    }
+    case sync_action::answer_outcome:
+    case sync_action::log_outcome:
+    case sync_action::log_caller_gone:
+      break;
+  }
+  // The outcome is in.
+  job_result<handler_result>& r = *call->result;
   const error_info err = r.st.code == outcome::error ? describe_error(r.error) : error_info{};
   job_report rep{call->entry->name, "sync", call->budget, r.timings, r.st, 0};
   if (r.st.code == outcome::error) rep.note = err.detail;
-  if (call != call_ || call->answered) {  // answered at the deadline already
+  if (next.action == sync_action::log_outcome) {  // answered at the deadline already
     rep.http_status = call->early_status;
     core_.log_job(rep);
     return;
   }
-  call->answered = true;
   deadline_timer_.cancel();
   stop_watching();
-  if (call->peer_gone || phase_ == phase::closed) {
+  if (next.action == sync_action::log_caller_gone) {
     rep.http_status = 499;
     core_.log_job(rep);
     close_after_ = true;

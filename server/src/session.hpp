@@ -17,6 +17,7 @@
 #include <string>
 
 #include "core.hpp"
+#include "request_rules.hpp"
 #include "responses.hpp"
 
 namespace hourglass::server::detail {
@@ -44,10 +45,9 @@ class session : public std::enable_shared_from_this<session> {
     duration budget{};
     time_point deadline{};
     time_point submitted_at{};
-    bool answered = false;   // strand only: a response went out (or the caller is gone)
-    bool peer_gone = false;  // strand only
-    bool grace = false;      // strand only: the deadline timer is in its grace period
+    sync_state state = sync_state::waiting;  // strand only (request_rules.hpp)
     unsigned early_status = 0;  // strand only: the status sent at the deadline, if any
+    std::optional<job_result<handler_result>> result;  // strand only: the outcome, once in
   };
 
   // The request as the job sees it; shared with the job, which may outlive the session.
@@ -67,6 +67,7 @@ class session : public std::enable_shared_from_this<session> {
   void stop_watching();
   void on_deadline(const std::shared_ptr<sync_call>& call, error_code ec);
   void on_job_done(const std::shared_ptr<sync_call>& call, job_result<handler_result>&& r);
+  void step(const std::shared_ptr<sync_call>& call, sync_event e);
   void get_async(std::string_view id, bool cancel);
   void send(response res);
   void send_error(unsigned status, std::string_view code, std::string_view message);

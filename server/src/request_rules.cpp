@@ -1,0 +1,115 @@
+#include "request_rules.hpp"
+
+#include <boost/beast/core/string.hpp>
+
+#include <optional>
+
+#include "hourglass/budget_codec.hpp"
+
+namespace hourglass::server::detail {
+
+namespace http = boost::beast::http;
+using boost::beast::iequals;
+
+namespace {
+
+constexpr std::string_view jobs_prefix = "/v1/jobs/";
+
+std::string_view trim(std::string_view s) noexcept {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// Compares in time that depends on the lengths only, never on where the bytes differ.
+bool constant_time_equal(std::string_view given, std::string_view expected) noexcept {
+  unsigned diff = given.size() == expected.size() ? 0u : 1u;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const auto g = i < given.size() ? static_cast<unsigned char>(given[i]) : 0u;
+    diff |= g ^ static_cast<unsigned char>(expected[i]);
+  }
+  return diff == 0;
+}
+
+// A header that must appear at most once: nullopt when absent; `dup` when repeated.
+std::optional<std::string_view> single_header(const http::fields& f, std::string_view name, bool& dup) {
+  const auto n = f.count(name);
+  if (n == 0) return std::nullopt;
+  if (n > 1) dup = true;
+  return std::string_view(f[name]);
+}
+
+}  // namespace
+
+route route_request(http::verb m, std::string_view target) noexcept {
+  const std::string_view path = target.substr(0, target.find('?'));
+  const bool get_like = m == http::verb::get || m == http::verb::head;
+  const auto probe = [&](route_kind kind, bool auth) {
+    return get_like ? route{kind, {}, {}, auth} : route{route_kind::method_not_allowed, {}, "GET, HEAD", auth};
+  };
+  if (path == "/healthz") return probe(route_kind::healthz, false);
+  if (path == "/readyz") return probe(route_kind::readyz, true);
+  if (path == "/metrics") return probe(route_kind::metrics, true);
+  if (path.substr(0, jobs_prefix.size()) == jobs_prefix) {
+    const std::string_view rest = path.substr(jobs_prefix.size());
+    if (rest.empty() || rest.find('/') != std::string_view::npos) return {};
+    switch (m) {
+      case http::verb::post: return {route_kind::submit_job, rest};
+      case http::verb::get: return {route_kind::get_job, rest};
+      case http::verb::delete_: return {route_kind::cancel_job, rest};
+      default: return {route_kind::method_not_allowed, rest, "GET, POST, DELETE"};
+    }
+  }
+  return {};
+}
+
+bool bearer_authorized(std::string_view auth, std::string_view token) noexcept {
+  if (token.empty()) return true;
+  constexpr std::string_view scheme = "Bearer ";
+  if (auth.size() < scheme.size() || !iequals(auth.substr(0, scheme.size()), scheme)) return false;
+  return constant_time_equal(trim(auth.substr(scheme.size())), token);
+}
+
+bool prefers_async(std::string_view prefer) noexcept {
+  while (!prefer.empty()) {
+    const auto comma = prefer.find(',');
+    std::string_view item = trim(prefer.substr(0, comma));
+    item = trim(item.substr(0, item.find_first_of(";=")));
+    if (iequals(item, "respond-async")) return true;
+    if (comma == std::string_view::npos) break;
+    prefer.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+budget_reading read_budget(const http::fields& req, const budget_limits& limits) {
+  budget_reading r;
+  bool dup = false;
+  budget_headers h;
+  h.request_timeout = single_header(req, request_timeout_header, dup);
+  h.grpc_timeout = single_header(req, grpc_timeout_header, dup);
+  h.envoy_timeout_ms = single_header(req, envoy_timeout_ms_header, dup);
+  const header_budget stated = tightest_budget(h);
+  r.async = prefers_async(req[http::field::prefer]);
+  std::optional<duration> freshness;
+  bool bad_freshness = false;
+  if (r.async) {
+    if (const auto f = single_header(req, job_freshness_header, dup)) {
+      freshness = parse_grpc_timeout(*f);
+      bad_freshness = !freshness.has_value();
+    }
+  }
+  if (dup) {
+    r.ok = false;
+    r.message = "a budget header appears more than once";
+  } else if (stated.state == header_budget::kind::invalid || bad_freshness) {
+    r.ok = false;
+    r.message = "malformed " + std::string(bad_freshness ? job_freshness_header : stated.bad_header) + " header";
+  }
+  if (!r.ok) return r;
+  r.budget = effective_budget(stated, limits.default_budget, limits.max_budget);
+  r.freshness = std::min(freshness.value_or(limits.default_budget), limits.max_budget);
+  return r;
+}
+
+}  // namespace hourglass::server::detail

@@ -1,0 +1,136 @@
+// The daemon's per-request decisions as pure functions: where a request
+// goes, whether it is authorized, what budget it gets, and what a sync call
+// does on each event. No sockets, no clocks, no threads: the session reads
+// the bytes, asks these, and does what they say. Internal to the server.
+#pragma once
+
+#include <boost/beast/http/fields.hpp>
+#include <boost/beast/http/verb.hpp>
+
+#include <string>
+#include <string_view>
+
+#include "hourglass/time.hpp"
+
+namespace hourglass::server::detail {
+
+// ---- routing -----------------------------------------------------------------
+
+enum class route_kind {
+  healthz, readyz, metrics,        // GET/HEAD probes and /metrics
+  submit_job,                      // POST /v1/jobs/{handler}
+  get_job, cancel_job,             // GET / DELETE /v1/jobs/{id}
+  not_found,                       // 404
+  method_not_allowed,              // 405 with `allow`
+};
+
+struct route {
+  route_kind kind = route_kind::not_found;
+  std::string_view name;   // the {handler} or {id} segment
+  std::string_view allow;  // for method_not_allowed
+  bool needs_auth = true;  // everything but /healthz
+};
+
+// `target` is the request target as sent (a query string is ignored).
+route route_request(boost::beast::http::verb method, std::string_view target) noexcept;
+
+// ---- auth ---------------------------------------------------------------------
+
+// `Authorization: Bearer <token>` (scheme case-insensitive, spaces trimmed),
+// compared with `token` in time that depends on the lengths only. An empty
+// `token` means the server has no auth: everything is authorized.
+bool bearer_authorized(std::string_view authorization, std::string_view token) noexcept;
+
+// Prefer: respond-async (RFC 7240), among other preferences.
+bool prefers_async(std::string_view prefer) noexcept;
+
+// ---- budgets --------------------------------------------------------------------
+
+inline constexpr std::string_view job_freshness_header = "Job-Freshness";
+
+struct budget_limits {
+  duration default_budget;
+  duration max_budget;
+};
+
+// The budget a job request gets from its headers (protocol.md, "Time, budgets
+// and the wire format"): the tightest of Request-Timeout, grpc-timeout and
+// X-Envoy-Expected-Rq-Timeout-Ms, the default without any, clamped to the
+// maximum; for async requests also Job-Freshness (default: the default
+// budget). Any malformed or repeated budget header spoils the request.
+struct budget_reading {
+  bool ok = true;
+  std::string message;       // why not (for the 400 invalid_timeout body)
+  bool async = false;        // Prefer: respond-async
+  duration budget{};         // sync: the caller's budget
+  duration freshness{};      // async: how long it may wait to start
+};
+budget_reading read_budget(const boost::beast::http::fields& headers, const budget_limits& limits);
+
+// ---- the sync call ----------------------------------------------------------------
+
+// A sync job's life on its connection, as an explicit state machine. The
+// session feeds it events and does the action each returns.
+enum class sync_state {
+  waiting,      // queued or running, nothing answered yet
+  grace,        // the deadline passed while running: the handler has a moment to stop
+  answered,     // a 504 went out at the deadline; the job's outcome is still to come
+  caller_gone,  // the peer disconnected; the job was cancelled, its outcome is to come
+  finished,     // the outcome is in and dealt with
+};
+
+enum class sync_event {
+  deadline_while_queued,   // the deadline timer fired and the job had not started (it never will)
+  deadline_while_running,  // the deadline timer fired and the job is running
+  grace_over,              // the grace timer fired
+  outcome,                 // the job's one outcome arrived
+  peer_gone,               // the connection was closed or reset by the caller
+};
+
+enum class sync_action {
+  none,
+  answer_expired_queue,  // 504 deadline_exceeded/queue now
+  arm_grace,             // start the grace timer
+  answer_expired_run,    // 504 deadline_exceeded/run now (a handler that ignores its context)
+  answer_outcome,        // answer with the job's outcome
+  log_outcome,           // the caller was answered already: log (and count) only
+  cancel_job,            // cancel it (cause caller_gone) and wait for its outcome
+  log_caller_gone,       // log the outcome as 499 and close the connection
+};
+
+struct sync_step {
+  sync_state next;
+  sync_action action;
+};
+
+constexpr sync_step on_sync_event(sync_state s, sync_event e) noexcept {
+  using st = sync_state;
+  using ev = sync_event;
+  using act = sync_action;
+  switch (s) {
+    case st::waiting:
+    case st::grace:
+      switch (e) {
+        case ev::deadline_while_queued: return s == st::waiting ? sync_step{st::answered, act::answer_expired_queue}
+                                                                : sync_step{s, act::none};
+        case ev::deadline_while_running: return s == st::waiting ? sync_step{st::grace, act::arm_grace}
+                                                                 : sync_step{s, act::none};
+        case ev::grace_over: return s == st::grace ? sync_step{st::answered, act::answer_expired_run}
+                                                   : sync_step{s, act::none};
+        case ev::outcome: return {st::finished, act::answer_outcome};
+        case ev::peer_gone: return {st::caller_gone, act::cancel_job};
+      }
+      break;
+    case st::answered:
+      if (e == ev::outcome) return {st::finished, act::log_outcome};
+      break;
+    case st::caller_gone:
+      if (e == ev::outcome) return {st::finished, act::log_caller_gone};
+      break;
+    case st::finished:
+      break;
+  }
+  return {s, act::none};  // a stale timer or a second disconnect: nothing to do
+}
+
+}  // namespace hourglass::server::detail

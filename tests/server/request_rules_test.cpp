@@ -1,0 +1,170 @@
+// The daemon's per-request decisions, without a socket: routes, auth, the
+// budget read from headers, and the sync call's state machine.
+#include "request_rules.hpp"
+
+#include <gtest/gtest.h>
+
+#include <tuple>
+#include <vector>
+
+namespace hourglass::server::detail {
+namespace {
+
+using namespace std::chrono_literals;
+namespace http = boost::beast::http;
+
+TEST(RouteRequest, EveryPathAndMethod) {
+  struct row {
+    http::verb m;
+    const char* target;
+    route_kind kind;
+    const char* name;
+    const char* allow;
+    bool auth;
+  };
+  const row rows[] = {
+      {http::verb::get, "/healthz", route_kind::healthz, "", "", false},
+      {http::verb::head, "/healthz?x=1", route_kind::healthz, "", "", false},
+      {http::verb::post, "/healthz", route_kind::method_not_allowed, "", "GET, HEAD", false},
+      {http::verb::get, "/readyz", route_kind::readyz, "", "", true},
+      {http::verb::delete_, "/readyz", route_kind::method_not_allowed, "", "GET, HEAD", true},
+      {http::verb::get, "/metrics", route_kind::metrics, "", "", true},
+      {http::verb::post, "/v1/jobs/echo", route_kind::submit_job, "echo", "", true},
+      {http::verb::post, "/v1/jobs/echo?debug", route_kind::submit_job, "echo", "", true},
+      {http::verb::get, "/v1/jobs/j-12", route_kind::get_job, "j-12", "", true},
+      {http::verb::delete_, "/v1/jobs/j-12", route_kind::cancel_job, "j-12", "", true},
+      {http::verb::put, "/v1/jobs/echo", route_kind::method_not_allowed, "echo", "GET, POST, DELETE", true},
+      {http::verb::post, "/v1/jobs/", route_kind::not_found, "", "", true},
+      {http::verb::post, "/v1/jobs/a/b", route_kind::not_found, "", "", true},
+      {http::verb::get, "/", route_kind::not_found, "", "", true},
+      {http::verb::get, "/healthzz", route_kind::not_found, "", "", true},
+  };
+  for (const row& r : rows) {
+    SCOPED_TRACE(std::string(http::to_string(r.m)) + " " + r.target);
+    const route got = route_request(r.m, r.target);
+    EXPECT_EQ(got.kind, r.kind);
+    EXPECT_EQ(got.name, r.name);
+    EXPECT_EQ(got.allow, r.allow);
+    EXPECT_EQ(got.needs_auth, r.auth);
+  }
+}
+
+TEST(BearerAuthorized, SchemeTokenAndNoAuth) {
+  EXPECT_TRUE(bearer_authorized("", ""));  // no token configured: open
+  EXPECT_TRUE(bearer_authorized("Bearer s3cret", "s3cret"));
+  EXPECT_TRUE(bearer_authorized("bearer   s3cret  ", "s3cret"));
+  EXPECT_FALSE(bearer_authorized("", "s3cret"));
+  EXPECT_FALSE(bearer_authorized("Bearer s3cre", "s3cret"));
+  EXPECT_FALSE(bearer_authorized("Bearer s3cret2", "s3cret"));
+  EXPECT_FALSE(bearer_authorized("Basic s3cret", "s3cret"));
+  EXPECT_FALSE(bearer_authorized("Bearer", "s3cret"));
+}
+
+TEST(PrefersAsync, AmongOtherPreferences) {
+  EXPECT_TRUE(prefers_async("respond-async"));
+  EXPECT_TRUE(prefers_async("return=minimal, Respond-Async; wait=10"));
+  EXPECT_FALSE(prefers_async("wait=10"));
+  EXPECT_FALSE(prefers_async("respond-asynchronously"));
+  EXPECT_FALSE(prefers_async(""));
+}
+
+http::fields fields(std::initializer_list<std::pair<const char*, const char*>> hs) {
+  http::fields f;
+  for (const auto& [k, v] : hs) f.insert(k, v);
+  return f;
+}
+
+constexpr budget_limits kLimits{3s, 20s};
+
+TEST(ReadBudget, DefaultTightestAndClamp) {
+  EXPECT_EQ(read_budget(fields({}), kLimits).budget, 3s);
+  EXPECT_EQ(read_budget(fields({{"Request-Timeout", "1500u"}}), kLimits).budget, 1500us);
+  EXPECT_EQ(read_budget(fields({{"Request-Timeout", "0n"}}), kLimits).budget, 0ns);
+  EXPECT_EQ(read_budget(fields({{"Request-Timeout", "5S"}, {"grpc-timeout", "300m"},
+                                {"X-Envoy-Expected-Rq-Timeout-Ms", "1000"}}),
+                        kLimits)
+                .budget,
+            300ms);
+  EXPECT_EQ(read_budget(fields({{"Request-Timeout", "1H"}}), kLimits).budget, 20s);
+}
+
+TEST(ReadBudget, MalformedOrRepeatedHeadersSpoilTheRequest) {
+  const auto bad = read_budget(fields({{"Request-Timeout", "1S"}, {"grpc-timeout", "soon"}}), kLimits);
+  EXPECT_FALSE(bad.ok);
+  EXPECT_EQ(bad.message, "malformed grpc-timeout header");
+  const auto dup = read_budget(fields({{"Request-Timeout", "1S"}, {"Request-Timeout", "2S"}}), kLimits);
+  EXPECT_FALSE(dup.ok);
+  EXPECT_EQ(dup.message, "a budget header appears more than once");
+}
+
+TEST(ReadBudget, AsyncFreshness) {
+  const auto plain = read_budget(fields({{"Prefer", "respond-async"}}), kLimits);
+  EXPECT_TRUE(plain.async);
+  EXPECT_EQ(plain.freshness, 3s);  // default budget
+  const auto fresh = read_budget(fields({{"Prefer", "respond-async"}, {"Job-Freshness", "5S"}}), kLimits);
+  EXPECT_EQ(fresh.freshness, 5s);
+  EXPECT_EQ(read_budget(fields({{"Prefer", "respond-async"}, {"Job-Freshness", "2M"}}), kLimits).freshness, 20s);
+  const auto bad = read_budget(fields({{"Prefer", "respond-async"}, {"Job-Freshness", "later"}}), kLimits);
+  EXPECT_FALSE(bad.ok);
+  EXPECT_EQ(bad.message, "malformed Job-Freshness header");
+  // A sync request ignores Job-Freshness.
+  EXPECT_TRUE(read_budget(fields({{"Job-Freshness", "later"}}), kLimits).ok);
+}
+
+TEST(SyncCall, EveryStateAndEvent) {
+  using S = sync_state;
+  using E = sync_event;
+  using A = sync_action;
+  const std::vector<std::tuple<S, E, S, A>> rows = {
+      {S::waiting, E::outcome, S::finished, A::answer_outcome},
+      {S::waiting, E::deadline_while_queued, S::answered, A::answer_expired_queue},
+      {S::waiting, E::deadline_while_running, S::grace, A::arm_grace},
+      {S::waiting, E::grace_over, S::waiting, A::none},
+      {S::waiting, E::peer_gone, S::caller_gone, A::cancel_job},
+      {S::grace, E::outcome, S::finished, A::answer_outcome},  // stopped within the grace
+      {S::grace, E::grace_over, S::answered, A::answer_expired_run},
+      {S::grace, E::deadline_while_running, S::grace, A::none},
+      {S::grace, E::deadline_while_queued, S::grace, A::none},
+      {S::grace, E::peer_gone, S::caller_gone, A::cancel_job},
+      {S::answered, E::outcome, S::finished, A::log_outcome},
+      {S::answered, E::peer_gone, S::answered, A::none},
+      {S::answered, E::grace_over, S::answered, A::none},
+      {S::caller_gone, E::outcome, S::finished, A::log_caller_gone},
+      {S::caller_gone, E::peer_gone, S::caller_gone, A::none},
+      {S::caller_gone, E::deadline_while_running, S::caller_gone, A::none},
+      {S::finished, E::outcome, S::finished, A::none},
+      {S::finished, E::peer_gone, S::finished, A::none},
+  };
+  for (const auto& [from, ev, to, act] : rows) {
+    SCOPED_TRACE(::testing::Message() << "state " << static_cast<int>(from) << ", event " << static_cast<int>(ev));
+    const sync_step got = on_sync_event(from, ev);
+    EXPECT_EQ(got.next, to);
+    EXPECT_EQ(got.action, act);
+  }
+}
+
+// Whatever happens, a call answers its caller at most once and ends finished
+// once its outcome is in.
+TEST(SyncCall, AnswersAtMostOnceOnAnyPath) {
+  const sync_event all[] = {sync_event::deadline_while_queued, sync_event::deadline_while_running,
+                            sync_event::grace_over, sync_event::peer_gone};
+  for (const auto a : all) {
+    for (const auto b : all) {
+      for (const auto c : all) {
+        sync_state s = sync_state::waiting;
+        int answers = 0;
+        for (const auto e : {a, b, c, sync_event::outcome}) {
+          const sync_step st = on_sync_event(s, e);
+          s = st.next;
+          answers += st.action == sync_action::answer_outcome || st.action == sync_action::answer_expired_queue ||
+                     st.action == sync_action::answer_expired_run;
+        }
+        EXPECT_LE(answers, 1);
+        EXPECT_EQ(s, sync_state::finished);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hourglass::server::detail
