@@ -21,6 +21,7 @@ struct parsed {
 parsed parse(std::vector<std::string> args) {
   args.insert(args.begin(), "hourglassd");
   std::vector<const char*> argv;
+  argv.reserve(args.size());
   for (auto& a : args) argv.push_back(a.c_str());
   std::ostringstream out, err;
   parsed p{parse_command_line(static_cast<int>(argv.size()), argv.data(), out, err), {}, {}};
