@@ -4,191 +4,251 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <map>
 #include <ostream>
+#include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "hourglass/budget_codec.hpp"
+#include "hourglass/cli.hpp"
 
 namespace hourglass::server {
 
 namespace {
 
-duration parse_duration(const std::string& key, const std::string& text) {
-  const duration_parse p = parse_human_duration(text);
-  if (!p.value) throw std::invalid_argument("--" + key + ": " + p.error);
-  return *p.value;
-}
+const std::map<std::string, policy> policy_names{{"hourglass", policy::hourglass}, {"fifo", policy::fifo}};
 
-// The value of --config in argv, if any (CLI11 parses it again later).
-std::optional<std::string> find_config(int argc, const char* const* argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (a == "--") break;
-    if (a == "--config" && i + 1 < argc) return std::string(argv[i + 1]);
-    if (a.substr(0, 9) == "--config=") return std::string(a.substr(9));
+// "NAME=URL" -> upstreams[NAME] = URL; a later one of the same name wins.
+void add_upstream(std::map<std::string, std::string>& upstreams, const std::string& entry) {
+  const auto eq = entry.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw std::invalid_argument("--upstream must be NAME=URL, got '" + entry + "'");
   }
-  return std::nullopt;
+  upstreams[entry.substr(0, eq)] = entry.substr(eq + 1);
 }
 
-std::string scalar_text(const std::string& key, const toml::node& n) {
-  if (const auto* s = n.as_string()) return s->get();
-  if (const auto* i = n.as_integer()) return std::to_string(i->get());
-  if (const auto* b = n.as_boolean()) return b->get() ? "true" : "false";
-  throw std::invalid_argument("config key '" + key + "' must be a string, an integer or a boolean");
-}
+// Every option once: a CLI11 option bound to its server_options field, and a
+// reader that sets the same field from the TOML value of the same key (the
+// flag without its dashes). Readers throw std::invalid_argument naming the key.
+class option_table {
+ public:
+  using reader = std::function<void(const toml::node&)>;
 
-// The file's keys as command-line arguments, to be parsed before the real
-// command line (whose later occurrences win).
-std::vector<std::string> config_arguments(const std::string& path, const CLI::App& app) {
-  toml::table table;
-  try {
-    table = toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    std::ostringstream msg;
-    msg << "config file " << path << ": " << e.description() << " (line " << e.source().begin.line << ")";
-    throw std::invalid_argument(msg.str());
+  explicit option_table(CLI::App& app) : app_(app) {}
+
+  CLI::Option* text(const std::string& key, std::string& field, const std::string& help,
+                    const std::vector<std::string>& allowed = {}) {
+    readers_[key] = [key, &field, allowed](const toml::node& n) {
+      const auto* s = n.as_string();
+      if (s == nullptr) throw type_error(key, "a string", n);
+      if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), s->get()) == allowed.end()) {
+        throw std::invalid_argument("key '" + key + "': '" + s->get() + "' is not one of " + join(allowed));
+      }
+      field = s->get();
+    };
+    auto* opt = app_.add_option("--" + key, field, help);
+    if (!allowed.empty()) opt->check(CLI::IsMember(allowed));
+    return opt;
   }
-  std::vector<std::string> args;
-  for (const auto& [k, node] : table) {
-    const std::string key(k.str());
-    const CLI::Option* opt = key == "config" || key == "help" ? nullptr : app.get_option_no_throw("--" + key);
-    if (opt == nullptr) throw std::invalid_argument("config file " + path + ": unknown key '" + key + "'");
-    if (key == "upstream") {
-      if (const auto* arr = node.as_array()) {
+
+  // A count; `lo`..`hi` bound both the flag and the file's value.
+  CLI::Option* count(const std::string& key, std::size_t& field, const std::string& help, std::size_t lo = 0,
+                     std::size_t hi = SIZE_MAX) {
+    readers_[key] = [key, &field, lo, hi](const toml::node& n) {
+      const auto* i = n.as_integer();
+      if (i == nullptr) throw type_error(key, "an integer", n);
+      const std::int64_t v = i->get();
+      if (v < 0 || static_cast<std::uint64_t>(v) < lo || static_cast<std::uint64_t>(v) > hi) {
+        throw std::invalid_argument("key '" + key + "': " + std::to_string(v) + " is not in [" + std::to_string(lo) +
+                                    " - " + std::to_string(hi) + "]");
+      }
+      field = static_cast<std::size_t>(v);
+    };
+    auto* opt = app_.add_option("--" + key, field, help)->type_name("N");
+    if (lo != 0 || hi != SIZE_MAX) opt->check(CLI::Range(lo, hi));
+    return opt;
+  }
+
+  CLI::Option* time(const std::string& key, duration& field, const std::string& help) {
+    readers_[key] = [key, &field](const toml::node& n) {
+      const auto* s = n.as_string();
+      if (s == nullptr) throw type_error(key, "a duration string like \"250ms\"", n);
+      const duration_parse p = parse_human_duration(s->get());
+      if (!p.value) throw std::invalid_argument("key '" + key + "': " + p.error);
+      field = *p.value;
+    };
+    return cli::add_duration(app_, "--" + key, field, help);
+  }
+
+  CLI::Option* flag(const std::string& key, bool& field, const std::string& help) {
+    readers_[key] = [key, &field](const toml::node& n) {
+      const auto* b = n.as_boolean();
+      if (b == nullptr) throw type_error(key, "true or false", n);
+      field = b->get();
+    };
+    return app_.add_flag("--" + key, field, help);
+  }
+
+  CLI::Option* scheduling(const std::string& key, policy& field, const std::string& help) {
+    readers_[key] = [key, &field](const toml::node& n) {
+      const auto* s = n.as_string();
+      if (s == nullptr) throw type_error(key, "a string", n);
+      const auto it = policy_names.find(s->get());
+      if (it == policy_names.end()) {
+        throw std::invalid_argument("key '" + key + "': '" + s->get() + "' is not one of {hourglass,fifo}");
+      }
+      field = it->second;
+    };
+    std::string current;
+    for (const auto& [name, value] : policy_names) {
+      if (value == field) current = name;
+    }
+    // Only the names are accepted (CLI::CheckedTransformer would also take
+    // the enum's numbers), with the same message as the file's.
+    const CLI::Validator by_name(
+        [](std::string& text) -> std::string {
+          const auto it = policy_names.find(text);
+          if (it == policy_names.end()) return "'" + text + "' is not one of {hourglass,fifo}";
+          text = std::to_string(static_cast<int>(it->second));
+          return {};
+        },
+        "{hourglass,fifo}", "policy");
+    return app_.add_option("--" + key, field, help)->transform(by_name)->default_str(current);
+  }
+
+  // Repeatable NAME=URL on the command line; in the file an array of
+  // "NAME=URL" strings or a table NAME = URL.
+  CLI::Option* upstreams(const std::string& key, std::vector<std::string>& from_command_line,
+                         std::map<std::string, std::string>& field, const std::string& help) {
+    readers_[key] = [key, &field](const toml::node& n) {
+      if (const auto* arr = n.as_array()) {
         for (const auto& item : *arr) {
           const auto* s = item.as_string();
-          if (s == nullptr) throw std::invalid_argument("config key 'upstream': entries must be \"NAME=URL\" strings");
-          args.push_back("--upstream=" + s->get());
+          if (s == nullptr) throw std::invalid_argument("key '" + key + "': entries must be \"NAME=URL\" strings");
+          add_upstream(field, s->get());
         }
-      } else if (const auto* tbl = node.as_table()) {
+      } else if (const auto* tbl = n.as_table()) {
         for (const auto& [name, url] : *tbl) {
           const auto* s = url.as_string();
-          if (s == nullptr) throw std::invalid_argument("config table 'upstream': values must be URL strings");
-          args.push_back("--upstream=" + std::string(name.str()) + "=" + s->get());
+          if (s == nullptr) throw std::invalid_argument("table '" + key + "': values must be URL strings");
+          field[std::string(name.str())] = s->get();
         }
+      } else if (const auto* s = n.as_string()) {
+        add_upstream(field, s->get());
       } else {
-        args.push_back("--upstream=" + scalar_text(key, node));
+        throw type_error(key, "\"NAME=URL\", an array of them, or a table NAME = URL", n);
       }
-      continue;
-    }
-    args.push_back("--" + key + "=" + scalar_text(key, node));
+    };
+    merged_.insert(key);
+    return app_.add_option("--" + key, from_command_line, help)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+        ->default_str("");
   }
-  return args;
-}
+
+  // Sets the fields from a TOML file: every key must be one of the options,
+  // of the right type. A key also given on the command line is left as the
+  // command line set it, except upstreams, which merge (the command line's
+  // win per name, as they are added afterwards).
+  void read_file(const std::string& path) const {
+    toml::table table;
+    try {
+      table = toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+      std::ostringstream msg;
+      msg << "config file " << path << ": " << e.description() << " (line " << e.source().begin.line << ")";
+      throw std::invalid_argument(msg.str());
+    }
+    for (const auto& [k, node] : table) {
+      const std::string key(k.str());
+      const auto it = readers_.find(key);
+      if (it == readers_.end()) throw unknown_key(path, key);
+      if (!merged_.contains(key) && app_.count("--" + key) > 0) continue;
+      try {
+        it->second(node);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument("config file " + path + ": " + e.what());
+      }
+    }
+  }
+
+ private:
+  static std::invalid_argument type_error(const std::string& key, const std::string& expected, const toml::node& n) {
+    return std::invalid_argument("key '" + key + "' must be " + expected + " (line " +
+                                 std::to_string(n.source().begin.line) + ")");
+  }
+  static std::invalid_argument unknown_key(const std::string& path, const std::string& key) {
+    return std::invalid_argument("config file " + path + ": unknown key '" + key + "'");
+  }
+  static std::string join(const std::vector<std::string>& names) {
+    std::string out = "{";
+    for (const auto& n : names) out += (out.size() > 1 ? "," : "") + n;
+    return out + "}";
+  }
+
+  CLI::App& app_;
+  std::map<std::string, reader> readers_;
+  std::set<std::string> merged_;
+};
 
 }  // namespace
 
 command_line_result parse_command_line(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   server_options o;
-  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
-  o.workers = cpus;
 
-  CLI::App app{"hourglassd: a deadline-aware job daemon. Jobs are POSTed to /v1/jobs/{handler} with their budget "
-               "in Request-Timeout (gRPC syntax), grpc-timeout or X-Envoy-Expected-Rq-Timeout-Ms.\n"
-               "Durations are written like 250ms, 2s, 1m.",
-               "hourglassd"};
+  CLI::App app{
+      "hourglassd: a deadline-aware job daemon. Jobs are POSTed to /v1/jobs/{handler} with their budget "
+      "in Request-Timeout (gRPC syntax), grpc-timeout or X-Envoy-Expected-Rq-Timeout-Ms.\n"
+      "Durations are written like 250ms, 2s, 1m.",
+      "hourglassd"};
   app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.get_formatter()->column_width(40);
 
   std::string config;
-  std::string default_budget = format_human_duration(o.default_budget);
-  std::string max_budget = format_human_duration(o.max_budget);
-  std::string min_budget = format_human_duration(o.min_budget);
-  std::string call_reserve = format_human_duration(o.call_reserve);
-  std::string drain_timeout = format_human_duration(o.drain_timeout);
-  std::string header_timeout = format_human_duration(o.header_timeout);
-  std::string body_timeout = format_human_duration(o.body_timeout);
-  std::string idle_timeout = format_human_duration(o.idle_timeout);
-  std::string async_ttl = format_human_duration(o.async_ttl);
-  std::string policy_name = "hourglass";
   std::vector<std::string> upstreams;
+  option_table t(app);
 
   app.add_option("--config", config, "TOML file with the same keys, without the dashes (the command line wins)")
       ->type_name("FILE")
       ->always_capture_default(false);
-  app.add_option("--listen", o.listen, "ADDR:PORT to listen on ([v6]:PORT for IPv6; port 0 picks one)")
-      ->type_name("ADDR:PORT");
-  app.add_option("--workers", o.workers, "worker threads running jobs (default: one per CPU)")
-      ->type_name("N")
-      ->check(CLI::Range(1, 4096));
-  app.add_option("--io-threads", o.io_threads, "threads serving sockets")
-      ->type_name("N")->check(CLI::Range(1, 256));
-  app.add_option("--queue-capacity", o.queue_capacity, "jobs that may wait; more are shed with 503 queue_full")
-      ->type_name("N")
-      ->check(CLI::Range(1, 100'000'000));
-  app.add_option("--default-budget", default_budget, "budget of a request without a budget header")
-      ->type_name("DUR");
-  app.add_option("--max-budget", max_budget, "larger budgets are clamped to this; also async jobs' run limit")
-      ->type_name("DUR");
-  app.add_option("--min-budget", min_budget, "less left at admission: 504 deadline_exceeded/admission")
-      ->type_name("DUR");
-  app.add_option("--upstream", upstreams, "NAME=URL the call handler may reach (repeatable; http://host:port[/prefix])")
-      ->type_name("NAME=URL")
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-      ->default_str("");
-  app.add_option("--call-reserve", call_reserve, "kept back from the remaining budget on outgoing calls")
-      ->type_name("DUR");
-  app.add_option("--drain-timeout", drain_timeout, "on SIGTERM/SIGINT, how long running jobs may finish")
-      ->type_name("DUR");
-  app.add_option("--max-body", o.max_body, "largest request body in bytes (413 above)")
-      ->type_name("BYTES");
-  app.add_option("--policy", policy_name, "hourglass, or fifo: every deadline check off (for comparisons)")
-      ->type_name("POLICY")
-      ->check(CLI::IsMember({"hourglass", "fifo"}));
-  app.add_option("--auth-token-file", o.auth_token_file,
-                 "file holding the bearer token every request but /healthz must carry")
+  t.text("listen", o.listen, "ADDR:PORT to listen on ([v6]:PORT for IPv6; port 0 picks one)")->type_name("ADDR:PORT");
+  t.count("workers", o.workers, "worker threads running jobs (default: one per CPU)", 1, 4096);
+  t.count("io-threads", o.io_threads, "threads serving sockets", 1, 256);
+  t.count("queue-capacity", o.queue_capacity, "jobs that may wait; more are shed with 503 queue_full", 1, 100'000'000);
+  t.time("default-budget", o.default_budget, "budget of a request without a budget header");
+  t.time("max-budget", o.max_budget, "larger budgets are clamped to this; also async jobs' run limit");
+  t.time("min-budget", o.min_budget, "less left at admission: 504 deadline_exceeded/admission");
+  t.upstreams("upstream", upstreams, o.upstreams,
+              "NAME=URL the call handler may reach (repeatable; http://host:port[/prefix])")
+      ->type_name("NAME=URL");
+  t.time("call-reserve", o.call_reserve, "kept back from the remaining budget on outgoing calls");
+  t.time("drain-timeout", o.drain_timeout, "on SIGTERM/SIGINT, how long running jobs may finish");
+  t.count("max-body", o.max_body, "largest request body in bytes (413 above)")->type_name("BYTES");
+  t.scheduling("policy", o.scheduling, "hourglass, or fifo: every deadline check off (for comparisons)")
+      ->type_name("POLICY");
+  t.text("auth-token-file", o.auth_token_file, "file holding the bearer token every request but /healthz must carry")
       ->type_name("FILE")
       ->always_capture_default(false);
-  app.add_flag("--allow-unauthenticated", o.allow_unauthenticated,
-               "allow a non-loopback --listen address without --auth-token-file");
-  app.add_option("--header-timeout", header_timeout, "time to receive a request's headers (slow clients are cut off)")
-      ->type_name("DUR");
-  app.add_option("--body-timeout", body_timeout, "time to receive a request's body, and to write a response")
-      ->type_name("DUR");
-  app.add_option("--idle-timeout", idle_timeout, "keep-alive connections idle longer are closed")
-      ->type_name("DUR");
-  app.add_option("--max-connections", o.max_connections, "open connections; more are closed at once")
-      ->type_name("N")
-      ->check(CLI::Range(1, 1'000'000));
-  app.add_option("--async-ttl", async_ttl, "how long a finished async job's result is kept")
-      ->type_name("DUR");
-  app.add_option("--async-max-jobs", o.async_max_jobs, "async jobs remembered at once (finished or not)")
-      ->type_name("N")
-      ->check(CLI::Range(1, 100'000'000));
-  app.add_option("--log-level", o.log_level, "trace, debug, info (one line per job), warn, error, critical, off")
-      ->type_name("LEVEL")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  t.flag("allow-unauthenticated", o.allow_unauthenticated,
+         "allow a non-loopback --listen address without --auth-token-file");
+  t.time("header-timeout", o.header_timeout, "time to receive a request's headers (slow clients are cut off)");
+  t.time("body-timeout", o.body_timeout, "time to receive a request's body, and to write a response");
+  t.time("idle-timeout", o.idle_timeout, "keep-alive connections idle longer are closed");
+  t.count("max-connections", o.max_connections, "open connections; more are closed at once", 1, 1'000'000);
+  t.time("async-ttl", o.async_ttl, "how long a finished async job's result is kept");
+  t.count("async-max-jobs", o.async_max_jobs, "async jobs remembered at once (finished or not)", 1, 100'000'000);
+  t.text("log-level", o.log_level, "trace, debug, info (one line per job), warn, error, critical, off",
+         {"trace", "debug", "info", "warn", "error", "critical", "off"})
+      ->type_name("LEVEL");
 
   try {
-    std::vector<std::string> args;
-    args.emplace_back(argc > 0 ? argv[0] : "hourglassd");
-    if (const auto path = find_config(argc, argv)) {
-      auto from_file = config_arguments(*path, app);
-      args.insert(args.end(), from_file.begin(), from_file.end());
-    }
-    for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
-    std::vector<const char*> cargs;
-    for (auto& a : args) cargs.push_back(a.c_str());
-    app.parse(static_cast<int>(cargs.size()), cargs.data());
-
-    o.default_budget = parse_duration("default-budget", default_budget);
-    o.max_budget = parse_duration("max-budget", max_budget);
-    o.min_budget = parse_duration("min-budget", min_budget);
-    o.call_reserve = parse_duration("call-reserve", call_reserve);
-    o.drain_timeout = parse_duration("drain-timeout", drain_timeout);
-    o.header_timeout = parse_duration("header-timeout", header_timeout);
-    o.body_timeout = parse_duration("body-timeout", body_timeout);
-    o.idle_timeout = parse_duration("idle-timeout", idle_timeout);
-    o.async_ttl = parse_duration("async-ttl", async_ttl);
-    o.scheduling = policy_name == "fifo" ? policy::fifo : policy::hourglass;
-    for (const auto& u : upstreams) {
-      const auto eq = u.find('=');
-      if (eq == std::string::npos || eq == 0) throw std::invalid_argument("--upstream must be NAME=URL, got '" + u + "'");
-      o.upstreams[u.substr(0, eq)] = u.substr(eq + 1);  // a later one of the same name wins
-    }
+    app.parse(argc, argv);
+    if (!config.empty()) t.read_file(config);
+    for (const auto& u : upstreams) add_upstream(o.upstreams, u);
     validate(o);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e, out, err);

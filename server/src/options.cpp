@@ -1,7 +1,9 @@
 #include "hourglass/server/options.hpp"
 
+#include <algorithm>
 #include <array>
 #include <stdexcept>
+#include <thread>
 
 #include "hourglass/server/handler.hpp"
 #include "hourglass/support/url.hpp"
@@ -38,6 +40,8 @@ upstream_url parse_upstream_url(const std::string& url) {
   return u;
 }
 
+std::size_t default_workers() noexcept { return std::max(1u, std::thread::hardware_concurrency()); }
+
 void validate(const server_options& o) {
   const auto fail = [](const std::string& what) { throw std::invalid_argument(what); };
   const listen_endpoint ep = parse_listen(o.listen);
@@ -45,6 +49,7 @@ void validate(const server_options& o) {
     fail("refusing to listen on non-loopback address " + o.listen +
          " without --auth-token-file (pass --allow-unauthenticated to do it anyway)");
   }
+  if (o.workers == 0) fail("--workers must be at least 1 (the default is one per CPU)");
   if (o.io_threads == 0) fail("--io-threads must be at least 1");
   if (o.queue_capacity == 0) fail("--queue-capacity must be at least 1");
   if (o.max_connections == 0) fail("--max-connections must be at least 1");

@@ -21,6 +21,7 @@ struct parsed {
 parsed parse(std::vector<std::string> args) {
   args.insert(args.begin(), "hourglassd");
   std::vector<const char*> argv;
+  argv.reserve(args.size());
   for (auto& a : args) argv.push_back(a.c_str());
   std::ostringstream out, err;
   parsed p{parse_command_line(static_cast<int>(argv.size()), argv.data(), out, err), {}, {}};
@@ -166,6 +167,80 @@ TEST(Config, UnknownKeysAndBrokenFilesAreErrors) {
   EXPECT_EQ(p.result.exit_code, 2);
   p = parse({"--config", "/nonexistent/hourglassd.toml"});
   EXPECT_FALSE(p.result.options);
+}
+
+// The file is read into server_options directly, so its values are typed:
+// counts are integers, flags booleans, durations strings in the one grammar.
+TEST(Config, WrongTypesAndRangesInTheFileAreErrorsNamingTheKey) {
+  for (const char* content : {"workers = \"5\"\n", "workers = 0\n", "workers = 5000\n", "workers = -1\n",
+                              "default-budget = 5\n", "default-budget = \"5\"\n", "allow-unauthenticated = \"yes\"\n",
+                              "policy = \"lifo\"\n", "log-level = \"loud\"\n", "listen = 8080\n",
+                              "upstream = [1]\n", "upstream = 3\n", "config = \"/etc/other.toml\"\n"}) {
+    temp_file f(content);
+    const auto p = parse({"--config", f.path()});
+    EXPECT_FALSE(p.result.options) << content;
+    EXPECT_EQ(p.result.exit_code, 2) << content;
+    const std::string key(content, std::string_view(content).find(' '));
+    EXPECT_NE(p.err.find(key), std::string::npos) << content << " -> " << p.err;
+    EXPECT_NE(p.err.find(f.path()), std::string::npos) << content << " -> " << p.err;
+  }
+}
+
+TEST(Config, EveryKindOfKeyFromTheFile) {
+  temp_file f(R"(
+io-threads = 3
+max-body = 0
+min-budget = "2ms"
+async-ttl = "1.5s"
+allow-unauthenticated = true
+listen = "0.0.0.0:9100"
+log-level = "warn"
+auth-token-file = "/etc/hourglassd/token"
+[upstream]
+a = "http://127.0.0.1:1"
+)");
+  const auto p = parse({"--config", f.path()});
+  ASSERT_TRUE(p.result.options) << p.err;
+  const server_options& o = *p.result.options;
+  EXPECT_EQ(o.io_threads, 3u);
+  EXPECT_EQ(o.max_body, 0u);
+  EXPECT_EQ(o.min_budget, 2ms);
+  EXPECT_EQ(o.async_ttl, 1500ms);
+  EXPECT_TRUE(o.allow_unauthenticated);
+  EXPECT_EQ(o.listen, "0.0.0.0:9100");
+  EXPECT_EQ(o.log_level, "warn");
+  EXPECT_EQ(o.auth_token_file, "/etc/hourglassd/token");
+  EXPECT_EQ(o.upstreams.at("a"), "http://127.0.0.1:1");
+}
+
+// Each key the command line sets wins over the file; upstreams merge, the
+// command line's winning per name.
+TEST(Config, CommandLineWinsKeyByKeyAndUpstreamsMerge) {
+  temp_file f(R"(
+default-budget = "750ms"
+max-budget = "20s"
+policy = "fifo"
+upstream = ["a=http://127.0.0.1:1", "b=http://127.0.0.1:2"]
+)");
+  const auto p = parse({"--default-budget", "2s", "--config", f.path(), "--policy", "hourglass", "--upstream",
+                        "b=http://127.0.0.1:3", "--upstream", "c=http://127.0.0.1:4"});
+  ASSERT_TRUE(p.result.options) << p.err;
+  const server_options& o = *p.result.options;
+  EXPECT_EQ(o.default_budget, 2s);
+  EXPECT_EQ(o.max_budget, 20s);
+  EXPECT_EQ(o.scheduling, policy::hourglass);
+  ASSERT_EQ(o.upstreams.size(), 3u);
+  EXPECT_EQ(o.upstreams.at("a"), "http://127.0.0.1:1");
+  EXPECT_EQ(o.upstreams.at("b"), "http://127.0.0.1:3");
+  EXPECT_EQ(o.upstreams.at("c"), "http://127.0.0.1:4");
+}
+
+TEST(Config, BadDurationNamesTheOptionAndTheGrammar) {
+  const auto p = parse({"--drain-timeout", "10"});
+  EXPECT_FALSE(p.result.options);
+  EXPECT_EQ(p.result.exit_code, 2);
+  EXPECT_NE(p.err.find("--drain-timeout"), std::string::npos) << p.err;
+  EXPECT_NE(p.err.find("10"), std::string::npos) << p.err;
 }
 
 }  // namespace

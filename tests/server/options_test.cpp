@@ -61,12 +61,26 @@ TEST(Options, ValidateRejectsNonsense) {
   };
   bad([](server_options& c) { c.queue_capacity = 0; });
   bad([](server_options& c) { c.io_threads = 0; });
+  bad([](server_options& c) { c.workers = 0; });
   bad([](server_options& c) { c.default_budget = duration::zero(); });
   bad([](server_options& c) { c.min_budget = c.max_budget; });
   bad([](server_options& c) { c.default_budget = c.max_budget + duration(1); });
   bad([](server_options& c) { c.listen = "0.0.0.0:1"; });
   bad([](server_options& c) { c.upstreams["bad name"] = "http://a:1"; });
   bad([](server_options& c) { c.log_level = "loud"; });
+}
+
+// options.hpp promises that zero workers is refused, and says so by name.
+TEST(Options, ValidateRefusesZeroWorkers) {
+  server_options o;
+  EXPECT_GE(o.workers, 1u);  // the default is one per CPU, never 0
+  o.workers = 0;
+  try {
+    validate(o);
+    FAIL() << "zero workers accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--workers"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -1,16 +1,21 @@
 // hourglassd's command line (CLI11) and config file (TOML, toml++).
 //
 // Every option of server_options is a command-line flag; `--config FILE`
-// reads the same keys, without the dashes, from a TOML file. The command line
-// wins over the file. Durations are written like "250ms", "2s", "1m"
-// (parse_human_duration: loud on anything else). Example file:
+// reads the same keys, without the dashes, from a TOML file straight into the
+// same server_options (toml++; no detour through argv). The command line wins
+// over the file, key by key; upstreams from both are merged, the command
+// line's winning per name. Durations are written like "250ms", "2s", "1m"
+// (parse_human_duration: loud on anything else), in the file as strings.
+// Example file:
 //
 //   listen = "127.0.0.1:8080"
 //   workers = 8
 //   default-budget = "2s"
 //   upstream = ["search=http://127.0.0.1:8081"]   # or a table: [upstream] search = "http://..."
 //
-// An unknown key in the file is an error, as is a value of the wrong type.
+// An unknown key in the file is an error, as is a value of the wrong type
+// (a count must be a TOML integer, a flag a boolean, anything else a string)
+// or out of the range the flag accepts.
 #pragma once
 
 #include <iosfwd>

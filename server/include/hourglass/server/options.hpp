@@ -15,11 +15,14 @@ namespace hourglass::server {
 
 enum class policy { hourglass, fifo };
 
+// One per CPU (at least 1): server_options' default worker count.
+std::size_t default_workers() noexcept;
+
 struct server_options {
   // --listen ADDR:PORT. IPv4 "a.b.c.d:p" or IPv6 "[::1]:p"; port 0 picks a free one.
   std::string listen = "127.0.0.1:8080";
-  std::size_t workers = 0;          // --workers; 0: one per CPU
-  std::size_t io_threads = 2;       // --io-threads: threads serving sockets
+  std::size_t workers = default_workers();  // --workers; at least 1
+  std::size_t io_threads = 2;               // --io-threads: threads serving sockets
   std::size_t queue_capacity = 1024;
 
   // Budgets. A request without a budget header gets default_budget; any
@@ -55,8 +58,8 @@ struct server_options {
   duration async_ttl = std::chrono::minutes(5);
   std::size_t async_max_jobs = 10000;
 
-  bool builtin_handlers = true;  // echo, sleep, spin, call
-  std::string log_level = "info"; // trace debug info warn error critical off
+  bool builtin_handlers = true;    // echo, sleep, spin, call
+  std::string log_level = "info";  // trace debug info warn error critical off
 };
 
 // Throws std::invalid_argument when the options cannot mean what they say:
