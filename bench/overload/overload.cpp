@@ -115,6 +115,7 @@ class executor_runner final : public policy_runner {
         else slot.f = r.timings.completed_late ? fate::late : fate::cancelled_run;
         break;
       case outcome::cancelled: slot.f = fate::cut_off; break;
+      case outcome::invalid: slot.f = fate::rejected_other; break;
     }
   }
 

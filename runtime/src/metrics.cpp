@@ -235,6 +235,7 @@ void metrics::on_refused(handler_metrics& h, const status& st) noexcept {
     case outcome::rejected: on_rejected(h, st.reason); break;
     case outcome::deadline_exceeded: h.rejected_insufficient_budget.add(); break;
     case outcome::cancelled: h.rejected_cancelled.add(); break;
+    case outcome::invalid: h.rejected_invalid_timeout.add(); break;
     case outcome::ok:
     case outcome::error: break;
   }
@@ -278,6 +279,7 @@ void metrics::on_finished(handler_metrics& h, const status& st, duration run_tim
       ran = run_time > duration::zero();
       break;
     case outcome::rejected: on_rejected(h, st.reason); break;
+    case outcome::invalid: h.rejected_invalid_timeout.add(); break;  // refused: never a finish
   }
   if (ran) run_duration.record(run_time);
   if (completed_late) {

@@ -23,6 +23,7 @@ std::string_view describe(const status& s) noexcept {
         case cancel_cause::shutdown: return "cancelled/shutdown";
         default: return "cancelled/requested";
       }
+    case outcome::invalid: return "invalid";
   }
   return "unknown";
 }

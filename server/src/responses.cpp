@@ -57,6 +57,7 @@ unsigned http_status_for(const status& st, const error_info* error) {
     case outcome::rejected: return 503;
     case outcome::deadline_exceeded: return 504;
     case outcome::cancelled: return st.cause == cancel_cause::shutdown ? 503 : 499;
+    case outcome::invalid: return 400;
   }
   return 500;
 }
@@ -82,6 +83,10 @@ std::string outcome_body(const status& st, const job_timings& t, duration budget
     case outcome::cancelled:
       o.add("error", "cancelled");
       o.add("cause", to_string(st.cause));
+      break;
+    case outcome::invalid:
+      o.add("error", "invalid_timeout");
+      o.add("outcome", "invalid");
       break;
   }
   if (budget != duration::max()) o.add("budget_ms", to_millis(budget));

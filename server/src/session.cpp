@@ -203,12 +203,13 @@ void session::start_job(std::string_view name) {
   const budget_reading budget = read_budget(req, {core_.opts.default_budget, core_.opts.max_budget});
   async_ = budget.async;
   if (!budget.ok) {
-    core_.jobs->stats().on_invalid_timeout(*entry_->metrics);
-    job_report rep{entry_->name, async_ ? "async" : "sync", duration::max(), {}, status::rejected(reject_reason::none), 400};
+    const status st = status::invalid();
+    core_.jobs->stats().on_refused(*entry_->metrics, st);
+    job_report rep{entry_->name, async_ ? "async" : "sync", duration::max(), {}, st, 400};
     rep.note = "invalid_timeout";
     core_.log_job(rep);
     support::json_object o;
-    o.add("error", "invalid_timeout").add("outcome", "rejected").add("message", budget.message);
+    o.add("error", "invalid_timeout").add("outcome", "invalid").add("message", budget.message);
     response res = make_response(400, o.str(), json_type);
     res.set("Server-Timing", server_timing({}));
     return send(std::move(res));

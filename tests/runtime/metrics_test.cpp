@@ -338,6 +338,7 @@ TEST(metrics_recorders, OnRefusedCountsEachRefusalOnceInRejectedOnly) {
       {"insufficient budget", status::expired(expiry_stage::admission),
        expected({{&H::rejected_insufficient_budget, 1}})},
       {"parent cancelled", status::cancelled(cancel_cause::parent), expected({{&H::rejected_cancelled, 1}})},
+      {"invalid input", status::invalid(), expected({{&H::rejected_invalid_timeout, 1}})},
       {"not a refusal: ok", status::ok(), expected({})},
   };
   for (const auto& c : cases) {

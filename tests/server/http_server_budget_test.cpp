@@ -76,6 +76,7 @@ TEST_F(HttpServerBudget, RejectedHeaderValuesAre400InvalidTimeoutAndNothingIsQue
     ASSERT_TRUE(r.ok) << r.error;
     EXPECT_EQ(r.status, 400u) << h << ": '" << v << "'";
     EXPECT_EQ(json_string(r.body, "error"), "invalid_timeout") << h << ": '" << v << "'";
+    EXPECT_EQ(json_string(r.body, "outcome"), "invalid") << h << ": '" << v << "'";
     EXPECT_FALSE(r.header("server-timing").empty());
     ++n;
   }

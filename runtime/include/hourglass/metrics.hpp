@@ -34,6 +34,7 @@
 //   on_refused(h, st)               a job refused before admission, by st: rejected as
 //                                   on_rejected; deadline_exceeded (any stage) as
 //                                   on_insufficient_budget; cancelled: h.rejected_cancelled += 1;
+//                                   invalid: h.rejected_invalid_timeout += 1;
 //                                   ok and error: nothing (not refusals).
 //   on_dispatch(delay, remaining)   queue_delay.record(delay); remaining_budget_at_dispatch
 //                                   .record(remaining) unless remaining == duration::max().
@@ -50,6 +51,7 @@
 //                                   (the protocol's stage label has only queue and run)
 //     cancelled                     h.finished_cancelled += 1; run_duration.record(run) only if
 //                                   run > 0 (a job cancelled while queued passes zero)
+//     invalid                       h.rejected_invalid_timeout += 1; no finished count
 //     rejected                      as on_rejected(h, st.reason); no finished count
 //                                   (a rejected job was never admitted).
 //     and, whatever the code, if late: h.completed_late += 1; h.completed_late_ns += run.

@@ -11,7 +11,10 @@
 
 namespace hourglass {
 
-enum class outcome : std::uint8_t { ok, error, rejected, deadline_exceeded, cancelled };
+// `invalid`: refused before admission because the request itself is
+// malformed (a bad budget header: HTTP 400). Never admitted, never retried:
+// the same input fails the same way.
+enum class outcome : std::uint8_t { ok, error, rejected, deadline_exceeded, cancelled, invalid };
 
 // Why admission refused a job before it was queued (outcome `rejected`).
 enum class reject_reason : std::uint8_t { none, queue_full, shutting_down };
@@ -42,6 +45,7 @@ struct status {
   static constexpr status expired(expiry_stage s) noexcept {
     return {outcome::deadline_exceeded, reject_reason::none, s};
   }
+  static constexpr status invalid() noexcept { return {outcome::invalid}; }
   static constexpr status cancelled(cancel_cause c) noexcept {
     return {outcome::cancelled, reject_reason::none, expiry_stage::none, c};
   }
@@ -66,6 +70,7 @@ constexpr std::string_view to_string(outcome o) noexcept {
     case outcome::rejected: return "rejected";
     case outcome::deadline_exceeded: return "deadline_exceeded";
     case outcome::cancelled: return "cancelled";
+    case outcome::invalid: return "invalid";
   }
   return "unknown";
 }
