@@ -1,21 +1,12 @@
 #include "hourglass/server/builtin_handlers.hpp"
 
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/json.hpp>
 
-#include <future>
 #include <stdexcept>
 
-#include "hourglass/asio_bridge.hpp"
 #include "hourglass/support/json.hpp"
 
 namespace hourglass::server {
-
-namespace net = boost::asio;
 
 namespace {
 
@@ -36,26 +27,15 @@ handler_fn echo_handler() {
   };
 }
 
-handler_fn sleep_handler(net::io_context& io) {
-  return [&io](const context& ctx, const request_view& req) {
+handler_fn sleep_handler() {
+  return [](const context& ctx, const request_view& req) {
     const auto o = input_object(req.body, R"({"ms": N}, 0 <= N <= 3600000)");
     const auto ms = support::int_member(o, "ms", 0, 3'600'000);
     if (!ms) throw handler_error::bad_input(R"(body must be {"ms": N}, 0 <= N <= 3600000)");
-
-    auto strand = net::make_strand(io);
-    net::steady_timer timer(strand, std::chrono::milliseconds(*ms));
-    asio_cancellation stop(ctx, strand);  // after the timer: gone before it
-    auto done = std::make_shared<std::promise<boost::system::error_code>>();
-    auto result = done->get_future();
-    net::post(strand, [&timer, &stop, done] {
-      timer.async_wait(net::bind_cancellation_slot(stop.slot(), [done](boost::system::error_code ec) {
-        done->set_value(ec);
-      }));
-      stop.emit_if_stopped();
-    });
-    const boost::system::error_code ec = result.get();
-    ctx.check();  // stopped (even at the very end): not a late completion
-    if (ec) throw std::runtime_error("sleep: timer failed: " + ec.message());
+    // On the context's clock (the daemon's): a stop wakes it at once, and a
+    // manual_clock in tests moves it.
+    if (!ctx.sleep_for(std::chrono::milliseconds(*ms))) ctx.check();
+    ctx.check();  // stopped at the very end: not a late completion
     handler_result r;
     r.body = support::json_object().add("slept_ms", static_cast<std::int64_t>(*ms)).str();
     r.content_type = "application/json";

@@ -47,16 +47,18 @@ std::shared_ptr<spdlog::logger> make_logger(const std::string& level) {
   return log;
 }
 
-upstream_client_options client_options(const server_options& o) {
+upstream_client_options client_options(const server_options& o, hourglass::clock& clk) {
   upstream_client_options u;
+  u.clock = &clk;
   u.reserve = o.call_reserve;
   u.min_budget = o.min_budget;
   u.io_timeout = o.max_budget;
   return u;
 }
 
-executor_options executor_settings(const server_options& o) {
+executor_options executor_settings(const server_options& o, hourglass::clock& clk) {
   executor_options e;
+  e.clock = &clk;
   e.workers = o.workers;
   e.queue_capacity = o.queue_capacity;
   e.deadline_checks = o.scheduling == policy::hourglass;
@@ -69,12 +71,13 @@ std::string ms_or_dash(duration d) {
 
 }  // namespace
 
-core::core(server_options o)
+core::core(server_options o, hourglass::clock& c)
     : opts(std::move(o)),
+      clk(c),
       log(make_logger(opts.log_level)),
-      upstreams(std::make_unique<upstream_client>(io, opts.upstreams, client_options(opts))),
-      async_jobs(opts.async_max_jobs, opts.async_ttl),
-      jobs(std::make_unique<executor>(executor_settings(opts))) {}
+      upstreams(std::make_unique<upstream_client>(io, opts.upstreams, client_options(opts, clk))),
+      async_jobs(make_memory_store(opts.async_max_jobs, opts.async_ttl)),
+      jobs(std::make_unique<executor>(executor_settings(opts, clk))) {}
 
 const handler_entry* core::find_handler(std::string_view name) const {
   const auto it = handlers.find(name);

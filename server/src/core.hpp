@@ -17,7 +17,7 @@
 
 #include <spdlog/logger.h>
 
-#include "async_jobs.hpp"
+#include "async_store.hpp"
 #include "hourglass/executor.hpp"
 #include "hourglass/server/handler.hpp"
 #include "hourglass/server/options.hpp"
@@ -63,18 +63,19 @@ struct job_report {
 };
 
 struct core {
-  explicit core(server_options o);
+  core(server_options o, hourglass::clock& clk);
 
   bool fifo() const noexcept { return opts.scheduling == policy::fifo; }
   const handler_entry* find_handler(std::string_view name) const;
   void log_job(const job_report& r) const;
 
   server_options opts;
+  hourglass::clock& clk;  // the daemon's one clock: budgets, deadlines, grace, expiry, pool ages
   std::shared_ptr<spdlog::logger> log;
   boost::asio::io_context io;  // outlives everything below that posts to it
   std::unique_ptr<upstream_client> upstreams;
   std::map<std::string, handler_entry, std::less<>> handlers;
-  async_store async_jobs;
+  std::unique_ptr<async_store> async_jobs;
   std::string token;  // empty: no authentication
   std::atomic<bool> draining{false};
   std::shared_ptr<connection_registry> connections = std::make_shared<connection_registry>();

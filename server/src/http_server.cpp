@@ -24,7 +24,7 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
 struct http_server::impl {
-  explicit impl(server_options o) : c(std::move(o)) {}
+  impl(server_options o, hourglass::clock& clk) : c(std::move(o), clk) {}
 
   void accept();
   void stop_io();
@@ -89,7 +89,7 @@ void http_server::impl::drain(duration grace) {
     // Stops admitting, lets jobs run until the drain deadline, cancels the rest
     // (cause shutdown). Returns when every job has its outcome, which is then
     // on its way to its connection.
-    c.jobs->shutdown(saturating_add(c.jobs->get_clock().now(), grace));
+    c.jobs->shutdown(saturating_add(c.clk.now(), grace));
 
     std::promise<void> closed;
     net::post(acceptor->get_executor(), [&] {
@@ -118,12 +118,12 @@ void http_server::impl::drain(duration grace) {
   cv.notify_all();
 }
 
-http_server::http_server(server_options options) {
+http_server::http_server(server_options options, hourglass::clock& clk) {
   validate(options);
-  impl_ = std::make_unique<impl>(std::move(options));
+  impl_ = std::make_unique<impl>(std::move(options), clk);
   if (impl_->c.opts.builtin_handlers) {
     add_handler("echo", echo_handler());
-    add_handler("sleep", sleep_handler(impl_->c.io));
+    add_handler("sleep", sleep_handler());
     add_handler("spin", spin_handler());
     add_handler("call", call_handler(*impl_->c.upstreams));
   }

@@ -12,11 +12,10 @@
 #include <algorithm>
 #include <cctype>
 
-#include "hourglass/budget_codec.hpp"
-#include "request_rules.hpp"
+#include "async_endpoints.hpp"
 #include "hourglass/metrics.hpp"
 #include "hourglass/support/url.hpp"
-#include "hourglass/utf8.hpp"
+#include "request_rules.hpp"
 
 namespace hourglass::server::detail {
 
@@ -30,7 +29,6 @@ namespace {
 constexpr std::size_t header_limit = 8 * 1024;      // 431 above this
 constexpr std::size_t watch_limit = 64 * 1024;      // pipelined bytes buffered while a job runs
 constexpr auto answer_grace = 100ms;                // a running handler's time to stop after its deadline
-constexpr std::string_view jobs_prefix = "/v1/jobs/";
 
 bool is_http_error(const boost::system::error_code& ec) {
   return ec.category() == http::make_error_code(http::error::bad_target).category();
@@ -38,33 +36,12 @@ bool is_http_error(const boost::system::error_code& ec) {
 
 }  // namespace
 
-struct session::job_input {
-  http::request<http::string_body> msg;
-  const handler_entry* entry = nullptr;
-  duration budget{};
-  bool async = false;
-  std::string remote;
-
-  request_view view() const {
-    request_view v;
-    v.handler = entry->name;
-    v.body = msg.body();
-    v.content_type = msg[http::field::content_type];
-    v.traceparent = msg["traceparent"];
-    v.remote = remote;
-    v.budget = budget;
-    v.async = async;
-    v.header_lookup = [this](std::string_view name) -> std::string_view { return msg[name]; };
-    return v;
-  }
-};
-
 session::session(core& c, net::ip::tcp::socket socket)
     : core_(c),
       registry_(c.connections),
       stream_(std::move(socket)),
       strand_(stream_.get_executor()),
-      deadline_timer_(stream_.get_executor()) {
+      deadline_timer_(c.clk, strand_) {
   error_code ec;
   const auto peer = beast::get_lowest_layer(stream_).socket().remote_endpoint(ec);
   if (!ec) {
@@ -148,7 +125,7 @@ void session::on_header(error_code ec) {
     send_error(400, "bad_request", "malformed HTTP request");
     return;
   }
-  headers_at_ = core_.jobs->get_clock().now();
+  headers_at_ = core_.clk.now();
   const auto& req = header_parser_->get();
   req_keep_alive_ = req.keep_alive();
   req_head_ = req.method() == http::verb::head;
@@ -179,8 +156,8 @@ void session::route() {
       return send(make_response(200, render_prometheus(core_.jobs->stats().snapshot()),
                                 "text/plain; version=0.0.4; charset=utf-8"));
     case route_kind::submit_job: return start_job(r.name);
-    case route_kind::get_job: return get_async(r.name, false);
-    case route_kind::cancel_job: return get_async(r.name, true);
+    case route_kind::get_job: return send(async_job_response(core_, r.name, false));
+    case route_kind::cancel_job: return send(async_job_response(core_, r.name, true));
     case route_kind::method_not_allowed: {
       response res = error_response(405, "method_not_allowed", "method not allowed on this path");
       res.set(http::field::allow, r.allow);
@@ -272,10 +249,10 @@ void session::on_body(error_code ec) {
   in->remote = remote_;
   in->budget = async_ ? entry_->run_limit : budget_;
   if (async_) {
-    submit_async(std::move(in));
-  } else {
-    submit_sync(std::move(in));
+    phase_ = phase::job;
+    return send(submit_async_job(core_, std::move(in), headers_at_, freshness_));
   }
+  submit_sync(std::move(in));
 }
 
 // ---- sync jobs ---------------------------------------------------------------
@@ -293,7 +270,7 @@ void session::submit_sync(std::shared_ptr<job_input> in) {
   o.metrics = entry_->metrics;
   o.deadline = call->deadline;
   o.min_budget = entry_->min_budget;
-  call->submitted_at = core_.jobs->get_clock().now();
+  call->submitted_at = core_.clk.now();
   call->ref = core_.jobs->submit(
       o,
       [in, call](const context& ctx) -> handler_result {
@@ -308,9 +285,9 @@ void session::submit_sync(std::shared_ptr<job_input> in) {
         net::post(self->strand_, [self, call, r = std::move(r)]() mutable { self->on_job_done(call, std::move(r)); });
       });
 
+  // Answered at the deadline on the clock the executor expires jobs on.
   if (!core_.fifo() && call->deadline != never) {
-    deadline_timer_.expires_at(saturating_add(call->deadline, 1ms));
-    deadline_timer_.async_wait([self = shared_from_this(), call](error_code e) { self->on_deadline(call, e); });
+    deadline_timer_.arm(call->deadline, [self = shared_from_this(), call] { self->on_deadline(call); });
   }
   watch();
 }
@@ -346,8 +323,8 @@ void session::stop_watching() {
   beast::get_lowest_layer(stream_).socket().cancel(ignored);
 }
 
-void session::on_deadline(const std::shared_ptr<sync_call>& call, error_code ec) {
-  if (ec || call != call_ || phase_ == phase::closed) return;
+void session::on_deadline(const std::shared_ptr<sync_call>& call) {
+  if (call != call_ || phase_ == phase::closed) return;
   if (call->state == sync_state::grace) return step(call, sync_event::grace_over);
   auto expected = job_phase::queued;
   // Not started yet: it never will be (the job sees `abandoned` and stops).
@@ -375,8 +352,8 @@ void session::step(const std::shared_ptr<sync_call>& call, sync_event e) {
       call->ref.cancel(cancel_cause::caller_gone);
       return;
     case sync_action::arm_grace:  // running: its context has fired; give the handler a moment to stop
-      deadline_timer_.expires_after(answer_grace);
-      deadline_timer_.async_wait([self = shared_from_this(), call](error_code ec) { self->on_deadline(call, ec); });
+      deadline_timer_.arm(saturating_add(core_.clk.now(), answer_grace),
+                          [self = shared_from_this(), call] { self->on_deadline(call); });
       return;
     case sync_action::answer_expired_queue:
     case sync_action::answer_expired_run: {
@@ -386,7 +363,7 @@ void session::step(const std::shared_ptr<sync_call>& call, sync_event e) {
       stop_watching();
       job_timings t;
       t.budget = call->budget;
-      t.queue_delay = elapsed(call->submitted_at, core_.jobs->get_clock().now());
+      t.queue_delay = elapsed(call->submitted_at, core_.clk.now());
       return send(job_response(st, t, call->budget, duration::zero(), nullptr, nullptr));
     }
     case sync_action::answer_outcome:
@@ -412,143 +389,10 @@ void session::step(const std::shared_ptr<sync_call>& call, sync_event e) {
     close_after_ = true;
     return maybe_continue();
   }
-  const duration left = remaining(call->deadline, core_.jobs->get_clock().now());
+  const duration left = remaining(call->deadline, core_.clk.now());
   response res = job_response(r.st, r.timings, call->budget, left, r.result ? &*r.result : nullptr, &err);
   rep.http_status = res.result_int();
   core_.log_job(rep);
-  send(std::move(res));
-}
-
-// ---- async jobs --------------------------------------------------------------
-
-void session::submit_async(std::shared_ptr<job_input> in) {
-  phase_ = phase::job;
-  const time_point now = core_.jobs->get_clock().now();
-  auto job = core_.async_jobs.create(entry_->name, now);
-  if (!job) {
-    core_.jobs->stats().on_rejected(*entry_->metrics, reject_reason::queue_full);
-    const status st = status::rejected(reject_reason::queue_full);
-    core_.log_job({entry_->name, "async", duration::max(), {}, st, 503, "async job store full"});
-    return send(job_response(st, {}, duration::max(), duration::max(), nullptr, nullptr));
-  }
-
-  job_options o;
-  o.metrics = entry_->metrics;
-  o.start_by = saturating_add(headers_at_, freshness_);
-  o.run_limit = entry_->run_limit;
-  core* c = &core_;
-  job_ref ref = core_.jobs->submit(
-      o,
-      // The job keeps its record alive (job->ref); the record sees the job weakly,
-      // so a job dropped from the store is freed.
-      [in, weak = std::weak_ptr<async_job>(job)](const context& ctx) -> handler_result {
-        if (auto job = weak.lock()) {
-          auto expected = job_phase::queued;
-          job->phase.compare_exchange_strong(expected, job_phase::running);
-        }
-        return in->entry->fn(ctx, in->view());
-      },
-      [c, weak = std::weak_ptr<async_job>(job), e = entry_](job_result<handler_result>&& r) noexcept {
-        const error_info err = r.st.code == outcome::error ? describe_error(r.error) : error_info{};
-        job_report rep{e->name, "async", duration::max(), r.timings, r.st, 0};
-        if (r.st.code == outcome::error) rep.note = err.detail;
-        c->log_job(rep);
-        const auto job = weak.lock();
-        if (!job) return;  // evicted from the store meanwhile
-        const time_point at = c->jobs->get_clock().now();
-        {
-          std::lock_guard lock(job->mu);
-          job->finished = true;
-          job->st = r.st;
-          job->timings = r.timings;
-          job->finished_at = at;
-          if (r.result) job->result = std::move(*r.result);
-          if (r.st.code == outcome::error) {
-            job->error_http = err.http_status;
-            job->error_code = err.code;
-            job->error_message = err.message;
-          }
-        }
-        c->async_jobs.finished(*job, at);
-      });
-
-  bool cancel_now = false;
-  bool refused = false;
-  status st;
-  {
-    std::lock_guard lock(job->mu);
-    job->ref = ref;
-    job->submitted = true;
-    cancel_now = job->cancel_requested && !job->finished;
-    refused = job->finished && (job->st.code == outcome::rejected ||
-                                (job->st.code == outcome::deadline_exceeded && job->st.stage == expiry_stage::admission));
-    st = job->st;
-  }
-  if (cancel_now) ref.cancel(cancel_cause::requested);
-  if (refused) {  // refused at admission: no job to poll
-    core_.async_jobs.remove(job->id);
-    return send(job_response(st, {}, duration::max(), duration::max(), nullptr, nullptr));
-  }
-  const std::string location = std::string(jobs_prefix) + job->id;
-  support::json_object body;
-  body.add("id", job->id).add("state", "queued").add("location", location);
-  response res = make_response(202, body.str(), json_type);
-  res.set(http::field::location, location);
-  res.set("Server-Timing", server_timing({}));  // nothing spent yet; GET reports the job's own
-  send(std::move(res));
-}
-
-void session::get_async(std::string_view id, bool cancel) {
-  const time_point now = core_.jobs->get_clock().now();
-  auto job = core_.async_jobs.find(id, now);
-  if (!job) return send_error(404, "not_found", "no such job (unknown, or expired)");
-  if (cancel) {
-    job_ref ref;
-    bool go = false;
-    {
-      std::lock_guard lock(job->mu);
-      if (!job->finished) {
-        job->cancel_requested = true;
-        go = job->submitted;
-        ref = job->ref;
-      }
-    }
-    if (go) ref.cancel(cancel_cause::requested);  // outside the lock: a queued job completes right here
-  }
-
-  support::json_object o;
-  response res;
-  {
-    std::lock_guard lock(job->mu);
-    o.add("id", job->id).add("handler", job->handler);
-    if (!job->finished) {
-      o.add("state", job->phase.load() == job_phase::running ? "running" : "queued");
-      if (job->cancel_requested) o.add("cancel_requested", true);
-      o.add("age_ms", to_millis(elapsed(job->created, now)));
-    } else {
-      const status& st = job->st;
-      o.add("state", to_string(st.code));
-      if (st.code == outcome::deadline_exceeded) o.add("stage", to_string(st.stage));
-      if (st.code == outcome::cancelled) o.add("cause", to_string(st.cause));
-      if (st.code == outcome::error) {
-        o.add("error", job->error_code).add("message", job->error_message).add("http_status", job->error_http);
-      }
-      o.add("queued_ms", to_millis(job->timings.queue_delay));
-      if (job->timings.ran) o.add("run_ms", to_millis(job->timings.run_time));
-      o.add("age_ms", to_millis(elapsed(job->created, now)));
-      if (st.is_ok()) {
-        o.add("content_type", job->result.content_type);
-        if (valid_utf8(job->result.body)) {
-          o.add("result", job->result.body);
-        } else {
-          o.add("result_base64", support::base64(job->result.body));
-        }
-      }
-    }
-    res = make_response(cancel && !job->finished ? 202 : 200, o.str(), json_type);
-    if (job->finished) res.set("Server-Timing", server_timing(job->timings));
-  }
-  res.set(http::field::cache_control, "no-store");
   send(std::move(res));
 }
 

@@ -4,7 +4,6 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/empty_body.hpp>
@@ -16,11 +15,16 @@
 #include <optional>
 #include <string>
 
+#include "clock_timer.hpp"
 #include "core.hpp"
+#include "job_input.hpp"
 #include "request_rules.hpp"
 #include "responses.hpp"
 
 namespace hourglass::server::detail {
+
+// A sync job's race between its start and its deadline's answer.
+enum class job_phase : int { queued, running, abandoned };
 
 class session : public std::enable_shared_from_this<session> {
  public:
@@ -50,9 +54,6 @@ class session : public std::enable_shared_from_this<session> {
     std::optional<job_result<handler_result>> result;  // strand only: the outcome, once in
   };
 
-  // The request as the job sees it; shared with the job, which may outlive the session.
-  struct job_input;
-
   void read_request();
   void read_header();
   void on_header(error_code ec);
@@ -61,14 +62,12 @@ class session : public std::enable_shared_from_this<session> {
   void read_body();
   void on_body(error_code ec);
   void submit_sync(std::shared_ptr<job_input> in);
-  void submit_async(std::shared_ptr<job_input> in);
   void watch();
   void on_watch(error_code ec, std::size_t n);
   void stop_watching();
-  void on_deadline(const std::shared_ptr<sync_call>& call, error_code ec);
+  void on_deadline(const std::shared_ptr<sync_call>& call);
   void on_job_done(const std::shared_ptr<sync_call>& call, job_result<handler_result>&& r);
   void step(const std::shared_ptr<sync_call>& call, sync_event e);
-  void get_async(std::string_view id, bool cancel);
   void send(response res);
   void send_error(unsigned status, std::string_view code, std::string_view message);
   void on_write(error_code ec);
@@ -84,7 +83,7 @@ class session : public std::enable_shared_from_this<session> {
   boost::beast::flat_buffer buffer_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::empty_body>> header_parser_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> body_parser_;
-  boost::asio::steady_timer deadline_timer_;
+  clock_timer deadline_timer_;  // the sync call's deadline, then its grace, on the daemon's clock
   std::string remote_;  // the peer's addr:port
   time_point headers_at_{};
   response res_;

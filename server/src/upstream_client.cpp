@@ -43,7 +43,7 @@ struct connection {
   explicit connection(net::io_context& io) : stream(net::make_strand(io)) {}
   beast::tcp_stream stream;
   beast::flat_buffer buffer;
-  std::chrono::steady_clock::time_point idle_since{};
+  time_point idle_since{};  // on the pool's clock
   bool connected = false;
 };
 using conn_ptr = std::shared_ptr<connection>;
@@ -178,10 +178,10 @@ struct upstream_client::impl {
     std::vector<conn_ptr> idle;
   };
 
-  impl(net::io_context& i, upstream_client_options o) : io(i), opts(o) {}
+  impl(net::io_context& i, upstream_client_options o) : io(i), opts(o), clk(o.clock ? *o.clock : real_clock()) {}
 
   conn_ptr acquire(upstream& u, bool& reused) {
-    const auto now = std::chrono::steady_clock::now();
+    const time_point now = clk.now();
     std::unique_lock lock(u.mu);
     while (!u.idle.empty()) {
       conn_ptr c = std::move(u.idle.back());
@@ -199,7 +199,7 @@ struct upstream_client::impl {
   }
 
   void release(upstream& u, conn_ptr c) {
-    c->idle_since = std::chrono::steady_clock::now();
+    c->idle_since = clk.now();
     std::unique_lock lock(u.mu);
     if (u.idle.size() < opts.max_idle_per_upstream) {
       u.idle.push_back(std::move(c));
@@ -211,6 +211,7 @@ struct upstream_client::impl {
 
   net::io_context& io;
   upstream_client_options opts;
+  hourglass::clock& clk;
   std::map<std::string, std::unique_ptr<upstream>, std::less<>> upstreams;
 };
 

@@ -45,9 +45,9 @@ TEST(BuiltinHandlers, BadInputIsAHandlerError400) {
   io_thread io;
   upstream_client client(io.io, {});
   const std::pair<handler_fn, const char*> cases[] = {
-      {sleep_handler(io.io), "{}"},        {sleep_handler(io.io), R"({"ms": -1})"},
-      {sleep_handler(io.io), R"({"ms": "5"})"}, {sleep_handler(io.io), R"({"ms": 3600001})"},
-      {sleep_handler(io.io), "[1]"},       {spin_handler(), R"({"us": 1.5})"},
+      {sleep_handler(), "{}"},        {sleep_handler(), R"({"ms": -1})"},
+      {sleep_handler(), R"({"ms": "5"})"}, {sleep_handler(), R"({"ms": 3600001})"},
+      {sleep_handler(), "[1]"},       {spin_handler(), R"({"us": 1.5})"},
       {spin_handler(), "nope"},            {call_handler(client), R"({"upstream": "x", "handler": "echo"})"},
       {call_handler(client), R"({"handler": "echo"})"},
   };
@@ -61,44 +61,46 @@ TEST(BuiltinHandlers, BadInputIsAHandlerError400) {
   }
 }
 
-TEST(BuiltinHandlers, SleepWaitsThenStopsAtOnceWhenCancelled) {
-  io_thread io;
-  const auto sleep = sleep_handler(io.io);
-  const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(sleep(context(), view(R"({"ms": 30})")).body, "{\"slept_ms\": 30}\n");
-  EXPECT_GE(std::chrono::steady_clock::now() - t0, 30ms);
-
-  context_source src(real_clock());
-  auto done = std::async(std::launch::async, [&] {
+// Runs the sleep handler on another thread; its outcome, or the stop status.
+std::future<status> sleep_async(context ctx, std::string body) {
+  return std::async(std::launch::async, [ctx = std::move(ctx), body = std::move(body)] {
     try {
-      sleep(src.get(), view(R"({"ms": 60000})"));
+      EXPECT_EQ(sleep_handler()(ctx, view(body)).body.rfind("{\"slept_ms\": ", 0), 0u);
       return status::ok();
     } catch (const stopped_error& e) {
       return e.why();
     }
   });
-  std::this_thread::sleep_for(20ms);
-  const auto t1 = std::chrono::steady_clock::now();
+}
+
+TEST(BuiltinHandlers, SleepWaitsOnTheContextsClock) {
+  manual_clock clk;
+  context_source src(clk);
+  auto done = sleep_async(src.get(), R"({"ms": 30})");
+  ASSERT_TRUE(clk.wait_for_timers(1));
+  clk.advance(29ms);
+  EXPECT_EQ(done.wait_for(20ms), std::future_status::timeout) << "woke before its 30 ms";
+  clk.advance(1ms);
+  ASSERT_EQ(done.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(done.get(), status::ok());
+}
+
+TEST(BuiltinHandlers, SleepStopsAtOnceWhenCancelled) {
+  manual_clock clk;
+  context_source src(clk);
+  auto done = sleep_async(src.get(), R"({"ms": 60000})");
+  ASSERT_TRUE(clk.wait_for_timers(1));
   src.cancel(cancel_cause::caller_gone);
-  ASSERT_EQ(done.wait_for(2s), std::future_status::ready);
-  EXPECT_LT(std::chrono::steady_clock::now() - t1, 500ms);
+  ASSERT_EQ(done.wait_for(5s), std::future_status::ready) << "the clock did not move: the cancel woke it";
   EXPECT_EQ(done.get(), status::cancelled(cancel_cause::caller_gone));
 }
 
 TEST(BuiltinHandlers, SleepStopsAtTheDeadlineOfAManualClock) {
-  io_thread io;
   manual_clock clk;
   context_source src(clk, clk.now() + 1s);
-  auto done = std::async(std::launch::async, [&] {
-    try {
-      sleep_handler(io.io)(src.get(), view(R"({"ms": 60000})"));
-      return status::ok();
-    } catch (const stopped_error& e) {
-      return e.why();
-    }
-  });
+  auto done = sleep_async(src.get(), R"({"ms": 60000})");
   clk.advance(1s);
-  ASSERT_EQ(done.wait_for(2s), std::future_status::ready);
+  ASSERT_EQ(done.wait_for(5s), std::future_status::ready);
   EXPECT_EQ(done.get().code, outcome::deadline_exceeded);
 }
 

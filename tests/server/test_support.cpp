@@ -187,8 +187,8 @@ server_options test_options() {
   return o;
 }
 
-test_server::test_server(server_options o, const std::function<void(http_server&)>& setup)
-    : server_(std::make_unique<http_server>(std::move(o))) {
+test_server::test_server(server_options o, const std::function<void(http_server&)>& setup, hourglass::clock& clk)
+    : server_(std::make_unique<http_server>(std::move(o), clk)) {
   if (setup) setup(*server_);
   server_->start();
 }

@@ -112,10 +112,12 @@ bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds lim
 // Settings for in-process test servers: ephemeral port, quiet logs.
 server_options test_options();
 
-// An in-process daemon on 127.0.0.1:<ephemeral>. Extra handlers are added before start().
+// An in-process daemon on 127.0.0.1:<ephemeral>. Extra handlers are added
+// before start(). `clk` (a manual_clock, say) must outlive it.
 class test_server {
  public:
-  explicit test_server(server_options o = test_options(), const std::function<void(http_server&)>& setup = {});
+  explicit test_server(server_options o = test_options(), const std::function<void(http_server&)>& setup = {},
+                       hourglass::clock& clk = real_clock());
   ~test_server();
 
   std::uint16_t port() const { return server_->port(); }

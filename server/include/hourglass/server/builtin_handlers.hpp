@@ -3,8 +3,8 @@
 // embedders may register them under other names too.
 //
 //  echo   any bytes        returns them, with the request's Content-Type
-//  sleep  {"ms": N}        waits N ms (0..3,600,000) on an Asio timer bound to the
-//                          job's context: a stop aborts the wait at once
+//  sleep  {"ms": N}        waits N ms (0..3,600,000) on the job's context (the
+//                          daemon's clock): a stop ends the wait at once
 //  spin   {"us": N}        burns N µs (0..60,000,000) of CPU, checking the context
 //                          between slices far shorter than 100 µs
 //  call   {"upstream": NAME, "handler": H, "body": B}
@@ -20,14 +20,10 @@
 #include "hourglass/server/handler.hpp"
 #include "hourglass/server/upstream_client.hpp"
 
-namespace boost::asio {
-class io_context;
-}
-
 namespace hourglass::server {
 
 handler_fn echo_handler();
-handler_fn sleep_handler(boost::asio::io_context& io);  // io must outlive the handler's jobs
+handler_fn sleep_handler();
 handler_fn spin_handler();
 handler_fn call_handler(upstream_client& client);       // client must outlive the handler's jobs
 

@@ -42,6 +42,7 @@
 #include <memory>
 #include <string>
 
+#include "hourglass/clock.hpp"
 #include "hourglass/executor.hpp"
 #include "hourglass/server/handler.hpp"
 #include "hourglass/server/options.hpp"
@@ -56,7 +57,11 @@ namespace hourglass::server {
 class http_server {
  public:
   // Throws std::invalid_argument for invalid options (validate()).
-  explicit http_server(server_options options);
+  // `clk` is the daemon's one clock: budgets start, deadlines and the grace
+  // are answered, queued jobs expire and pooled connections age on it (tests
+  // pass a manual_clock). Socket I/O timeouts (header, body, idle) are the
+  // kernel's business and stay on real time. `clk` must outlive the server.
+  explicit http_server(server_options options, hourglass::clock& clk = real_clock());
   // Drains with no grace if still running.
   ~http_server();
   http_server(const http_server&) = delete;

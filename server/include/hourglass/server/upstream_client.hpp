@@ -28,6 +28,7 @@
 #include <string>
 #include <string_view>
 
+#include "hourglass/clock.hpp"
 #include "hourglass/context.hpp"
 #include "hourglass/time.hpp"
 
@@ -51,6 +52,9 @@ struct upstream_client_options {
   std::size_t max_response_body = 8 * 1024 * 1024;
   // Bounds I/O when the context has no deadline (policy fifo).
   duration io_timeout = std::chrono::seconds(60);
+  // Times the pool's idle connections; the daemon passes its own clock.
+  // Budgets are read from each call's context, on the context's clock.
+  hourglass::clock* clock = nullptr;  // nullptr: real_clock()
 };
 
 class upstream_client {
