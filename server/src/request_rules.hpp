@@ -7,6 +7,9 @@
 #include <boost/beast/http/fields.hpp>
 #include <boost/beast/http/verb.hpp>
 
+#include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -66,6 +69,39 @@ struct budget_reading {
   duration freshness{};      // async: how long it may wait to start
 };
 budget_reading read_budget(const boost::beast::http::fields& headers, const budget_limits& limits);
+
+// ---- a job request's gate ----------------------------------------------------------
+
+// What becomes of POST /v1/jobs/{handler} once its headers are in, checked in
+// the order of http_server.hpp's "request's path": 404, 413 before any of the
+// body is read, 400 invalid_timeout, 503 shutting_down; else the body is read
+// (after a 100 Continue when the client asked and the body is still to come).
+enum class job_gate {
+  unknown_handler,          // 404 not_found
+  body_too_large,           // 413 payload_too_large
+  invalid_budget,           // 400 invalid_timeout (outcome invalid)
+  shutting_down,            // 503 shutting_down (rejected)
+  read_body,
+  continue_then_read_body,  // write 100 Continue first
+};
+
+struct job_request_facts {
+  bool handler_known = false;
+  std::optional<std::uint64_t> content_length;  // none: chunked or absent
+  std::size_t max_body = 0;
+  bool budget_ok = false;  // read_budget(...).ok
+  bool draining = false;
+  bool expects_continue = false;  // Expect: 100-continue
+  bool body_complete = false;     // all of it already arrived (or there is none)
+};
+
+constexpr job_gate gate_job_request(const job_request_facts& f) noexcept {
+  if (!f.handler_known) return job_gate::unknown_handler;
+  if (f.content_length && *f.content_length > f.max_body) return job_gate::body_too_large;
+  if (!f.budget_ok) return job_gate::invalid_budget;
+  if (f.draining) return job_gate::shutting_down;
+  return f.expects_continue && !f.body_complete ? job_gate::continue_then_read_body : job_gate::read_body;
+}
 
 // ---- the sync call ----------------------------------------------------------------
 

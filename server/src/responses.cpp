@@ -96,6 +96,14 @@ std::string outcome_body(const status& st, const job_timings& t, duration budget
   return o.str();
 }
 
+response invalid_budget_response(std::string_view message) {
+  support::json_object o;
+  o.add("error", "invalid_timeout").add("outcome", "invalid").add("message", message);
+  response res = make_response(400, o.str(), json_type);
+  res.set("Server-Timing", server_timing({}));
+  return res;
+}
+
 response job_response(const status& st, const job_timings& t, duration budget, duration remaining_now,
                       handler_result* result, const error_info* error) {
   response res;

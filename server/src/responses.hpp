@@ -44,6 +44,10 @@ unsigned http_status_for(const status& st, const error_info* error);
 std::string outcome_body(const status& st, const job_timings& t, duration budget, duration remaining_now,
                          const error_info* error);
 
+// 400 {"error": "invalid_timeout", "outcome": "invalid", "message": ...}: a
+// budget header the request carried could not be read.
+response invalid_budget_response(std::string_view message);
+
 // The full response for a finished sync job.
 response job_response(const status& st, const job_timings& t, duration budget, duration remaining_now,
                       handler_result* result, const error_info* error);

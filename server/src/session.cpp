@@ -171,50 +171,51 @@ void session::route() {
 void session::start_job(std::string_view name) {
   const auto& req = header_parser_->get();
   entry_ = core_.find_handler(name);
-  if (entry_ == nullptr) return send_error(404, "not_found", "no such handler");
-  if (const auto len = header_parser_->content_length(); len && *len > core_.opts.max_body) {
-    return send_error(413, "payload_too_large", "request body exceeds --max-body");
-  }
-
   // The budget: the tightest of the three headers, refused whole if any is malformed.
   const budget_reading budget = read_budget(req, {core_.opts.default_budget, core_.opts.max_budget});
   async_ = budget.async;
-  if (!budget.ok) {
-    const status st = status::invalid();
-    core_.jobs->stats().on_refused(*entry_->metrics, st);
-    job_report rep{entry_->name, async_ ? "async" : "sync", duration::max(), {}, st, 400};
-    rep.note = "invalid_timeout";
-    core_.log_job(rep);
-    support::json_object o;
-    o.add("error", "invalid_timeout").add("outcome", "invalid").add("message", budget.message);
-    response res = make_response(400, o.str(), json_type);
-    res.set("Server-Timing", server_timing({}));
-    return send(std::move(res));
-  }
   budget_ = budget.budget;
   freshness_ = budget.freshness;
+  job_request_facts facts;
+  facts.handler_known = entry_ != nullptr;
+  if (const auto len = header_parser_->content_length()) facts.content_length = *len;
+  facts.max_body = core_.opts.max_body;
+  facts.budget_ok = budget.ok;
+  facts.draining = core_.draining.load();
+  facts.expects_continue = beast::iequals(req[http::field::expect], "100-continue");
+  facts.body_complete = header_parser_->is_done();
 
-  if (core_.draining.load()) {
-    core_.jobs->stats().on_rejected(*entry_->metrics, reject_reason::shutting_down);
-    const status st = status::rejected(reject_reason::shutting_down);
-    core_.log_job({entry_->name, async_ ? "async" : "sync", budget_, {}, st, 503});
-    return send(job_response(st, {}, budget_, remaining(saturating_add(headers_at_, budget_), headers_at_), nullptr,
-                             nullptr));
+  switch (gate_job_request(facts)) {
+    case job_gate::unknown_handler: return send_error(404, "not_found", "no such handler");
+    case job_gate::body_too_large: return send_error(413, "payload_too_large", "request body exceeds --max-body");
+    case job_gate::invalid_budget: {
+      const status st = status::invalid();
+      core_.jobs->stats().on_refused(*entry_->metrics, st);
+      job_report rep{entry_->name, async_ ? "async" : "sync", duration::max(), {}, st, 400};
+      rep.note = "invalid_timeout";
+      core_.log_job(rep);
+      return send(invalid_budget_response(budget.message));
+    }
+    case job_gate::shutting_down: {
+      core_.jobs->stats().on_rejected(*entry_->metrics, reject_reason::shutting_down);
+      const status st = status::rejected(reject_reason::shutting_down);
+      core_.log_job({entry_->name, async_ ? "async" : "sync", budget_, {}, st, 503});
+      return send(job_response(st, {}, budget_, budget_, nullptr, nullptr));  // nothing of it spent
+    }
+    case job_gate::continue_then_read_body: {
+      static constexpr std::string_view go_on = "HTTP/1.1 100 Continue\r\n\r\n";
+      writing_ = true;
+      stream_.expires_after(core_.opts.body_timeout);
+      net::async_write(stream_, net::buffer(go_on.data(), go_on.size()),
+                       [self = shared_from_this()](error_code ec, std::size_t) {
+                         self->writing_ = false;
+                         if (ec) return self->do_close();
+                         self->read_body();
+                       });
+      return;
+    }
+    case job_gate::read_body: return read_body();
   }
-
-  if (beast::iequals(req[http::field::expect], "100-continue") && !header_parser_->is_done()) {
-    static constexpr std::string_view go_on = "HTTP/1.1 100 Continue\r\n\r\n";
-    writing_ = true;
-    stream_.expires_after(core_.opts.body_timeout);
-    net::async_write(stream_, net::buffer(go_on.data(), go_on.size()),
-                     [self = shared_from_this()](error_code ec, std::size_t) {
-                       self->writing_ = false;
-                       if (ec) return self->do_close();
-                       self->read_body();
-                     });
-    return;
-  }
-  read_body();
 }
 
 void session::read_body() {

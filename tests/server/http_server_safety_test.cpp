@@ -88,14 +88,21 @@ TEST(HttpServerSafety, WrongMethodsAre405WithAllow) {
   EXPECT_EQ(client(srv.port()).request("HEAD", "/healthz").status, 200u);
 }
 
+// Sends only the headers of a POST announcing `content_length` bytes; returns
+// what came back and whether the server closed the connection.
+std::pair<std::string, bool> answer_to_headers_only(std::uint16_t port, std::uint64_t content_length) {
+  raw_socket s(port);
+  EXPECT_TRUE(s.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(content_length) +
+                     "\r\n\r\n"));
+  return s.read_until_close(3s);
+}
+
 TEST(HttpServerSafety, OversizedBodyIs413BeforeTheBodyIsRead) {
   server_options o = test_options();
   o.max_body = 1000;
   test_server srv(o);
-  raw_socket s(srv.port());
   // Only the headers are sent: the answer must come without the body.
-  ASSERT_TRUE(s.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\n"));
-  const auto [resp, closed] = s.read_until_close(3s);
+  const auto [resp, closed] = answer_to_headers_only(srv.port(), 1000000);
   EXPECT_NE(resp.find("HTTP/1.1 413"), std::string::npos) << resp;
   EXPECT_TRUE(closed) << "the unread body is not waited for";
   EXPECT_EQ(post(srv.port(), "/v1/jobs/echo", std::string(1000, 'a')).status, 200u);
@@ -122,9 +129,7 @@ TEST(HttpServerSafety, AContentLengthAbove1MiBIsJudgedByMaxBody) {
     server_options o = test_options();
     o.max_body = 4096;
     test_server srv(o);
-    raw_socket s(srv.port());
-    ASSERT_TRUE(s.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 10000000\r\n\r\n"));
-    const auto [resp, closed] = s.read_until_close(3s);
+    const auto [resp, closed] = answer_to_headers_only(srv.port(), 10000000);
     EXPECT_NE(resp.find("HTTP/1.1 413"), std::string::npos) << resp;
   }
   {

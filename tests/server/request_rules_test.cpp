@@ -166,5 +166,35 @@ TEST(SyncCall, AnswersAtMostOnceOnAnyPath) {
   }
 }
 
+// A valid request to a known handler, then each fact spoilt in turn: the first
+// failing check in protocol order decides.
+TEST(GateJobRequest, ChecksInOrder) {
+  job_request_facts ok;
+  ok.handler_known = true;
+  ok.content_length = 10;
+  ok.max_body = 10;
+  ok.budget_ok = true;
+  ok.body_complete = true;
+  EXPECT_EQ(gate_job_request(ok), job_gate::read_body);
+
+  auto with = [&](auto change) {
+    job_request_facts f = ok;
+    change(f);
+    return gate_job_request(f);
+  };
+  EXPECT_EQ(with([](auto& f) { f.handler_known = false; f.budget_ok = false; f.draining = true; }),
+            job_gate::unknown_handler) << "an unknown handler is 404 whatever else is wrong";
+  EXPECT_EQ(with([](auto& f) { f.content_length = 11; f.budget_ok = false; }), job_gate::body_too_large)
+      << "413 before the budget headers are judged";
+  EXPECT_EQ(with([](auto& f) { f.content_length.reset(); }), job_gate::read_body) << "chunked: judged while read";
+  EXPECT_EQ(with([](auto& f) { f.budget_ok = false; f.draining = true; }), job_gate::invalid_budget);
+  EXPECT_EQ(with([](auto& f) { f.draining = true; f.expects_continue = true; f.body_complete = false; }),
+            job_gate::shutting_down) << "no 100 Continue for a request that will be refused";
+  EXPECT_EQ(with([](auto& f) { f.expects_continue = true; f.body_complete = false; }),
+            job_gate::continue_then_read_body);
+  EXPECT_EQ(with([](auto& f) { f.expects_continue = true; }), job_gate::read_body)
+      << "the body is already here: no 100 Continue";
+}
+
 }  // namespace
 }  // namespace hourglass::server::detail

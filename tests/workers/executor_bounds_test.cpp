@@ -3,6 +3,7 @@
 // timings like the job's own, and every job offered is counted once:
 // offered = admitted + rejected, admitted = finished (when quiet).
 #include "hourglass/executor.hpp"
+#include "manual_executor.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,19 +14,12 @@ namespace {
 
 using namespace std::chrono_literals;
 
-executor_options manual(manual_clock& clk) {
-  executor_options o;
-  o.manual_mode = true;
-  o.clock = &clk;
-  o.queue_capacity = 8;
-  return o;
-}
 
 // Regression (issue 8.2): a zero budget was admitted and started with a
 // context already done, then reported as run and completed late.
 TEST(ExecutorBounds, AZeroBudgetIsRefusedAtAdmission) {
   manual_clock clk;
-  executor ex(manual(clk));
+  executor ex(testing::manual_executor(clk, 8));
   bool ran = false;
   auto h = ex.submit(job_options::within(clk, 0ns), [&] { ran = true; });
   EXPECT_EQ(ex.run_pending(), 0u);
@@ -41,7 +35,7 @@ TEST(ExecutorBounds, AZeroBudgetIsRefusedAtAdmission) {
 
 TEST(ExecutorBounds, AJobWhoseDeadlineIsReachedExactlyInTheQueueNeverStarts) {
   manual_clock clk;
-  executor ex(manual(clk));
+  executor ex(testing::manual_executor(clk, 8));
   bool ran = false;
   auto h = ex.submit(job_options::within(clk, 10ms), [&] { ran = true; });
   clk.advance(10ms);  // remaining: exactly zero
@@ -56,7 +50,7 @@ TEST(ExecutorBounds, AJobWhoseDeadlineIsReachedExactlyInTheQueueNeverStarts) {
 
 TEST(ExecutorBounds, OneTickLeftStillStarts) {
   manual_clock clk;
-  executor ex(manual(clk));
+  executor ex(testing::manual_executor(clk, 8));
   auto h = ex.submit(job_options::within(clk, 10ms), [] { return 1; });
   clk.advance(10ms - 1ns);
   ex.run_pending();
@@ -67,7 +61,7 @@ TEST(ExecutorBounds, OneTickLeftStillStarts) {
 // timings ignored the parent's deadline.
 TEST(ExecutorBounds, AParentsDeadlineBoundsAdmission) {
   manual_clock clk;
-  executor ex(manual(clk));
+  executor ex(testing::manual_executor(clk, 8));
   context_source caller(clk, clk.now() + 10ms);
   job_options o;
   o.parent = &caller.get();
@@ -83,7 +77,7 @@ TEST(ExecutorBounds, AParentsDeadlineBoundsAdmission) {
 
 TEST(ExecutorBounds, AParentsDeadlineBoundsExpiryAtDequeueAndTheTimings) {
   manual_clock clk;
-  executor ex(manual(clk));
+  executor ex(testing::manual_executor(clk, 8));
   context_source caller(clk, clk.now() + 50ms);
   job_options o;
   o.parent = &caller.get();
@@ -112,7 +106,7 @@ TEST(ExecutorBounds, AParentsDeadlineBoundsExpiryAtDequeueAndTheTimings) {
 // finished_total too, so sum(finished) exceeded admitted.
 TEST(ExecutorBounds, EveryJobOfferedIsCountedOnceAdmittedOrRejected) {
   manual_clock clk;
-  executor ex(manual(clk));
+  executor ex(testing::manual_executor(clk, 8));
   std::vector<job_handle<int>> hs;
   const auto offer = [&](job_options o) { hs.push_back(ex.submit(o, [] { return 0; })); };
   job_options tight = job_options::within(clk, 5ms);

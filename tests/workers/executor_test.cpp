@@ -1,4 +1,5 @@
 #include "hourglass/executor.hpp"
+#include "manual_executor.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,17 +14,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-executor_options manual(manual_clock& clk, std::size_t capacity = 16) {
-  executor_options o;
-  o.manual_mode = true;
-  o.clock = &clk;
-  o.queue_capacity = capacity;
-  return o;
-}
+using testing::manual_executor;
 
 TEST(Executor, RunsAJobAndReportsItsTimings) {
   manual_clock clk;
-  executor ex(manual(clk));
+  executor ex(manual_executor(clk));
   auto h = ex.submit(job_options::within(clk, 100ms), [&](const context& ctx) {
     EXPECT_EQ(ctx.remaining(), 70ms);
     clk.advance(20ms);
@@ -46,7 +41,7 @@ TEST(Executor, RunsAJobAndReportsItsTimings) {
 
 TEST(Executor, RejectsBelowMinimumUsefulBudget) {
   manual_clock clk;
-  executor ex(manual(clk));
+  executor ex(manual_executor(clk));
   job_options o = job_options::within(clk, 5ms);
   o.min_budget = 10ms;
   bool ran = false;
@@ -61,7 +56,7 @@ TEST(Executor, RejectsBelowMinimumUsefulBudget) {
 
 TEST(Executor, ExpiredInQueueNeverRuns) {
   manual_clock clk;
-  executor ex(manual(clk));
+  executor ex(manual_executor(clk));
   bool ran = false;
   auto h = ex.submit(job_options::within(clk, 50ms), [&] { ran = true; });
   clk.advance(51ms);
@@ -77,7 +72,7 @@ TEST(Executor, ExpiredInQueueNeverRuns) {
 
 TEST(Executor, HandlerErrorIsCaptured) {
   manual_clock clk;
-  executor ex(manual(clk));
+  executor ex(manual_executor(clk));
   auto h = ex.submit(job_options{}, []() -> int { throw std::invalid_argument("bad input"); });
   ex.run_pending();
   auto r = h.get();
@@ -87,7 +82,7 @@ TEST(Executor, HandlerErrorIsCaptured) {
 
 TEST(Executor, CompletedLateIsDiscardedAndCounted) {
   manual_clock clk;
-  executor ex(manual(clk));
+  executor ex(manual_executor(clk));
   auto h = ex.submit(job_options::within(clk, 10ms), [&](const context&) {
     clk.advance(15ms);  // overran, ignoring its context
     return 7;
@@ -107,7 +102,7 @@ TEST(Executor, CompletedLateIsDiscardedAndCounted) {
 
 TEST(Executor, CancelBeforeStartMeansNeverRuns) {
   manual_clock clk;
-  executor ex(manual(clk));
+  executor ex(manual_executor(clk));
   bool ran = false;
   auto h = ex.submit(job_options{}, [&] { ran = true; });
   EXPECT_TRUE(h.cancel());
@@ -177,7 +172,7 @@ executor_options threaded(manual_clock& clk, std::size_t workers = 1) {
 
 TEST(ExecutorAsync, FreshnessBoundsTheStartNotTheRun) {
   manual_clock clk;
-  executor ex(manual(clk));
+  executor ex(manual_executor(clk));
   // Worth starting for 5 s; once started, its own limit of 1 s applies.
   auto fresh = ex.submit(job_options::async(clk, 5s, 1s), [&](const context& ctx) {
     return ctx.remaining();
@@ -197,7 +192,7 @@ TEST(ExecutorAsync, FreshnessBoundsTheStartNotTheRun) {
 
 TEST(ExecutorAsync, ExpiredFreshnessIsRefusedAtAdmission) {
   manual_clock clk;
-  executor ex(manual(clk));
+  executor ex(manual_executor(clk));
   job_options o = job_options::async(clk, 0s, 1s);
   clk.advance(1ms);
   auto h = ex.submit(o, [] { return 1; });
@@ -223,7 +218,7 @@ TEST(Executor, ParentCancellationFlowsIntoTheJob) {
 
 TEST(Executor, ParentStoppedWhileQueuedIsDroppedAtDequeue) {
   manual_clock clk;
-  executor ex(manual(clk));
+  executor ex(manual_executor(clk));
   context_source caller(clk);
   job_options o;
   o.parent = &caller.get();
@@ -237,7 +232,7 @@ TEST(Executor, ParentStoppedWhileQueuedIsDroppedAtDequeue) {
 
 TEST(Executor, JobContextGetsCapAndReserve) {
   manual_clock clk;
-  executor ex(manual(clk));
+  executor ex(manual_executor(clk));
   job_options o = job_options::within(clk, 300ms);
   o.reserve = 80ms;
   auto h = ex.submit(o, [](const context& ctx) { return ctx.remaining(); });
@@ -313,7 +308,7 @@ TEST(Executor, DestroyingWithWorkQueuedGivesEveryJobItsOutcome) {
 
 TEST(Executor, FifoPolicyRunsExpiredWorkAndCountsItLate) {
   manual_clock clk;
-  executor_options o = manual(clk);
+  executor_options o = manual_executor(clk);
   o.deadline_checks = false;
   executor ex(o);
   job_options jo = job_options::within(clk, 10ms);
@@ -340,7 +335,7 @@ using namespace std::chrono_literals;
 // already answered) may say so: the outcome keeps stage `queue`.
 TEST(Executor, AJobMayReportItNeverReallyStarted) {
   manual_clock clk;
-  executor ex(manual(clk));
+  executor ex(manual_executor(clk));
   auto h = ex.submit(job_options::within(clk, 10ms), [&](const context&) -> int {
     clk.advance(20ms);  // the deadline passed as it was being started
     throw stopped_error(status::expired(expiry_stage::queue));
