@@ -80,7 +80,8 @@ class load_run {
     // Every arrival due by now joins the waiting line, stamped with its own time.
     while (arrival(next_) <= now && arrival(next_) < end_) {
       const auto lag = now - arrival(next_);
-      report_.max_send_lag_ms = std::max(report_.max_send_lag_ms, std::chrono::duration<double, std::milli>(lag).count());
+      report_.max_send_lag_ms = std::max(report_.max_send_lag_ms,
+                                         std::chrono::duration<double, std::milli>(lag).count());
       waiting_.push_back(arrival(next_));
       ++next_;
       ++report_.offered;
@@ -275,8 +276,8 @@ void print_table(std::ostream& out, const http_report& r) {
   std::snprintf(line, sizeof line,
                 "offered %llu  sent %llu  ok %llu  ok in deadline %llu  goodput %.1f req/s  errors %llu\n",
                 static_cast<unsigned long long>(r.offered), static_cast<unsigned long long>(r.sent),
-                static_cast<unsigned long long>(r.ok), static_cast<unsigned long long>(r.ok_in_deadline),
-                r.goodput_rps, static_cast<unsigned long long>(r.errors));
+                static_cast<unsigned long long>(r.ok), static_cast<unsigned long long>(r.ok_in_deadline), r.goodput_rps,
+                static_cast<unsigned long long>(r.errors));
   out << line;
   out << "rejected " << json_map(r.rejected) << "  deadline_exceeded " << json_map(r.deadline_exceeded) << "\n";
   for (const auto& [code, n] : r.other_statuses) out << "status " << code << ": " << n << "\n";

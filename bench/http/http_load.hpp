@@ -18,8 +18,8 @@
 namespace hourglass::bench {
 
 struct http_options {
-  std::string url;              // http://HOST:PORT/PATH
-  double rate = 100;            // requests per second
+  std::string url;    // http://HOST:PORT/PATH
+  double rate = 100;  // requests per second
   duration length = std::chrono::seconds(10);
   duration budget = std::chrono::seconds(1);  // sent as Request-Timeout
   std::string body;
@@ -27,17 +27,17 @@ struct http_options {
 };
 
 struct http_report {
-  std::uint64_t offered = 0;         // arrivals scheduled
-  std::uint64_t sent = 0;            // requests written to a connection
-  std::uint64_t ok = 0;              // 200
-  std::uint64_t ok_in_deadline = 0;  // 200 within the budget of its scheduled send time
-  std::uint64_t errors = 0;          // transport errors, unexpected statuses, no answer in time
+  std::uint64_t offered = 0;                               // arrivals scheduled
+  std::uint64_t sent = 0;                                  // requests written to a connection
+  std::uint64_t ok = 0;                                    // 200
+  std::uint64_t ok_in_deadline = 0;                        // 200 within the budget of its scheduled send time
+  std::uint64_t errors = 0;                                // transport errors, unexpected statuses, no answer in time
   std::map<std::string, std::uint64_t> rejected;           // 503 (and 400 invalid_timeout) by "error"
   std::map<std::string, std::uint64_t> deadline_exceeded;  // 504 by "stage"
   std::map<int, std::uint64_t> other_statuses;
   double goodput_rps = 0;
   double elapsed_s = 0;
-  double max_send_lag_ms = 0;        // how late the generator itself ran
+  double max_send_lag_ms = 0;                                             // how late the generator itself ran
   histogram_snapshot latency{log_bucket_layout::three_digits_precision};  // ok responses, ns
 };
 

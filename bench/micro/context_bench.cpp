@@ -66,7 +66,9 @@ void BM_StopSource_CancelCallbacks(benchmark::State& state) {
   std::vector<std::optional<cb>> cbs(n);
   for (auto _ : state) {
     std::stop_source parent;
-    for (auto& c : cbs) c.emplace(parent.get_token(), +[] {});
+    for (auto& c : cbs)
+      c.emplace(
+          parent.get_token(), +[] {});
     parent.request_stop();
     for (auto& c : cbs) c.reset();
   }

@@ -39,7 +39,8 @@ void BM_Executor_RoundTrip(benchmark::State& state) {
   done_flag done;
   std::uint64_t k = 0;
   for (auto _ : state) {
-    ex.submit(o, [] {}, [&done](job_result<std::monostate>&&) noexcept { done.hit(); });
+    ex.submit(
+        o, [] {}, [&done](job_result<std::monostate>&&) noexcept { done.hit(); });
     done.wait_for(++k);
   }
   state.SetItemsProcessed(state.iterations());
@@ -93,7 +94,8 @@ void BM_Executor_SubmitBatch(benchmark::State& state) {
   std::uint64_t k = 0;
   for (auto _ : state) {
     for (std::uint64_t i = 0; i < n; ++i) {
-      ex.submit(o, [] {}, [&done](job_result<std::monostate>&&) noexcept { done.hit(); });
+      ex.submit(
+          o, [] {}, [&done](job_result<std::monostate>&&) noexcept { done.hit(); });
     }
     done.wait_for(k += n);
   }
@@ -139,8 +141,8 @@ BENCHMARK(BM_AsioPool_SubmitBatch)->Arg(16)->Arg(256)->Arg(4096)->UseRealTime();
 
 // ---- refusal at admission: no allocation (counted), no system call ----
 void report_allocations(benchmark::State& state, std::uint64_t before) {
-  state.counters["allocs/op"] = benchmark::Counter(
-      static_cast<double>(bench::thread_allocations() - before) / static_cast<double>(state.iterations()));
+  state.counters["allocs/op"] = benchmark::Counter(static_cast<double>(bench::thread_allocations() - before) /
+                                                   static_cast<double>(state.iterations()));
 }
 
 void BM_Executor_RejectQueueFull(benchmark::State& state) {
@@ -148,11 +150,14 @@ void BM_Executor_RejectQueueFull(benchmark::State& state) {
   executor ex({.manual_mode = true, .queue_capacity = 8, .clock = &clk});
   job_options o;
   o.metrics = &ex.handler("bench");
-  for (int i = 0; i < 8; ++i) ex.submit(o, [] {}, [](job_result<std::monostate>&&) noexcept {});
+  for (int i = 0; i < 8; ++i)
+    ex.submit(
+        o, [] {}, [](job_result<std::monostate>&&) noexcept {});
   std::uint64_t refused = 0;
   const std::uint64_t before = bench::thread_allocations();
   for (auto _ : state) {
-    ex.submit(o, [] {}, [&refused](job_result<std::monostate>&& r) noexcept { refused += !r.ok(); });
+    ex.submit(
+        o, [] {}, [&refused](job_result<std::monostate>&& r) noexcept { refused += !r.ok(); });
   }
   report_allocations(state, before);
   if (refused != static_cast<std::uint64_t>(state.iterations())) state.SkipWithError("a job was admitted");
@@ -169,7 +174,8 @@ void BM_Executor_RejectInsufficientBudget(benchmark::State& state) {
   std::uint64_t refused = 0;
   const std::uint64_t before = bench::thread_allocations();
   for (auto _ : state) {
-    ex.submit(o, [] {}, [&refused](job_result<std::monostate>&& r) noexcept { refused += !r.ok(); });
+    ex.submit(
+        o, [] {}, [&refused](job_result<std::monostate>&& r) noexcept { refused += !r.ok(); });
   }
   report_allocations(state, before);
   if (refused != static_cast<std::uint64_t>(state.iterations())) state.SkipWithError("a job was admitted");

@@ -28,7 +28,7 @@ namespace hourglass::bench {
 struct arrival_plan {
   double rate = 1000;  // arrivals per second, > 0
   time_point start{};
-  duration length{};   // arrivals are scheduled in [start, start + length)
+  duration length{};  // arrivals are scheduled in [start, start + length)
   std::uint64_t seed = 1;
 };
 

@@ -187,7 +187,8 @@ executed_run execute(const std::string& policy, const run_setup& setup, std::vec
   out.slots.resize(schedule.size());
   auto runner = make_runner(policy, setup, out.slots);
   std::thread gen([&] {
-    out.gen = run_generator(schedule, window_end, setup.quantum, [&](std::size_t i, time_point at) { runner->send(i, at); });
+    out.gen = run_generator(schedule, window_end, setup.quantum,
+                            [&](std::size_t i, time_point at) { runner->send(i, at); });
   });
   gen.join();
   // After this, no job that arrived in the window can still end good.
@@ -335,8 +336,7 @@ overload_options resolve(overload_options o) {
   return o;
 }
 
-overload_report run_overload(const overload_options& options,
-                             const std::function<void(const std::string&)>& progress) {
+overload_report run_overload(const overload_options& options, const std::function<void(const std::string&)>& progress) {
   overload_report rep;
   rep.options = resolve(options);
   const overload_options& o = rep.options;
@@ -346,8 +346,8 @@ overload_report run_overload(const overload_options& options,
   progress(fmt("capacity: closed loop, %zu worker(s), service time %.3f ms, budget %.3f ms ...", o.workers,
                to_millis(o.service_time), to_millis(o.budget)));
   rep.capacity_rps = measure_capacity(setup, o.capacity_length);
-  progress(fmt("capacity: %.0f jobs/s (nominal workers/service time: %.0f)", rep.capacity_rps,
-               rep.nominal_capacity_rps));
+  progress(
+      fmt("capacity: %.0f jobs/s (nominal workers/service time: %.0f)", rep.capacity_rps, rep.nominal_capacity_rps));
 
   std::uint64_t seed = o.seed;
   const std::size_t total = o.loads.size() * o.policies.size();
@@ -430,9 +430,10 @@ overload_report run_overload(const overload_options& options,
         for (std::size_t i = 0; i < ex.slots.size(); ++i) {
           const auto& sl = ex.slots[i];
           if (sl.f != fate::good && sl.scheduled >= start + o.step_phase * static_cast<int>(phases - 1)) {
-            std::fprintf(stderr, "debug: %s arrival %.3f ms after drop fate %d run %.3f ms done %.3f ms after arrival\n",
-                         policy.c_str(), to_millis(sl.scheduled - (start + o.step_phase * static_cast<int>(phases - 1))),
-                         static_cast<int>(sl.f), to_millis(sl.run), to_millis(sl.done - sl.scheduled));
+            std::fprintf(
+                stderr, "debug: %s arrival %.3f ms after drop fate %d run %.3f ms done %.3f ms after arrival\n",
+                policy.c_str(), to_millis(sl.scheduled - (start + o.step_phase * static_cast<int>(phases - 1))),
+                static_cast<int>(sl.f), to_millis(sl.run), to_millis(sl.done - sl.scheduled));
           }
         }
       }

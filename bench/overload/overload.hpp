@@ -75,17 +75,17 @@ struct outcome_counts {
 struct run_result {
   std::string policy;
   double load = 0;
-  double offered_rps = 0;   // jobs sent / window
-  double nominal_rps = 0;   // load x capacity (the Poisson rate asked for)
+  double offered_rps = 0;  // jobs sent / window
+  double nominal_rps = 0;  // load x capacity (the Poisson rate asked for)
   double goodput_rps = 0;
   double goodput_ratio = 0;  // goodput / capacity
   // Worker CPU time on jobs that did not end ok inside their deadline / all
   // worker CPU time in jobs. CPU time, so that a job preempted by a neighbour
   // counts the work it did, not the time it waited for a core.
   double wasted_work_ratio = 0;
-  double wasted_wall_ratio = 0;  // the same with wall time
-  double busy_s = 0;    // CPU seconds in jobs
-  double wasted_s = 0;  // CPU seconds in jobs that were not good
+  double wasted_wall_ratio = 0;                            // the same with wall time
+  double busy_s = 0;                                       // CPU seconds in jobs
+  double wasted_s = 0;                                     // CPU seconds in jobs that were not good
   double p50_ms = 0, p99_ms = 0, p999_ms = 0, max_ms = 0;  // latency of good jobs, from scheduled arrival
   outcome_counts counts;
   double send_lag_p99_ms = 0, send_lag_max_ms = 0;
@@ -95,20 +95,20 @@ struct run_result {
 
 struct step_series {
   std::string policy;
-  std::vector<double> offered_rps;  // per bin: arrivals in the bin / bin length
-  std::vector<double> goodput_rps;  // per bin: good completions in the bin / bin length
-  std::optional<double> recovery_ms;  // after the drop; nullopt: not within the phase
+  std::vector<double> offered_rps;      // per bin: arrivals in the bin / bin length
+  std::vector<double> goodput_rps;      // per bin: good completions in the bin / bin length
+  std::optional<double> recovery_ms;    // after the drop; nullopt: not within the phase
   double goodput_after_drop_ratio = 0;  // good / offered over the last phase
   double wasted_work_ratio = 0;
-  outcome_counts counts;        // the whole step run
-  outcome_counts after_drop;    // arrivals after the drop
+  outcome_counts counts;      // the whole step run
+  outcome_counts after_drop;  // arrivals after the drop
   bool valid = true;
 };
 
 struct overload_report {
-  overload_options options;  // with defaults resolved
-  double capacity_rps = 0;           // best of three closed-loop windows, before the runs
-  double capacity_after_rps = 0;     // the same, after the load runs (drift = noisy machine)
+  overload_options options;         // with defaults resolved
+  double capacity_rps = 0;          // best of three closed-loop windows, before the runs
+  double capacity_after_rps = 0;    // the same, after the load runs (drift = noisy machine)
   double nominal_capacity_rps = 0;  // workers / service time
   std::vector<run_result> runs;
   std::vector<step_series> steps;
@@ -121,7 +121,6 @@ struct overload_report {
 overload_options resolve(overload_options o);
 
 // Runs the experiment. `progress` receives one human line per finished step.
-overload_report run_overload(const overload_options& options,
-                             const std::function<void(const std::string&)>& progress);
+overload_report run_overload(const overload_options& options, const std::function<void(const std::string&)>& progress);
 
 }  // namespace hourglass::bench

@@ -68,10 +68,12 @@ void print_table(std::ostream& out, const overload_report& r) {
     out << "WARNING: capacity changed by more than 5 % during the experiment: the machine's load changed\n";
   }
   out << "\n";
-  const char* head[] = {"policy", "load", "offered/s", "goodput/s", "/capacity", "wasted", "p50 ms", "p99 ms",
-                        "p999 ms", "rej full", "rej budget", "exp queue", "cancel run", "late", "lag p99 ms", "valid"};
+  const char* head[] = {"policy",     "load",   "offered/s",  "goodput/s", "/capacity",  "wasted",
+                        "p50 ms",     "p99 ms", "p999 ms",    "rej full",  "rej budget", "exp queue",
+                        "cancel run", "late",   "lag p99 ms", "valid"};
   const std::size_t w[] = {9, 5, 10, 10, 9, 7, 8, 8, 8, 9, 10, 9, 10, 7, 10, 5};
-  for (std::size_t i = 0; i < std::size(head); ++i) out << pad(head[i], w[i], i != 0) << (i + 1 < std::size(head) ? "  " : "\n");
+  for (std::size_t i = 0; i < std::size(head); ++i)
+    out << pad(head[i], w[i], i != 0) << (i + 1 < std::size(head) ? "  " : "\n");
   for (const auto& x : r.runs) {
     const std::string cells[] = {x.policy,
                                  num(x.load, 3),
@@ -126,9 +128,15 @@ std::string to_json(const overload_report& r) {
   for (const auto& x : r.runs) {
     const auto& c = x.counts;
     j.begin_object().member("policy", x.policy);
-    number_fields(j, {{"load", x.load}, {"offered_rps", x.offered_rps}, {"goodput_rps", x.goodput_rps},
-                      {"goodput_ratio", x.goodput_ratio}, {"wasted_work_ratio", x.wasted_work_ratio},
-                      {"p99_ms", x.p99_ms}, {"p50_ms", x.p50_ms}, {"p999_ms", x.p999_ms}, {"max_ms", x.max_ms}});
+    number_fields(j, {{"load", x.load},
+                      {"offered_rps", x.offered_rps},
+                      {"goodput_rps", x.goodput_rps},
+                      {"goodput_ratio", x.goodput_ratio},
+                      {"wasted_work_ratio", x.wasted_work_ratio},
+                      {"p99_ms", x.p99_ms},
+                      {"p50_ms", x.p50_ms},
+                      {"p999_ms", x.p999_ms},
+                      {"max_ms", x.max_ms}});
     j.member("offered", c.offered).member("ok_in_deadline", c.good);
     j.key("rejected").begin_object();
     j.member("queue_full", c.rejected_queue_full).member("insufficient_budget", c.rejected_budget);
@@ -138,9 +146,13 @@ std::string to_json(const overload_report& r) {
     j.member("run", c.cancelled_run + c.completed_late).end_object();
     j.member("completed_late", c.completed_late).member("cancelled_mid_run", c.cancelled_run);
     j.member("cut_off", c.cut_off).member("errors", c.errors);
-    number_fields(j, {{"busy_s", x.busy_s}, {"wasted_s", x.wasted_s}, {"wasted_wall_ratio", x.wasted_wall_ratio},
-                      {"nominal_rps", x.nominal_rps}, {"send_lag_p99_ms", x.send_lag_p99_ms},
-                      {"send_lag_max_ms", x.send_lag_max_ms}, {"send_ratio", x.send_ratio}});
+    number_fields(j, {{"busy_s", x.busy_s},
+                      {"wasted_s", x.wasted_s},
+                      {"wasted_wall_ratio", x.wasted_wall_ratio},
+                      {"nominal_rps", x.nominal_rps},
+                      {"send_lag_p99_ms", x.send_lag_p99_ms},
+                      {"send_lag_max_ms", x.send_lag_max_ms},
+                      {"send_ratio", x.send_ratio}});
     j.member("valid", x.valid).end_object();
   }
   j.end_array();
@@ -161,11 +173,14 @@ std::string to_json(const overload_report& r) {
     }
     j.end_array().end_object();
   }
-  number_fields(j, {{"service_time_ms", to_millis(o.service_time)}, {"budget_ms", to_millis(o.budget)},
+  number_fields(j, {{"service_time_ms", to_millis(o.service_time)},
+                    {"budget_ms", to_millis(o.budget)},
                     {"min_budget_ms", to_millis(o.min_budget)}});
   j.member("workers", o.workers).member("queue_capacity", o.queue_capacity);
-  number_fields(j, {{"send_quantum_ms", to_millis(o.send_quantum)}, {"duration_s", to_seconds(o.run_length)},
-                    {"nominal_capacity_rps", r.nominal_capacity_rps}, {"capacity_after_rps", r.capacity_after_rps}});
+  number_fields(j, {{"send_quantum_ms", to_millis(o.send_quantum)},
+                    {"duration_s", to_seconds(o.run_length)},
+                    {"nominal_capacity_rps", r.nominal_capacity_rps},
+                    {"capacity_after_rps", r.capacity_after_rps}});
   return j.end_object().take();
 }
 
@@ -179,11 +194,11 @@ void write_csv(std::ostream& out, const overload_report& r) {
     const auto& c = x.counts;
     out << num(to_millis(o.service_time)) << ',' << num(to_millis(o.budget)) << ',' << o.workers << ','
         << num(r.capacity_rps) << ',' << x.policy << ',' << num(x.load) << ',' << num(x.offered_rps) << ','
-        << num(x.goodput_rps) << ',' << num(x.goodput_ratio) << ',' << num(x.wasted_work_ratio) << ','
-        << num(x.p50_ms) << ',' << num(x.p99_ms) << ',' << num(x.p999_ms) << ',' << num(x.max_ms) << ',' << c.offered
-        << ',' << c.good << ',' << c.rejected_queue_full << ',' << c.rejected_budget << ',' << c.expired_queue << ','
-        << c.cancelled_run << ',' << c.completed_late << ',' << c.cut_off << ',' << c.errors << ','
-        << num(x.send_lag_p99_ms) << ',' << num(x.send_ratio) << ',' << (x.valid ? 1 : 0) << '\n';
+        << num(x.goodput_rps) << ',' << num(x.goodput_ratio) << ',' << num(x.wasted_work_ratio) << ',' << num(x.p50_ms)
+        << ',' << num(x.p99_ms) << ',' << num(x.p999_ms) << ',' << num(x.max_ms) << ',' << c.offered << ',' << c.good
+        << ',' << c.rejected_queue_full << ',' << c.rejected_budget << ',' << c.expired_queue << ',' << c.cancelled_run
+        << ',' << c.completed_late << ',' << c.cut_off << ',' << c.errors << ',' << num(x.send_lag_p99_ms) << ','
+        << num(x.send_ratio) << ',' << (x.valid ? 1 : 0) << '\n';
   }
 }
 
@@ -200,9 +215,9 @@ std::string to_svg(const overload_report& r) {
   s << "<text x=\"" << left << "\" y=\"28\" font-size=\"18\" font-weight=\"bold\">Goodput under overload: jobs"
     << " finished ok inside their deadline</text>\n";
   s << "<text x=\"" << left << "\" y=\"50\" fill=\"#555\">service time " << num(to_millis(o.service_time), 4)
-    << " ms, deadline " << num(to_millis(o.budget), 4) << " ms after arrival, " << o.workers
-    << " worker(s), capacity " << fixed(r.capacity_rps, 0) << " jobs/s, Poisson arrivals, "
-    << num(to_seconds(o.run_length), 3) << " s per point</text>\n";
+    << " ms, deadline " << num(to_millis(o.budget), 4) << " ms after arrival, " << o.workers << " worker(s), capacity "
+    << fixed(r.capacity_rps, 0) << " jobs/s, Poisson arrivals, " << num(to_seconds(o.run_length), 3)
+    << " s per point</text>\n";
 
   // Panel 1: goodput / capacity against offered load (log x).
   double lo = 1e9, hi = 0, ymax = 1.1;
@@ -211,7 +226,9 @@ std::string to_svg(const overload_report& r) {
   lo /= 1.3;
   hi *= 1.3;
   const double y0 = top1 + panel_h;
-  auto px = [&](double load) { return left + plot_w * (std::log(load) - std::log(lo)) / (std::log(hi) - std::log(lo)); };
+  auto px = [&](double load) {
+    return left + plot_w * (std::log(load) - std::log(lo)) / (std::log(hi) - std::log(lo));
+  };
   auto py = [&](double ratio) { return y0 - panel_h * ratio / ymax; };
   s << "<g stroke=\"#ddd\">\n";
   for (double t = 0; t <= ymax + 1e-9; t += 0.2) {
@@ -254,9 +271,9 @@ std::string to_svg(const overload_report& r) {
         << fixed(100 * x.wasted_work_ratio, 1) << "%, p99 " << fixed(x.p99_ms, 2) << " ms"
         << (x.valid ? "" : " (invalid: generator fell behind)") << "</title></circle>\n";
     }
-    s << "<line x1=\"" << left + plot_w + 20 << "\" x2=\"" << left + plot_w + 44 << "\" y1=\"" << ly << "\" y2=\""
-      << ly << "\" stroke=\"" << colour(p) << "\" stroke-width=\"3\"/><text x=\"" << left + plot_w + 50 << "\" y=\""
-      << ly + 4 << "\">" << p << "</text>\n";
+    s << "<line x1=\"" << left + plot_w + 20 << "\" x2=\"" << left + plot_w + 44 << "\" y1=\"" << ly << "\" y2=\"" << ly
+      << "\" stroke=\"" << colour(p) << "\" stroke-width=\"3\"/><text x=\"" << left + plot_w + 50 << "\" y=\"" << ly + 4
+      << "\">" << p << "</text>\n";
     ly += 22;
   }
   s << "<line x1=\"" << left + plot_w + 20 << "\" x2=\"" << left + plot_w + 44 << "\" y1=\"" << ly << "\" y2=\"" << ly
@@ -297,7 +314,8 @@ std::string to_svg(const overload_report& r) {
     }
     for (int k = 0; k <= 4; ++k) {
       const double v = rmax / 1.08 * k / 4;
-      s << "<text x=\"" << left - 8 << "\" y=\"" << ty(v) + 4 << "\" text-anchor=\"end\">" << fixed(v, 0) << "</text>\n";
+      s << "<text x=\"" << left - 8 << "\" y=\"" << ty(v) + 4 << "\" text-anchor=\"end\">" << fixed(v, 0)
+        << "</text>\n";
     }
     s << "<text x=\"" << left + plot_w / 2 << "\" y=\"" << y2 + 38 << "\" text-anchor=\"middle\">time (s)</text>\n";
     s << "<text transform=\"translate(" << left - 60 << ',' << top2 + panel_h / 2
@@ -321,7 +339,8 @@ std::string to_svg(const overload_report& r) {
         << ly2 << "\" stroke=\"" << colour(st.policy) << "\" stroke-width=\"3\"/><text x=\"" << left + plot_w + 50
         << "\" y=\"" << ly2 + 4 << "\">" << st.policy << "</text><text x=\"" << left + plot_w + 50 << "\" y=\""
         << ly2 + 19 << "\" font-size=\"11\" fill=\"#555\">"
-        << (st.recovery_ms ? "recovers in " + fixed(*st.recovery_ms, 1) + " ms" : std::string("no recovery within the phase"))
+        << (st.recovery_ms ? "recovers in " + fixed(*st.recovery_ms, 1) + " ms"
+                           : std::string("no recovery within the phase"))
         << "</text>\n";
       ly2 += 40;
     }
@@ -337,8 +356,8 @@ void print_table(std::ostream& out, const throughput_report& r) {
   out << "throughput: " << r.jobs << " empty jobs from one thread to " << r.workers << " worker(s), best of "
       << r.rounds << " interleaved rounds\n";
   const auto row = [&](const char* name, double v) {
-    out << "  " << pad(name, 11, false) << pad(fixed(v, 0), 12) << " jobs/s   hourglass is " << fixed(r.hourglass / v, 2)
-        << "x\n";
+    out << "  " << pad(name, 11, false) << pad(fixed(v, 0), 12) << " jobs/s   hourglass is "
+        << fixed(r.hourglass / v, 2) << "x\n";
   };
   row("hourglass", r.hourglass);
   row("moodycamel", r.moodycamel);
@@ -349,8 +368,10 @@ void print_table(std::ostream& out, const throughput_report& r) {
 std::string to_json(const throughput_report& r) {
   support::json_writer j;
   j.begin_object();
-  number_fields(j, {{"hourglass_jobs_per_s", r.hourglass}, {"moodycamel_jobs_per_s", r.moodycamel},
-                    {"asio_jobs_per_s", r.asio}, {"mutex_jobs_per_s", r.mutex}});
+  number_fields(j, {{"hourglass_jobs_per_s", r.hourglass},
+                    {"moodycamel_jobs_per_s", r.moodycamel},
+                    {"asio_jobs_per_s", r.asio},
+                    {"mutex_jobs_per_s", r.mutex}});
   j.member("workers", r.workers).member("jobs", r.jobs).member("rounds", r.rounds);
   number(j, "hourglass_vs_asio", r.hourglass / r.asio, 4);
   number(j, "hourglass_vs_moodycamel", r.hourglass / r.moodycamel, 4);

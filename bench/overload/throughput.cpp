@@ -63,7 +63,8 @@ double run_hourglass(std::size_t workers, std::size_t jobs) {
   jo.metrics = h;
   const double rate = timed(jobs, [&] {
     for (std::size_t i = 0; i < jobs; ++i) {
-      ex.submit(jo, [] {}, [&line](job_result<std::monostate>&&) noexcept { line.hit(); });
+      ex.submit(
+          jo, [] {}, [&line](job_result<std::monostate>&&) noexcept { line.hit(); });
     }
     line.wait();
   });
@@ -169,16 +170,17 @@ throughput_report run_throughput(const throughput_options& options,
   // one pool, not every round of it; the best round of each is compared.
   for (int round = 0; round < r.rounds; ++round) {
     auto wanted = [&](const char* name) {
-      return options.pools.empty() || std::find(options.pools.begin(), options.pools.end(), name) != options.pools.end();
+      return options.pools.empty() ||
+             std::find(options.pools.begin(), options.pools.end(), name) != options.pools.end();
     };
     r.hourglass_rounds.push_back(wanted("hourglass") ? run_hourglass(r.workers, r.jobs) : 0);
     r.moodycamel_rounds.push_back(wanted("moodycamel") ? run_moodycamel(r.workers, r.jobs) : 0);
     r.asio_rounds.push_back(wanted("asio") ? run_asio(r.workers, r.jobs) : 0);
     r.mutex_rounds.push_back(wanted("mutex") ? run_mutex(r.workers, r.jobs) : 0);
     char line[256];
-    std::snprintf(line, sizeof line,
-                  "round %d/%d: hourglass %.0f/s  moodycamel %.0f/s  asio %.0f/s  mutex %.0f/s", round + 1, r.rounds,
-                  r.hourglass_rounds.back(), r.moodycamel_rounds.back(), r.asio_rounds.back(), r.mutex_rounds.back());
+    std::snprintf(line, sizeof line, "round %d/%d: hourglass %.0f/s  moodycamel %.0f/s  asio %.0f/s  mutex %.0f/s",
+                  round + 1, r.rounds, r.hourglass_rounds.back(), r.moodycamel_rounds.back(), r.asio_rounds.back(),
+                  r.mutex_rounds.back());
     progress(line);
   }
   auto best = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };

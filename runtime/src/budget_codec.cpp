@@ -147,8 +147,7 @@ header_budget tightest_budget(const budget_headers& headers) noexcept {
   return result;
 }
 
-duration effective_budget(const header_budget& stated, duration default_budget,
-                          duration max_budget) noexcept {
+duration effective_budget(const header_budget& stated, duration default_budget, duration max_budget) noexcept {
   duration budget = default_budget;
   switch (stated.state) {
     case header_budget::kind::absent: break;
@@ -197,8 +196,7 @@ duration_parse parse_human_duration(std::string_view text) {
     return fail(text, "unknown unit " + quoted(symbol) + std::string(unit_hint));
   }
 
-  const duration_parse too_large =
-      fail(text, "too large (at most " + std::to_string(rep_max) + "ns, about 292 years)");
+  const duration_parse too_large = fail(text, "too large (at most " + std::to_string(rep_max) + "ns, about 292 years)");
 
   rep value = 0;
   for (char c : whole) {

@@ -24,13 +24,9 @@ timer_id timer_queue::push(time_point when, std::function<void()> fn) {
   return id;
 }
 
-bool timer_queue::erase(timer_id id) noexcept {
-  return id && timers_.erase(std::make_pair(id.when, id.seq)) == 1;
-}
+bool timer_queue::erase(timer_id id) noexcept { return id && timers_.erase(std::make_pair(id.when, id.seq)) == 1; }
 
-time_point timer_queue::next_due() const noexcept {
-  return timers_.empty() ? never : timers_.begin()->first.first;
-}
+time_point timer_queue::next_due() const noexcept { return timers_.empty() ? never : timers_.begin()->first.first; }
 
 std::function<void()> timer_queue::pop_due(time_point now) {
   if (timers_.empty() || timers_.begin()->first.first > now) return {};

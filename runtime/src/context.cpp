@@ -32,9 +32,8 @@ struct context_state {
     if (deadline == never) return;
     // The timer shares only the cancellation state, not the context: a
     // context nobody holds any more is freed and its timer cancelled.
-    timer = clk->schedule(deadline, [src = source]() mutable noexcept {
-      src.request_stop(status::expired(expiry_stage::run));
-    });
+    timer = clk->schedule(deadline,
+                          [src = source]() mutable noexcept { src.request_stop(status::expired(expiry_stage::run)); });
   }
 };
 

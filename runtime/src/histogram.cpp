@@ -14,8 +14,7 @@ constexpr std::uint64_t empty_min = ~std::uint64_t{0};
 
 unsigned checked_precision(unsigned p) {
   if (p < log_bucket_layout::min_precision || p > log_bucket_layout::max_precision) {
-    throw std::invalid_argument("hourglass::log_histogram: precision must be in [1, 12], got " +
-                                std::to_string(p));
+    throw std::invalid_argument("hourglass::log_histogram: precision must be in [1, 12], got " + std::to_string(p));
   }
   return p;
 }
@@ -23,8 +22,7 @@ unsigned checked_precision(unsigned p) {
 void require_same_layout(const log_bucket_layout& a, const log_bucket_layout& b) {
   if (!(a == b)) {
     throw std::invalid_argument("hourglass::log_histogram: cannot merge histograms of precision " +
-                                std::to_string(b.precision()) + " into precision " +
-                                std::to_string(a.precision()));
+                                std::to_string(b.precision()) + " into precision " + std::to_string(a.precision()));
   }
 }
 
@@ -39,13 +37,9 @@ void require_same_layout(const log_bucket_layout& a, const log_bucket_layout& b)
 
 log_bucket_layout::log_bucket_layout(unsigned precision) : precision_(checked_precision(precision)) {}
 
-double log_bucket_layout::relative_error() const noexcept {
-  return std::ldexp(1.0, -static_cast<int>(precision_) - 1);
-}
+double log_bucket_layout::relative_error() const noexcept { return std::ldexp(1.0, -static_cast<int>(precision_) - 1); }
 
-std::size_t log_bucket_layout::bucket_count() const noexcept {
-  return index_of(highest_trackable_ns) + 1;
-}
+std::size_t log_bucket_layout::bucket_count() const noexcept { return index_of(highest_trackable_ns) + 1; }
 
 std::size_t log_bucket_layout::index_of(std::uint64_t ns) const noexcept {
   const std::uint64_t sub = std::uint64_t{1} << precision_;
@@ -76,8 +70,7 @@ std::uint64_t log_bucket_layout::representative(std::size_t i) const noexcept {
 
 // ---- histogram_snapshot --------------------------------------------------
 
-histogram_snapshot::histogram_snapshot(unsigned precision)
-    : layout(precision), counts(layout.bucket_count(), 0) {}
+histogram_snapshot::histogram_snapshot(unsigned precision) : layout(precision), counts(layout.bucket_count(), 0) {}
 
 std::uint64_t histogram_snapshot::value_at_quantile(double q) const noexcept {
   if (count == 0) return 0;
@@ -118,8 +111,7 @@ void histogram_snapshot::merge(const histogram_snapshot& other) {
 // ---- log_histogram -------------------------------------------------------
 
 log_histogram::log_histogram(unsigned precision)
-    : layout_(precision),
-      buckets_(std::make_unique<std::atomic<std::uint64_t>[]>(layout_.bucket_count())) {}
+    : layout_(precision), buckets_(std::make_unique<std::atomic<std::uint64_t>[]>(layout_.bucket_count())) {}
 
 void log_histogram::record(duration d) noexcept {
   record_ns(d.count() <= 0 ? 0 : static_cast<std::uint64_t>(d.count()));

@@ -103,8 +103,7 @@ constexpr std::array<std::string_view, prometheus_bucket_bounds_ns.size()> bucke
     "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05",
     "0.1",    "0.25",    "0.5",    "1",     "2.5",    "5",     "10",   "30",    "60"};
 
-void histogram_family(std::string& out, std::string_view name, std::string_view help,
-                      const histogram_snapshot& h) {
+void histogram_family(std::string& out, std::string_view name, std::string_view help, const histogram_snapshot& h) {
   family(out, name, help, "histogram");
   const std::string bucket = std::string(name) + "_bucket";
   for (std::size_t i = 0; i < prometheus_bucket_bounds_ns.size(); ++i) {
@@ -290,9 +289,7 @@ void metrics::on_finished(handler_metrics& h, const status& st, duration run_tim
 
 void metrics::on_retry_attempt() noexcept { retries.attempts.fetch_add(1, std::memory_order_relaxed); }
 void metrics::on_retry_denied_deadline() noexcept { retries.denied_deadline.fetch_add(1, std::memory_order_relaxed); }
-void metrics::on_retry_denied_budget() noexcept {
-  retries.denied_retry_budget.fetch_add(1, std::memory_order_relaxed);
-}
+void metrics::on_retry_denied_budget() noexcept { retries.denied_retry_budget.fetch_add(1, std::memory_order_relaxed); }
 
 metrics_snapshot metrics::snapshot() const {
   metrics_snapshot s;
@@ -342,7 +339,8 @@ std::string render_prometheus(const metrics_snapshot& s) {
 
   handler_family(out, s, "hourglass_jobs_admitted_total", "Jobs admitted to the queue.", "",
                  {{"", &handler_snapshot::admitted}});
-  handler_family(out, s, "hourglass_jobs_rejected_total", "Jobs refused before they were queued; offered = admitted + rejected.", "reason",
+  handler_family(out, s, "hourglass_jobs_rejected_total",
+                 "Jobs refused before they were queued; offered = admitted + rejected.", "reason",
                  {{to_string(reject_reason::queue_full), &handler_snapshot::rejected_queue_full},
                   {"insufficient_budget", &handler_snapshot::rejected_insufficient_budget},
                   {"invalid_timeout", &handler_snapshot::rejected_invalid_timeout},
@@ -351,7 +349,8 @@ std::string render_prometheus(const metrics_snapshot& s) {
   handler_family(out, s, "hourglass_jobs_expired_total", "Jobs whose deadline passed, by stage.", "stage",
                  {{to_string(expiry_stage::queue), &handler_snapshot::expired_queue},
                   {to_string(expiry_stage::run), &handler_snapshot::expired_run}});
-  handler_family(out, s, "hourglass_jobs_finished_total", "Admitted jobs that finished, by outcome; admitted = finished + in flight.", "outcome",
+  handler_family(out, s, "hourglass_jobs_finished_total",
+                 "Admitted jobs that finished, by outcome; admitted = finished + in flight.", "outcome",
                  {{to_string(outcome::ok), &handler_snapshot::finished_ok},
                   {to_string(outcome::error), &handler_snapshot::finished_error},
                   {to_string(outcome::deadline_exceeded), &handler_snapshot::finished_deadline_exceeded},
@@ -379,8 +378,7 @@ std::string render_prometheus(const metrics_snapshot& s) {
   histogram_family(out, "hourglass_queue_delay_seconds", "Time from admission to dispatch.", s.queue_delay);
   histogram_family(out, "hourglass_remaining_budget_at_dispatch_seconds",
                    "Budget left when a job with a deadline was dispatched.", s.remaining_budget_at_dispatch);
-  histogram_family(out, "hourglass_run_duration_seconds", "Time jobs spent running on a worker.",
-                   s.run_duration);
+  histogram_family(out, "hourglass_run_duration_seconds", "Time jobs spent running on a worker.", s.run_duration);
 
   gauge_family(out, "hourglass_queue_depth", "Jobs waiting in the queue.", s.queue_depth);
   gauge_family(out, "hourglass_workers_busy", "Workers running a job.", s.workers_busy);

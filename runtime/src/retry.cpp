@@ -118,7 +118,8 @@ retry_budget::retry_budget(options opts) : opts_(opts) {
   width_ = opts_.ttl.count() / slots;
   deposit_ = std::llround(opts_.ratio * static_cast<double>(unit));
   // Cap the floor at 1e9 tokens so sums cannot overflow; far beyond any real use.
-  const double floor_units = std::floor(opts_.min_retries_per_second * to_seconds(opts_.ttl) * static_cast<double>(unit));
+  const double floor_units = std::floor(opts_.min_retries_per_second * to_seconds(opts_.ttl) *
+                                        static_cast<double>(unit));
   reserve_ = static_cast<std::int64_t>(std::min(floor_units, 1e15));
 }
 

@@ -57,8 +57,8 @@ struct async_outcome {
 
 // What the submitter does once the executor has the job (submitted()).
 struct after_submit {
-  bool cancel_now = false;         // a DELETE came first: cancel the job_ref
-  std::optional<status> refused;   // refused at admission: the record is gone, answer this
+  bool cancel_now = false;        // a DELETE came first: cancel the job_ref
+  std::optional<status> refused;  // refused at admission: the record is gone, answer this
 };
 
 class async_store {

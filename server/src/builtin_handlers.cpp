@@ -79,7 +79,8 @@ handler_fn call_handler(upstream_client& client) {
     }
     const std::string upstream(up->get_string());
     const std::string handler(h->get_string());
-    if (!client.has(upstream)) throw handler_error::bad_input("unknown upstream (only configured upstreams can be called)");
+    if (!client.has(upstream))
+      throw handler_error::bad_input("unknown upstream (only configured upstreams can be called)");
     if (!valid_handler_name(handler)) throw handler_error::bad_input("invalid handler name");
     std::string body;
     std::string type = "application/octet-stream";
@@ -104,9 +105,9 @@ handler_fn call_handler(upstream_client& client) {
       if (!res.content_type.empty()) r.content_type = std::move(res.content_type);
       return r;
     }
-    if (res.status == 404) throw handler_error::bad_input("upstream '" + upstream + "' has no handler '" + handler + "'");
-    throw handler_error(500, "downstream_error",
-                        "upstream '" + upstream + "' answered " + std::to_string(res.status));
+    if (res.status == 404)
+      throw handler_error::bad_input("upstream '" + upstream + "' has no handler '" + handler + "'");
+    throw handler_error(500, "downstream_error", "upstream '" + upstream + "' answered " + std::to_string(res.status));
   };
 }
 

@@ -88,7 +88,8 @@ void core::log_job(const job_report& r) const {
   if (!log->should_log(spdlog::level::info)) return;
   const status& st = r.st;
   std::string detail;
-  if (st.code == outcome::rejected && st.reason != reject_reason::none) detail = fmt::format(" reason={}", to_string(st.reason));
+  if (st.code == outcome::rejected && st.reason != reject_reason::none)
+    detail = fmt::format(" reason={}", to_string(st.reason));
   if (st.code == outcome::deadline_exceeded) detail = fmt::format(" stage={}", to_string(st.stage));
   if (st.code == outcome::cancelled) detail = fmt::format(" cause={}", to_string(st.cause));
   std::string note;
@@ -100,11 +101,12 @@ void core::log_job(const job_report& r) const {
     }
     note += '"';
   }
-  log->info("job handler={} mode={} budget_ms={} queue_ms={:.3f} run_ms={:.3f} remaining_at_dispatch_ms={} outcome={}{} "
-            "late={} http={}{}",
-            r.handler, r.mode, ms_or_dash(r.budget), to_millis(r.timings.queue_delay), to_millis(r.timings.run_time),
-            r.timings.ran ? ms_or_dash(r.timings.remaining_at_dispatch) : std::string("-"), to_string(st.code), detail,
-            r.timings.completed_late, r.http_status == 0 ? std::string("-") : std::to_string(r.http_status), note);
+  log->info(
+      "job handler={} mode={} budget_ms={} queue_ms={:.3f} run_ms={:.3f} remaining_at_dispatch_ms={} outcome={}{} "
+      "late={} http={}{}",
+      r.handler, r.mode, ms_or_dash(r.budget), to_millis(r.timings.queue_delay), to_millis(r.timings.run_time),
+      r.timings.ran ? ms_or_dash(r.timings.remaining_at_dispatch) : std::string("-"), to_string(st.code), detail,
+      r.timings.completed_late, r.http_status == 0 ? std::string("-") : std::to_string(r.http_status), note);
 }
 
 }  // namespace hourglass::server::detail

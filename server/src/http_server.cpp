@@ -106,7 +106,8 @@ void http_server::impl::drain(duration grace) {
     }
     const auto limit = std::min<duration>(c.opts.body_timeout, std::chrono::seconds(5));
     if (!c.connections->wait_empty(limit)) {
-      c.log->warn("drain: {} connections still open after {} ms, closing them", c.connections->size(), to_millis(limit));
+      c.log->warn("drain: {} connections still open after {} ms, closing them", c.connections->size(),
+                  to_millis(limit));
     }
     stop_io();
     c.log->info("drained");
@@ -207,8 +208,8 @@ void http_server::start() {
       }
     });
   }
-  c.log->info("hourglassd listening on {} (workers={}, io-threads={}, policy={}, queue-capacity={}, auth={})", m.address,
-              c.jobs->workers(), c.opts.io_threads, c.fifo() ? "fifo" : "hourglass", c.opts.queue_capacity,
+  c.log->info("hourglassd listening on {} (workers={}, io-threads={}, policy={}, queue-capacity={}, auth={})",
+              m.address, c.jobs->workers(), c.opts.io_threads, c.fifo() ? "fifo" : "hourglass", c.opts.queue_capacity,
               c.token.empty() ? "off" : "bearer");
 }
 

@@ -13,8 +13,7 @@ namespace hourglass::server::detail {
 namespace {
 
 bool refused_at_admission(const status& st) {
-  return st.code == outcome::rejected ||
-         (st.code == outcome::deadline_exceeded && st.stage == expiry_stage::admission);
+  return st.code == outcome::rejected || (st.code == outcome::deadline_exceeded && st.stage == expiry_stage::admission);
 }
 
 class memory_async_store final : public async_store {

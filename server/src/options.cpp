@@ -68,7 +68,7 @@ void validate(const server_options& o) {
     if (!valid_handler_name(name)) fail("upstream name '" + name + "' must be 1-64 of [A-Za-z0-9._-]");
     (void)parse_upstream_url(url);
   }
-  static constexpr std::array<std::string_view, 7> levels = {"trace", "debug", "info", "warn",
+  static constexpr std::array<std::string_view, 7> levels = {"trace", "debug",    "info", "warn",
                                                              "error", "critical", "off"};
   bool level_ok = false;
   for (auto l : levels) level_ok = level_ok || l == o.log_level;

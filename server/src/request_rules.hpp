@@ -20,11 +20,14 @@ namespace hourglass::server::detail {
 // ---- routing -----------------------------------------------------------------
 
 enum class route_kind {
-  healthz, readyz, metrics,        // GET/HEAD probes and /metrics
-  submit_job,                      // POST /v1/jobs/{handler}
-  get_job, cancel_job,             // GET / DELETE /v1/jobs/{id}
-  not_found,                       // 404
-  method_not_allowed,              // 405 with `allow`
+  healthz,             // GET/HEAD /healthz
+  readyz,              // GET/HEAD /readyz
+  metrics,             // GET/HEAD /metrics
+  submit_job,          // POST /v1/jobs/{handler}
+  get_job,             // GET /v1/jobs/{id}
+  cancel_job,          // DELETE /v1/jobs/{id}
+  not_found,           // 404
+  method_not_allowed,  // 405 with `allow`
 };
 
 struct route {
@@ -63,10 +66,10 @@ struct budget_limits {
 // budget). Any malformed or repeated budget header spoils the request.
 struct budget_reading {
   bool ok = true;
-  std::string message;       // why not (for the 400 invalid_timeout body)
-  bool async = false;        // Prefer: respond-async
-  duration budget{};         // sync: the caller's budget
-  duration freshness{};      // async: how long it may wait to start
+  std::string message;   // why not (for the 400 invalid_timeout body)
+  bool async = false;    // Prefer: respond-async
+  duration budget{};     // sync: the caller's budget
+  duration freshness{};  // async: how long it may wait to start
 };
 budget_reading read_budget(const boost::beast::http::fields& headers, const budget_limits& limits);
 
@@ -77,10 +80,10 @@ budget_reading read_budget(const boost::beast::http::fields& headers, const budg
 // body is read, 400 invalid_timeout, 503 shutting_down; else the body is read
 // (after a 100 Continue when the client asked and the body is still to come).
 enum class job_gate {
-  unknown_handler,          // 404 not_found
-  body_too_large,           // 413 payload_too_large
-  invalid_budget,           // 400 invalid_timeout (outcome invalid)
-  shutting_down,            // 503 shutting_down (rejected)
+  unknown_handler,  // 404 not_found
+  body_too_large,   // 413 payload_too_large
+  invalid_budget,   // 400 invalid_timeout (outcome invalid)
+  shutting_down,    // 503 shutting_down (rejected)
   read_body,
   continue_then_read_body,  // write 100 Continue first
 };
@@ -147,12 +150,12 @@ constexpr sync_step on_sync_event(sync_state s, sync_event e) noexcept {
     case st::waiting:
     case st::grace:
       switch (e) {
-        case ev::deadline_while_queued: return s == st::waiting ? sync_step{st::answered, act::answer_expired_queue}
-                                                                : sync_step{s, act::none};
-        case ev::deadline_while_running: return s == st::waiting ? sync_step{st::grace, act::arm_grace}
-                                                                 : sync_step{s, act::none};
-        case ev::grace_over: return s == st::grace ? sync_step{st::answered, act::answer_expired_run}
-                                                   : sync_step{s, act::none};
+        case ev::deadline_while_queued:
+          return s == st::waiting ? sync_step{st::answered, act::answer_expired_queue} : sync_step{s, act::none};
+        case ev::deadline_while_running:
+          return s == st::waiting ? sync_step{st::grace, act::arm_grace} : sync_step{s, act::none};
+        case ev::grace_over:
+          return s == st::grace ? sync_step{st::answered, act::answer_expired_run} : sync_step{s, act::none};
         case ev::outcome: return {st::finished, act::answer_outcome};
         case ev::peer_gone: return {st::caller_gone, act::cancel_job};
       }
@@ -163,8 +166,7 @@ constexpr sync_step on_sync_event(sync_state s, sync_event e) noexcept {
     case st::caller_gone:
       if (e == ev::outcome) return {st::finished, act::log_caller_gone};
       break;
-    case st::finished:
-      break;
+    case st::finished: break;
   }
   return {s, act::none};  // a stale timer or a second disconnect: nothing to do
 }

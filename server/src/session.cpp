@@ -26,9 +26,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr std::size_t header_limit = 8 * 1024;      // 431 above this
-constexpr std::size_t watch_limit = 64 * 1024;      // pipelined bytes buffered while a job runs
-constexpr auto answer_grace = 100ms;                // a running handler's time to stop after its deadline
+constexpr std::size_t header_limit = 8 * 1024;  // 431 above this
+constexpr std::size_t watch_limit = 64 * 1024;  // pipelined bytes buffered while a job runs
+constexpr auto answer_grace = 100ms;            // a running handler's time to stop after its deadline
 
 bool is_http_error(const boost::system::error_code& ec) {
   return ec.category() == http::make_error_code(http::error::bad_target).category();
@@ -369,8 +369,7 @@ void session::step(const std::shared_ptr<sync_call>& call, sync_event e) {
     }
     case sync_action::answer_outcome:
     case sync_action::log_outcome:
-    case sync_action::log_caller_gone:
-      break;
+    case sync_action::log_caller_gone: break;
   }
   // The outcome is in.
   job_result<handler_result>& r = *call->result;

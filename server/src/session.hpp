@@ -49,8 +49,8 @@ class session : public std::enable_shared_from_this<session> {
     duration budget{};
     time_point deadline{};
     time_point submitted_at{};
-    sync_state state = sync_state::waiting;  // strand only (request_rules.hpp)
-    unsigned early_status = 0;  // strand only: the status sent at the deadline, if any
+    sync_state state = sync_state::waiting;            // strand only (request_rules.hpp)
+    unsigned early_status = 0;                         // strand only: the status sent at the deadline, if any
     std::optional<job_result<handler_result>> result;  // strand only: the outcome, once in
   };
 
@@ -84,7 +84,7 @@ class session : public std::enable_shared_from_this<session> {
   std::optional<boost::beast::http::request_parser<boost::beast::http::empty_body>> header_parser_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> body_parser_;
   clock_timer deadline_timer_;  // the sync call's deadline, then its grace, on the daemon's clock
-  std::string remote_;  // the peer's addr:port
+  std::string remote_;          // the peer's addr:port
   time_point headers_at_{};
   response res_;
   std::shared_ptr<sync_call> call_;

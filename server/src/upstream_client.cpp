@@ -77,10 +77,10 @@ struct exchange : std::enable_shared_from_this<exchange> {
   void start() {
     if (conn->connected) return write();
     arm_timeout();
-    conn->stream.async_connect(endpoints, net::bind_cancellation_slot(stop->slot(), [self = shared_from_this()](
-                                                                                          error_code ec, const tcp::endpoint&) {
-                                 self->on_connect(ec);
-                               }));
+    conn->stream.async_connect(
+        endpoints,
+        net::bind_cancellation_slot(
+            stop->slot(), [self = shared_from_this()](error_code ec, const tcp::endpoint&) { self->on_connect(ec); }));
     stop->emit_if_stopped();
   }
 
@@ -113,10 +113,10 @@ struct exchange : std::enable_shared_from_this<exchange> {
     req->keep_alive(true);
     req->prepare_payload();
     arm_timeout();
-    http::async_write(conn->stream, *req,
-                      net::bind_cancellation_slot(stop->slot(), [self = shared_from_this()](error_code ec, std::size_t) {
-                        self->on_write(ec);
-                      }));
+    http::async_write(
+        conn->stream, *req,
+        net::bind_cancellation_slot(stop->slot(),
+                                    [self = shared_from_this()](error_code ec, std::size_t) { self->on_write(ec); }));
     stop->emit_if_stopped();
   }
 
@@ -125,9 +125,8 @@ struct exchange : std::enable_shared_from_this<exchange> {
     parser.emplace();
     parser->body_limit(opts->max_response_body);
     http::async_read(conn->stream, conn->buffer, *parser,
-                     net::bind_cancellation_slot(stop->slot(), [self = shared_from_this()](error_code e, std::size_t) {
-                       self->on_read(e);
-                     }));
+                     net::bind_cancellation_slot(
+                         stop->slot(), [self = shared_from_this()](error_code e, std::size_t) { self->on_read(e); }));
     stop->emit_if_stopped();
   }
 
@@ -291,7 +290,7 @@ upstream_response upstream_client::post_job(const context& ctx, std::string_view
     }
     if (r.ec) {
       discard(std::move(conn));
-      if (ctx.done()) throw stopped_error(ctx.stop_status());  // aborted: the deadline or a cancel
+      if (ctx.done()) throw stopped_error(ctx.stop_status());                    // aborted: the deadline or a cancel
       if (reused && !r.got_some && attempt == 0 && stale_error(r.ec)) continue;  // the peer closed it while idle
       throw std::runtime_error(r.ec.message());
     }

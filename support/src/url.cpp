@@ -23,7 +23,8 @@ std::uint16_t port_number(std::string_view digits, std::string_view what, std::s
   unsigned value = 0;
   const char* end = digits.data() + digits.size();
   const auto [p, ec] = std::from_chars(digits.data(), end, value);
-  if (digits.empty() || ec != std::errc() || p != end || value > 65535) fail(what, "has an invalid port: " + quoted(whole));
+  if (digits.empty() || ec != std::errc() || p != end || value > 65535)
+    fail(what, "has an invalid port: " + quoted(whole));
   return static_cast<std::uint16_t>(value);
 }
 

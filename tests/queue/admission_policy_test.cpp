@@ -17,8 +17,8 @@ TEST(AdmissionPolicy, NoDeadlineAlwaysAdmits) {
 TEST(AdmissionPolicy, RejectsBelowMinimumUsefulBudget) {
   const job_bounds job{t0 + 10ms, t0 + 10ms, 4ms};
   EXPECT_EQ(admit(job, {}, t0), status::ok());
-  EXPECT_EQ(admit(job, {}, t0 + 6ms), status::ok());          // exactly 4 ms left
-  EXPECT_EQ(admit(job, {}, t0 + 6ms + 1ns), kAdmissionExpiry); // less than 4 ms left
+  EXPECT_EQ(admit(job, {}, t0 + 6ms), status::ok());            // exactly 4 ms left
+  EXPECT_EQ(admit(job, {}, t0 + 6ms + 1ns), kAdmissionExpiry);  // less than 4 ms left
 }
 
 // Regression (issue 8.2): with no minimum budget, a job with exactly zero
@@ -26,7 +26,7 @@ TEST(AdmissionPolicy, RejectsBelowMinimumUsefulBudget) {
 TEST(AdmissionPolicy, NothingIsStartedWithZeroBudgetLeft) {
   const job_bounds job{t0 + 10ms, t0 + 10ms, 0ms};
   EXPECT_EQ(admit(job, {}, t0 + 10ms - 1ns), status::ok());  // one tick left
-  EXPECT_EQ(admit(job, {}, t0 + 10ms), kAdmissionExpiry);     // nothing left
+  EXPECT_EQ(admit(job, {}, t0 + 10ms), kAdmissionExpiry);    // nothing left
   EXPECT_FALSE(expired_at_start(job, t0 + 10ms - 1ns));
   EXPECT_TRUE(expired_at_start(job, t0 + 10ms));
   EXPECT_EQ(job.latest_useful_start(), t0 + 10ms - 1ns);

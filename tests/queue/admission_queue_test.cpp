@@ -101,7 +101,8 @@ TEST(AdmissionQueue, ConcurrentProducersAndConsumers) {
         }
         for (int p = 0; p < 3; ++p) {
           auto& v = jobs[static_cast<std::size_t>(p)];
-          if (j >= v.data() && j < v.data() + v.size()) seen[static_cast<std::size_t>(p * kPerProducer + (j - v.data()))]++;
+          if (j >= v.data() && j < v.data() + v.size())
+            seen[static_cast<std::size_t>(p * kPerProducer + (j - v.data()))]++;
         }
         popped++;
       }

@@ -29,25 +29,25 @@ TEST(RunOutcome, Table) {
   const std::vector<row> rows = {
       // returned
       {run_ending::returned, kOk, kOk, false, {kOk, false}},
-      {run_ending::returned, kOk, kOk, true, {kRun, true}},          // fifo / timer not fired: late
-      {run_ending::returned, kOk, kRun, true, {kRun, true}},         // the deadline fired: late
+      {run_ending::returned, kOk, kOk, true, {kRun, true}},   // fifo / timer not fired: late
+      {run_ending::returned, kOk, kRun, true, {kRun, true}},  // the deadline fired: late
       {run_ending::returned, kOk, kRun, false, {kRun, true}},
       {run_ending::returned, kOk, kCaller, false, {kCaller, false}},  // cancelled: result unused, not late
       {run_ending::returned, kOk, kShutdown, true, {kShutdown, false}},
       // stopped (stopped_error)
-      {run_ending::stopped, kRun, kRun, true, {kRun, false}},         // check() at the deadline
+      {run_ending::stopped, kRun, kRun, true, {kRun, false}},  // check() at the deadline
       {run_ending::stopped, kCaller, kCaller, false, {kCaller, false}},
-      {run_ending::stopped, kRun, kCaller, false, {kCaller, false}},  // the context's first cause wins
+      {run_ending::stopped, kRun, kCaller, false, {kCaller, false}},         // the context's first cause wins
       {run_ending::stopped, kDownstream, kOk, false, {kDownstream, false}},  // a hop ran out
       {run_ending::stopped, kDownstream, kRun, true, {kRun, false}},
-      {run_ending::stopped, kQueue, kRun, true, {kQueue, false}},     // never really started: kept
+      {run_ending::stopped, kQueue, kRun, true, {kQueue, false}},  // never really started: kept
       {run_ending::stopped, kQueue, kOk, false, {kQueue, false}},
-      {run_ending::stopped, kAdmission, kOk, false, {kRun, false}},   // it was started: stage run
+      {run_ending::stopped, kAdmission, kOk, false, {kRun, false}},  // it was started: stage run
       {run_ending::stopped, kError, kOk, false, {kError, false}},
       {run_ending::stopped, kError, kShutdown, false, {kShutdown, false}},
       // threw
       {run_ending::threw, kOk, kOk, false, {kError, false}},
-      {run_ending::threw, kOk, kOk, true, {kRun, false}},             // out of time: nothing produced
+      {run_ending::threw, kOk, kOk, true, {kRun, false}},  // out of time: nothing produced
       {run_ending::threw, kOk, kRun, true, {kRun, false}},
       {run_ending::threw, kOk, kCaller, false, {kCaller, false}},
   };
@@ -62,8 +62,8 @@ TEST(RunOutcome, Table) {
 
 // A started job never ends rejected, never with stage admission or none.
 TEST(RunOutcome, AStartedJobEndsWithARunStage) {
-  const status all[] = {kOk, kError, kRun, kQueue, kDownstream, kAdmission, kCaller, kShutdown,
-                        status::expired(expiry_stage::none)};
+  const status all[] = {
+      kOk, kError, kRun, kQueue, kDownstream, kAdmission, kCaller, kShutdown, status::expired(expiry_stage::none)};
   for (const auto how : {run_ending::returned, run_ending::stopped, run_ending::threw}) {
     for (const status& thrown : all) {
       for (const status& ctx : all) {

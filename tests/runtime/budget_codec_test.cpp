@@ -34,9 +34,9 @@ TEST(ParseGrpcTimeout, AcceptsExactValues) {
       {"00000001S", 1s},
       {"0H", 0ns},
       {"99999999M", std::chrono::minutes(99'999'999)},  // 6e18 ns: fits
-      {"2562047H", std::chrono::hours(2'562'047)},        // largest H that fits
-      {"99999999H", duration::max()},                     // saturates
-      {"2562048H", duration::max()},                      // first H that overflows
+      {"2562047H", std::chrono::hours(2'562'047)},      // largest H that fits
+      {"99999999H", duration::max()},                   // saturates
+      {"2562048H", duration::max()},                    // first H that overflows
   };
   for (const auto& c : cases) {
     const auto parsed = parse_grpc_timeout(c.text);
@@ -47,9 +47,20 @@ TEST(ParseGrpcTimeout, AcceptsExactValues) {
 
 TEST(ParseGrpcTimeout, RejectsMalformed) {
   const std::vector<std::string_view> cases = {
-      "", " ", "x", "1", "1x", "1ux", "!", "n1", "-1u", "123456789H", "oneH", "82f",
-      "1 S", "+1S", "1S ", " 1S", "0x10S", "S", "1.5S", "1s", "1h", "1e3m", "1,000m",
-      "1SS", "\t1S", "\xef\xbc\x91S" /* fullwidth 1 */, "000000000n",
+      "",           " ",
+      "x",          "1",
+      "1x",         "1ux",
+      "!",          "n1",
+      "-1u",        "123456789H",
+      "oneH",       "82f",
+      "1 S",        "+1S",
+      "1S ",        " 1S",
+      "0x10S",      "S",
+      "1.5S",       "1s",
+      "1h",         "1e3m",
+      "1,000m",     "1SS",
+      "\t1S",       "\xef\xbc\x91S" /* fullwidth 1 */,
+      "000000000n",
   };
   for (const auto text : cases) {
     EXPECT_FALSE(parse_grpc_timeout(text).has_value()) << "input \"" << text << "\" was accepted";
@@ -89,7 +100,8 @@ TEST(FormatGrpcTimeout, ChoosesFinestUnitThatFits) {
 }
 
 TEST(FormatGrpcTimeout, OutputIsAlwaysValidWireSyntax) {
-  for (const duration d : {duration(0ns), duration(1ns), duration(999ms), duration(1h), duration::max(), duration(-5s)}) {
+  for (const duration d :
+       {duration(0ns), duration(1ns), duration(999ms), duration(1h), duration::max(), duration(-5s)}) {
     const std::string text = format_grpc_timeout(d);
     EXPECT_LE(text.size(), 9u) << text;
     EXPECT_TRUE(parse_grpc_timeout(text).has_value()) << text;
@@ -162,8 +174,8 @@ TEST(ParseTimeoutMs, AcceptsDigitsOnly) {
 
 TEST(ParseTimeoutMs, RejectsMalformed) {
   const std::vector<std::string_view> cases = {
-      "", " ", "-1", "+1", "1.5", " 1", "1 ", "1ms", "250m", "0x10", "1e3",
-      "1000000000000" /* 13 digits */, "abc", "1_000",
+      "",    " ",     "-1", "+1", "1.5", " 1", "1 ", "1ms", "250m", "0x10", "1e3", "1000000000000" /* 13 digits */,
+      "abc", "1_000",
   };
   for (const auto text : cases) {
     EXPECT_FALSE(parse_timeout_ms(text).has_value()) << "input \"" << text << "\" was accepted";
@@ -218,8 +230,7 @@ TEST(TightestBudget, AnyMalformedHeaderMakesTheRequestInvalid) {
       {"bad envoy among valid", {"1S", "2S", "1.5"}, "X-Envoy-Expected-Rq-Timeout-Ms"},
       {"empty value is malformed", {"", std::nullopt, std::nullopt}, "Request-Timeout"},
       {"first malformed is named", {std::nullopt, "9", "x"}, "grpc-timeout"},
-      {"gRPC syntax in the ms header", {std::nullopt, std::nullopt, "100m"},
-       "X-Envoy-Expected-Rq-Timeout-Ms"},
+      {"gRPC syntax in the ms header", {std::nullopt, std::nullopt, "100m"}, "X-Envoy-Expected-Rq-Timeout-Ms"},
   };
   for (const auto& c : cases) {
     const header_budget b = tightest_budget(c.headers);
@@ -306,8 +317,7 @@ TEST(ParseHumanDuration, RejectsWithAClearMessage) {
       {"1.00000000000001h", R"(invalid duration "1.00000000000001h": finer than one nanosecond)"},
       {"9223372036854775808ns",
        R"(invalid duration "9223372036854775808ns": too large (at most 9223372036854775807ns, about 292 years))"},
-      {"2562048h",
-       R"(invalid duration "2562048h": too large (at most 9223372036854775807ns, about 292 years))"},
+      {"2562048h", R"(invalid duration "2562048h": too large (at most 9223372036854775807ns, about 292 years))"},
       {"9223372036.854775808s",
        R"(invalid duration "9223372036.854775808s": too large (at most 9223372036854775807ns, about 292 years))"},
       {"99999999999999999999999s",
@@ -352,8 +362,7 @@ TEST(FormatHumanDuration, ShortestExactForm) {
 
 TEST(FormatHumanDuration, RoundTripsExactly) {
   std::mt19937_64 rng(42);
-  const std::vector<duration::rep> scales = {1, 1'000, 1'000'000, 1'000'000'000, 60'000'000'000,
-                                             3'600'000'000'000};
+  const std::vector<duration::rep> scales = {1, 1'000, 1'000'000, 1'000'000'000, 60'000'000'000, 3'600'000'000'000};
   std::uniform_int_distribution<std::size_t> pick(0, scales.size() - 1);
   std::uniform_int_distribution<int> bits(0, 62);
   for (int i = 0; i < 100'000; ++i) {

@@ -55,9 +55,9 @@ TEST(Cancellation, CallbackMayDestroyItself) {
   std::optional<cancellation_callback<std::function<void()>>> self;
   int calls = 0;
   self.emplace(src.token(), std::function<void()>([&] {
-    calls++;
-    self.reset();
-  }));
+                 calls++;
+                 self.reset();
+               }));
   src.request_stop();
   EXPECT_EQ(calls, 1);
   EXPECT_FALSE(self.has_value());
@@ -70,10 +70,11 @@ TEST(Cancellation, DestructionWaitsForRunningCallback) {
   std::atomic<bool> release{false};
   std::atomic<bool> finished{false};
   auto cb = std::make_unique<cancellation_callback<std::function<void()>>>(src.token(), std::function<void()>([&] {
-    entered = true;
-    while (!release.load()) std::this_thread::yield();
-    finished = true;
-  }));
+                                                                             entered = true;
+                                                                             while (!release.load())
+                                                                               std::this_thread::yield();
+                                                                             finished = true;
+                                                                           }));
   std::thread firer([&] { src.request_stop(); });
   while (!entered.load()) std::this_thread::yield();
   std::thread releaser([&] {

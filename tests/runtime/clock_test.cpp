@@ -15,12 +15,21 @@ TEST(ManualClock, TimersFireInOrderDuringAdvance) {
   const time_point t0 = clk.now();
   std::vector<int> order;
   std::vector<time_point> seen;
-  clk.schedule(t0 + 30ms, [&] { order.push_back(3); seen.push_back(clk.now()); });
-  clk.schedule(t0 + 10ms, [&] { order.push_back(1); seen.push_back(clk.now()); });
+  clk.schedule(t0 + 30ms, [&] {
+    order.push_back(3);
+    seen.push_back(clk.now());
+  });
+  clk.schedule(t0 + 10ms, [&] {
+    order.push_back(1);
+    seen.push_back(clk.now());
+  });
   clk.schedule(t0 + 20ms, [&] {
     order.push_back(2);
     seen.push_back(clk.now());
-    clk.schedule(clk.now() + 5ms, [&] { order.push_back(25); seen.push_back(clk.now()); });
+    clk.schedule(clk.now() + 5ms, [&] {
+      order.push_back(25);
+      seen.push_back(clk.now());
+    });
   });
   clk.advance(9ms);
   EXPECT_TRUE(order.empty());

@@ -221,9 +221,10 @@ TEST(histogram_snapshot, CountAtOrBelowNeverOvercountsAndMissesOnlyOneBucket) {
   const auto s = h.snapshot();
   for (const std::uint64_t x : {100u, 1'000u, 100'000u, 250'000u, 1'000'000u, 25'000'000u, 99'999'999u, 100'000'000u}) {
     const auto exact_le = [&](double bound) {
-      return static_cast<std::uint64_t>(std::upper_bound(values.begin(), values.end(), bound,
-                                                         [](double b, std::uint64_t v) { return b < static_cast<double>(v); }) -
-                                        values.begin());
+      return static_cast<std::uint64_t>(
+          std::upper_bound(values.begin(), values.end(), bound,
+                           [](double b, std::uint64_t v) { return b < static_cast<double>(v); }) -
+          values.begin());
     };
     const std::uint64_t got = s.count_at_or_below(x);
     EXPECT_LE(got, exact_le(static_cast<double>(x))) << x;

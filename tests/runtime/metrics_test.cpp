@@ -250,9 +250,9 @@ TEST(metrics, HandlerNamedOtherDoesNotUseASlot) {
 TEST(metrics, InvalidUtf8NamesFoldIntoOther) {
   metrics m;
   EXPECT_EQ(m.handler("bad\xff").name, "other");
-  EXPECT_EQ(m.handler("\xc0\xaf").name, "other");        // overlong
-  EXPECT_EQ(m.handler("\xed\xa0\x80").name, "other");    // surrogate
-  EXPECT_EQ(m.handler("caf\xc3\xa9").name, "caf\xc3\xa9"); // valid
+  EXPECT_EQ(m.handler("\xc0\xaf").name, "other");           // overlong
+  EXPECT_EQ(m.handler("\xed\xa0\x80").name, "other");       // surrogate
+  EXPECT_EQ(m.handler("caf\xc3\xa9").name, "caf\xc3\xa9");  // valid
   EXPECT_EQ(m.handler("\xf0\x9f\x98\x80").name, "\xf0\x9f\x98\x80");
 }
 
@@ -333,8 +333,7 @@ TEST(metrics_recorders, OnRefusedCountsEachRefusalOnceInRejectedOnly) {
   };
   const refused_case cases[] = {
       {"queue_full", status::rejected(reject_reason::queue_full), expected({{&H::rejected_queue_full, 1}})},
-      {"shutting_down", status::rejected(reject_reason::shutting_down),
-       expected({{&H::rejected_shutting_down, 1}})},
+      {"shutting_down", status::rejected(reject_reason::shutting_down), expected({{&H::rejected_shutting_down, 1}})},
       {"insufficient budget", status::expired(expiry_stage::admission),
        expected({{&H::rejected_insufficient_budget, 1}})},
       {"parent cancelled", status::cancelled(cancel_cause::parent), expected({{&H::rejected_cancelled, 1}})},
@@ -545,7 +544,7 @@ TEST(render_prometheus, HistogramBucketsNeverCountValuesAboveLe) {
   const auto& samples = e.family("hourglass_queue_delay_seconds")->samples;
   for (std::size_t i = 0; i < prometheus_bucket_bounds_ns.size(); ++i) {
     EXPECT_LE(samples[i].value, 2.0 * static_cast<double>(i) + 1.0) << i;  // at most the values <= le
-    EXPECT_GE(samples[i].value, 2.0 * static_cast<double>(i)) << i;      // at least those of lower bounds
+    EXPECT_GE(samples[i].value, 2.0 * static_cast<double>(i)) << i;        // at least those of lower bounds
   }
 }
 

@@ -181,8 +181,7 @@ TEST(RetryPolicy, NotRetryableIsReportedBeforeMaxAttemptsAndDeadline) {
   retry_policy p = exact_policy();
   p.max_attempts = 1;
   // Past max_attempts and past the deadline: the status still decides first.
-  EXPECT_EQ(plan_retry(p, 5, status::expired(expiry_stage::run), t0 + 1s, t0, 0.5).denial,
-            retry_denial::not_retryable);
+  EXPECT_EQ(plan_retry(p, 5, status::expired(expiry_stage::run), t0 + 1s, t0, 0.5).denial, retry_denial::not_retryable);
   // Past max_attempts and past the deadline, retryable: max_attempts.
   EXPECT_EQ(plan_retry(p, 5, status::error(), t0 + 1s, t0, 0.5).denial, retry_denial::max_attempts);
 }
@@ -398,8 +397,8 @@ TEST(RetryBudget, WithdrawalsOutlivingTheirDepositsAreDebt) {
   EXPECT_EQ(withdraw_all(b, t0 + 5s), 20);
   EXPECT_DOUBLE_EQ(b.balance(t0 + 10s), -20.0);  // deposits gone, withdrawals not yet
   for (int i = 0; i < 100; ++i) b.record_request(t0 + 10s);
-  EXPECT_FALSE(b.try_withdraw(t0 + 10s));          // new requests repay the debt first
-  EXPECT_DOUBLE_EQ(b.balance(t0 + 15s), 20.0);     // the withdrawals expired too
+  EXPECT_FALSE(b.try_withdraw(t0 + 10s));       // new requests repay the debt first
+  EXPECT_DOUBLE_EQ(b.balance(t0 + 15s), 20.0);  // the withdrawals expired too
 }
 
 TEST(RetryBudget, EntriesOlderThanTheWindowAreDropped) {
@@ -625,7 +624,8 @@ TEST(RetryCall, NonRetryableStatusesEndTheLoopAsTheyAre) {
   for (const status s : {status::rejected(reject_reason::queue_full), status::expired(expiry_stage::downstream),
                          status::cancelled(cancel_cause::caller_gone)}) {
     int calls = 0;
-    EXPECT_EQ(retry_call(root, exact_policy(), [&](const context&) { return ++calls, s; }, nullptr, nullptr, mid_jitter),
+    EXPECT_EQ(retry_call(
+                  root, exact_policy(), [&](const context&) { return ++calls, s; }, nullptr, nullptr, mid_jitter),
               s);
     EXPECT_EQ(calls, 1) << to_string(s.code);
   }
@@ -672,7 +672,8 @@ TEST(RetryCall, BudgetSharedAcrossCallsLimitsRetries) {
   retry_budget budget({.ratio = 0.5, .min_retries_per_second = 0, .ttl = 10s});
   retry_counters counters;
   for (int i = 0; i < 10; ++i) {
-    retry_call(root, exact_policy(), [](const context&) { return status::error(); }, &budget, &counters, mid_jitter);
+    retry_call(
+        root, exact_policy(), [](const context&) { return status::error(); }, &budget, &counters, mid_jitter);
   }
   // 10 requests fund 5 retries; every call wants 2.
   EXPECT_EQ(counters.attempts.load(), 5u);
@@ -691,7 +692,7 @@ TEST(RetryCall, BackoffSleepsOnTheInjectedClockWithTheInjectedJitter) {
   std::thread driver([&] {
     EXPECT_TRUE(clk.wait_for_timers(1));  // retry_call is asleep in its backoff
     EXPECT_EQ(counters.attempts.load(), 0u);
-    clk.advance(80ms);                    // 100 ms * (1 - 0.2) with a sample of 0
+    clk.advance(80ms);  // 100 ms * (1 - 0.2) with a sample of 0
   });
   const status result = retry_call(
       root, p,
@@ -752,7 +753,8 @@ TEST(RetryCall, AnAlreadyStoppedContextMakesNoAttempt) {
   root.cancel(cancel_cause::shutdown);
   retry_budget budget({.ratio = 1, .min_retries_per_second = 0, .ttl = 10s});
   int calls = 0;
-  EXPECT_EQ(retry_call(root, exact_policy(), [&](const context&) { return ++calls, status::ok(); }, &budget),
+  EXPECT_EQ(retry_call(
+                root, exact_policy(), [&](const context&) { return ++calls, status::ok(); }, &budget),
             status::cancelled(cancel_cause::shutdown));
   EXPECT_EQ(calls, 0);
   EXPECT_DOUBLE_EQ(budget.balance(clk.now()), 0.0);  // no request was made
@@ -824,7 +826,8 @@ TEST(RetryCall, ConcurrentCallsShareBudgetAndCounters) {
   for (int i = 0; i < threads; ++i) {
     pool.emplace_back([&] {
       for (int j = 0; j < calls; ++j) {
-        retry_call(root, exact_policy(), [](const context&) { return status::error(); }, &budget, &counters);
+        retry_call(
+            root, exact_policy(), [](const context&) { return status::error(); }, &budget, &counters);
       }
     });
   }

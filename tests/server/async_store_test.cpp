@@ -108,7 +108,11 @@ TEST(AsyncStore, CancelReachesAQueuedJobThroughItsRef) {
   const auto id = *store->create("echo", clk.now());
   bool ran = false;
   job_ref ref = ex.submit(
-      job_options{}, [&ran](const context&) { ran = true; return 1; },
+      job_options{},
+      [&ran](const context&) {
+        ran = true;
+        return 1;
+      },
       [&, id](job_result<int>&& r) noexcept { store->finish(id, ended(r.st), clk.now()); });
   EXPECT_FALSE(store->submitted(id, ref).cancel_now);
   const auto r = store->cancel(id, clk.now());

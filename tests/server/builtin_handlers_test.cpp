@@ -45,10 +45,14 @@ TEST(BuiltinHandlers, BadInputIsAHandlerError400) {
   io_thread io;
   upstream_client client(io.io, {});
   const std::pair<handler_fn, const char*> cases[] = {
-      {sleep_handler(), "{}"},        {sleep_handler(), R"({"ms": -1})"},
-      {sleep_handler(), R"({"ms": "5"})"}, {sleep_handler(), R"({"ms": 3600001})"},
-      {sleep_handler(), "[1]"},       {spin_handler(), R"({"us": 1.5})"},
-      {spin_handler(), "nope"},            {call_handler(client), R"({"upstream": "x", "handler": "echo"})"},
+      {sleep_handler(), "{}"},
+      {sleep_handler(), R"({"ms": -1})"},
+      {sleep_handler(), R"({"ms": "5"})"},
+      {sleep_handler(), R"({"ms": 3600001})"},
+      {sleep_handler(), "[1]"},
+      {spin_handler(), R"({"us": 1.5})"},
+      {spin_handler(), "nope"},
+      {call_handler(client), R"({"upstream": "x", "handler": "echo"})"},
       {call_handler(client), R"({"handler": "echo"})"},
   };
   for (const auto& [fn, body] : cases) {

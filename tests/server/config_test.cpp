@@ -58,12 +58,45 @@ TEST(Config, DefaultsFollowTheProtocol) {
 }
 
 TEST(Config, EveryOptionFromTheCommandLine) {
-  const auto p = parse({"--listen", "127.0.0.1:9000", "--workers", "3", "--queue-capacity", "50", "--default-budget",
-                        "250ms", "--max-budget", "2s", "--min-budget", "5ms", "--upstream", "a=http://127.0.0.1:1",
-                        "--upstream=b=http://localhost:2/prefix", "--drain-timeout", "1m", "--max-body", "4096",
-                        "--policy", "fifo", "--call-reserve", "10ms", "--header-timeout", "1s", "--body-timeout",
-                        "2s", "--idle-timeout", "3s", "--max-connections", "7", "--async-ttl", "30s",
-                        "--async-max-jobs", "9", "--io-threads", "1", "--log-level", "warn"});
+  const auto p = parse({"--listen",
+                        "127.0.0.1:9000",
+                        "--workers",
+                        "3",
+                        "--queue-capacity",
+                        "50",
+                        "--default-budget",
+                        "250ms",
+                        "--max-budget",
+                        "2s",
+                        "--min-budget",
+                        "5ms",
+                        "--upstream",
+                        "a=http://127.0.0.1:1",
+                        "--upstream=b=http://localhost:2/prefix",
+                        "--drain-timeout",
+                        "1m",
+                        "--max-body",
+                        "4096",
+                        "--policy",
+                        "fifo",
+                        "--call-reserve",
+                        "10ms",
+                        "--header-timeout",
+                        "1s",
+                        "--body-timeout",
+                        "2s",
+                        "--idle-timeout",
+                        "3s",
+                        "--max-connections",
+                        "7",
+                        "--async-ttl",
+                        "30s",
+                        "--async-max-jobs",
+                        "9",
+                        "--io-threads",
+                        "1",
+                        "--log-level",
+                        "warn"});
   ASSERT_TRUE(p.result.options) << p.err;
   const server_options& o = *p.result.options;
   EXPECT_EQ(o.listen, "127.0.0.1:9000");
@@ -93,9 +126,9 @@ TEST(Config, HelpShowsEveryOptionWithItsDefault) {
   const auto p = parse({"--help"});
   EXPECT_FALSE(p.result.options);
   EXPECT_EQ(p.result.exit_code, 0);
-  for (const char* opt : {"--listen", "--workers", "--queue-capacity", "--default-budget", "--max-budget",
-                          "--min-budget", "--upstream", "--drain-timeout", "--max-body", "--policy",
-                          "--auth-token-file", "--allow-unauthenticated", "--config"}) {
+  for (const char* opt :
+       {"--listen", "--workers", "--queue-capacity", "--default-budget", "--max-budget", "--min-budget", "--upstream",
+        "--drain-timeout", "--max-body", "--policy", "--auth-token-file", "--allow-unauthenticated", "--config"}) {
     EXPECT_NE(p.out.find(opt), std::string::npos) << opt;
   }
   for (const char* def : {"127.0.0.1:8080", "=10s", "=1m", "=1ms", "=1048576", "=hourglass", "=1024"}) {
@@ -105,15 +138,15 @@ TEST(Config, HelpShowsEveryOptionWithItsDefault) {
 
 TEST(Config, BadValuesAreLoud) {
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {"--default-budget", "250"},        // no unit
+           {"--default-budget", "250"},  // no unit
            {"--default-budget", "1.5.2s"},
            {"--max-budget", "-1s"},
            {"--policy", "lifo"},
            {"--workers", "0"},
            {"--upstream", "nourl"},
-           {"--upstream", "a=https://x:1"},   // no TLS
-           {"--listen", "localhost:80"},      // an IP address is required
-           {"--listen", "0.0.0.0:8080"},      // non-loopback without a token
+           {"--upstream", "a=https://x:1"},  // no TLS
+           {"--listen", "localhost:80"},     // an IP address is required
+           {"--listen", "0.0.0.0:8080"},     // non-loopback without a token
            {"--default-budget", "2m", "--max-budget", "1m"},
            {"--no-such-option"},
        }) {
@@ -174,8 +207,8 @@ TEST(Config, UnknownKeysAndBrokenFilesAreErrors) {
 TEST(Config, WrongTypesAndRangesInTheFileAreErrorsNamingTheKey) {
   for (const char* content : {"workers = \"5\"\n", "workers = 0\n", "workers = 5000\n", "workers = -1\n",
                               "default-budget = 5\n", "default-budget = \"5\"\n", "allow-unauthenticated = \"yes\"\n",
-                              "policy = \"lifo\"\n", "log-level = \"loud\"\n", "listen = 8080\n",
-                              "upstream = [1]\n", "upstream = 3\n", "config = \"/etc/other.toml\"\n"}) {
+                              "policy = \"lifo\"\n", "log-level = \"loud\"\n", "listen = 8080\n", "upstream = [1]\n",
+                              "upstream = 3\n", "config = \"/etc/other.toml\"\n"}) {
     temp_file f(content);
     const auto p = parse({"--config", f.path()});
     EXPECT_FALSE(p.result.options) << content;

@@ -94,20 +94,23 @@ TEST(Hourglassd, CurlCanDriveIt) {
   EXPECT_EQ(rc, 0);
   EXPECT_EQ(echo, "hello");
 
-  auto [headers, rc2] = run_command("curl -sS -i -H 'Request-Timeout: 2S' -d '{\"us\": 1000}' " + url + "/v1/jobs/spin");
+  auto [headers,
+        rc2] = run_command("curl -sS -i -H 'Request-Timeout: 2S' -d '{\"us\": 1000}' " + url + "/v1/jobs/spin");
   EXPECT_EQ(rc2, 0);
   EXPECT_NE(headers.find("HTTP/1.1 200"), std::string::npos) << headers;
   EXPECT_NE(headers.find("Server-Timing: queue;dur="), std::string::npos) << headers;
 
-  auto [code, rc3] = run_command("curl -s -o /dev/null -w '%{http_code}' -H 'Request-Timeout: 100m' -d '{\"ms\": 5000}' " +
-                                 url + "/v1/jobs/sleep");
+  auto [code,
+        rc3] = run_command("curl -s -o /dev/null -w '%{http_code}' -H 'Request-Timeout: 100m' -d '{\"ms\": 5000}' " +
+                           url + "/v1/jobs/sleep");
   EXPECT_EQ(code, "504");
 
   auto [bad, rc4] = run_command("curl -s -w ' %{http_code}' -H 'Request-Timeout: soon' -d x " + url + "/v1/jobs/echo");
   EXPECT_NE(bad.find("invalid_timeout"), std::string::npos) << bad;
   EXPECT_NE(bad.find(" 400"), std::string::npos) << bad;
 
-  auto [accepted, rc5] = run_command("curl -s -i -H 'Prefer: respond-async' -d '{\"ms\": 10}' " + url + "/v1/jobs/sleep");
+  auto [accepted,
+        rc5] = run_command("curl -s -i -H 'Prefer: respond-async' -d '{\"ms\": 10}' " + url + "/v1/jobs/sleep");
   EXPECT_NE(accepted.find("HTTP/1.1 202"), std::string::npos) << accepted;
   EXPECT_NE(accepted.find("Location: /v1/jobs/"), std::string::npos) << accepted;
 

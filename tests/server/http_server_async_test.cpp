@@ -93,11 +93,14 @@ TEST(HttpServerAsync, FreshnessExpiresAJobThatWaitedTooLong) {
 
 TEST(HttpServerAsync, TheRunTimeIsBoundedByTheHandlerNotTheCaller) {
   test_server srv(test_options(), [](http_server& s) {
-    s.add_handler("slow", [](const context& ctx, const request_view&) {
-      ctx.sleep_for(std::chrono::seconds(10));
-      ctx.check();
-      return handler_result{};
-    }, handler_options{std::chrono::milliseconds(150), std::nullopt});
+    s.add_handler(
+        "slow",
+        [](const context& ctx, const request_view&) {
+          ctx.sleep_for(std::chrono::seconds(10));
+          ctx.check();
+          return handler_result{};
+        },
+        handler_options{std::chrono::milliseconds(150), std::nullopt});
   });
   client c(srv.port());
   // A caller's tiny budget header does not bound an async job: only its freshness does.

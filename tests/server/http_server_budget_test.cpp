@@ -42,13 +42,18 @@ struct accepted_case {
 
 TEST_F(HttpServerBudget, AcceptedHeaderValues) {
   const accepted_case cases[] = {
-      {"Request-Timeout", "800m", 800},     {"Request-Timeout", "2S", 2000},
+      {"Request-Timeout", "800m", 800},
+      {"Request-Timeout", "2S", 2000},
       // Sub-millisecond units with real-time slack: a 1.5 ms request over real
       // HTTP fails on a loaded machine; the codec tests cover "1500u" exactly.
-      {"Request-Timeout", "1500000u", 1500}, {"Request-Timeout", "99999999n", 99.999999},  // the most nanoseconds 8 digits hold
-      {"Request-Timeout", "1M", 20000},     {"Request-Timeout", "1H", 20000},  // clamped to --max-budget
-      {"Request-Timeout", "00000001S", 1000}, {"Request-Timeout", "99999999m", 20000},
-      {"grpc-timeout", "700m", 700},        {"GRPC-TIMEOUT", "5S", 5000},  // names are case-insensitive
+      {"Request-Timeout", "1500000u", 1500},
+      {"Request-Timeout", "99999999n", 99.999999},  // the most nanoseconds 8 digits hold
+      {"Request-Timeout", "1M", 20000},
+      {"Request-Timeout", "1H", 20000},  // clamped to --max-budget
+      {"Request-Timeout", "00000001S", 1000},
+      {"Request-Timeout", "99999999m", 20000},
+      {"grpc-timeout", "700m", 700},
+      {"GRPC-TIMEOUT", "5S", 5000},  // names are case-insensitive
       {"X-Envoy-Expected-Rq-Timeout-Ms", "250", 250},
       {"x-envoy-expected-rq-timeout-ms", "000000000420", 420},
   };
@@ -61,13 +66,24 @@ TEST_F(HttpServerBudget, AcceptedHeaderValues) {
 
 TEST_F(HttpServerBudget, RejectedHeaderValuesAre400InvalidTimeoutAndNothingIsQueued) {
   const std::pair<const char*, const char*> cases[] = {
-      {"Request-Timeout", ""},          {"Request-Timeout", "1.5S"},      {"Request-Timeout", "-1S"},
-      {"Request-Timeout", "1s"},        {"Request-Timeout", "123456789S"}, {"Request-Timeout", "S"},
-      {"Request-Timeout", "10"},        {"Request-Timeout", "1SS"},       {"Request-Timeout", "0x10S"},
-      {"Request-Timeout", "1 S"},       {"Request-Timeout", "+1S"},        {"Request-Timeout", "2025-01-01T00:00:00Z"},
-      {"grpc-timeout", "1ms"},          {"grpc-timeout", "abc"},
-      {"X-Envoy-Expected-Rq-Timeout-Ms", "1.5"}, {"X-Envoy-Expected-Rq-Timeout-Ms", "-5"},
-      {"X-Envoy-Expected-Rq-Timeout-Ms", "250ms"}, {"X-Envoy-Expected-Rq-Timeout-Ms", "1234567890123"},
+      {"Request-Timeout", ""},
+      {"Request-Timeout", "1.5S"},
+      {"Request-Timeout", "-1S"},
+      {"Request-Timeout", "1s"},
+      {"Request-Timeout", "123456789S"},
+      {"Request-Timeout", "S"},
+      {"Request-Timeout", "10"},
+      {"Request-Timeout", "1SS"},
+      {"Request-Timeout", "0x10S"},
+      {"Request-Timeout", "1 S"},
+      {"Request-Timeout", "+1S"},
+      {"Request-Timeout", "2025-01-01T00:00:00Z"},
+      {"grpc-timeout", "1ms"},
+      {"grpc-timeout", "abc"},
+      {"X-Envoy-Expected-Rq-Timeout-Ms", "1.5"},
+      {"X-Envoy-Expected-Rq-Timeout-Ms", "-5"},
+      {"X-Envoy-Expected-Rq-Timeout-Ms", "250ms"},
+      {"X-Envoy-Expected-Rq-Timeout-Ms", "1234567890123"},
   };
   const auto before = srv_.handler("report").admitted;
   int n = 0;
@@ -94,9 +110,9 @@ TEST_F(HttpServerBudget, OneMalformedHeaderSpoilsTheWholeRequest) {
 }
 
 TEST_F(HttpServerBudget, TheTightestHeaderWins) {
-  EXPECT_NEAR(budget_for({{"Request-Timeout", "5S"}, {"grpc-timeout", "300m"},
-                          {"X-Envoy-Expected-Rq-Timeout-Ms", "1000"}}),
-              300, 0.001);
+  EXPECT_NEAR(
+      budget_for({{"Request-Timeout", "5S"}, {"grpc-timeout", "300m"}, {"X-Envoy-Expected-Rq-Timeout-Ms", "1000"}}),
+      300, 0.001);
   EXPECT_NEAR(budget_for({{"Request-Timeout", "900m"}, {"X-Envoy-Expected-Rq-Timeout-Ms", "1000"}}), 900, 0.001);
   EXPECT_NEAR(budget_for({{"grpc-timeout", "2S"}, {"X-Envoy-Expected-Rq-Timeout-Ms", "120"}}), 120, 0.001);
 }

@@ -109,7 +109,8 @@ TEST(HttpServerChain, ConnectionsToUpstreamsAreReused) {
   auto chain = make_chain(2);
   std::set<std::string> callers;
   for (int i = 0; i < 5; ++i) {
-    const reply r = post(chain[0]->port(), "/v1/jobs/call", R"({"upstream": "next", "handler": "report", "body": "x"})");
+    const reply r = post(chain[0]->port(), "/v1/jobs/call",
+                         R"({"upstream": "next", "handler": "report", "body": "x"})");
     ASSERT_EQ(r.status, 200u) << r.body;
     callers.insert(json_string(r.body, "remote"));
   }

@@ -47,10 +47,12 @@ server_options one_worker() {
 
 TEST(HttpServerClock, TheBudgetStartsWhenTheHeadersArrive) {
   manual_clock clk;
-  test_server srv(test_options(), [](http_server& s) { s.add_handler("report", report_handler()); }, clk);
+  test_server srv(
+      test_options(), [](http_server& s) { s.add_handler("report", report_handler()); }, clk);
   raw_socket s(srv.port());
-  ASSERT_TRUE(s.send("POST /v1/jobs/report HTTP/1.1\r\nHost: t\r\nRequest-Timeout: 600m\r\n"
-                     "Expect: 100-continue\r\nContent-Length: 4\r\n\r\n"));
+  ASSERT_TRUE(
+      s.send("POST /v1/jobs/report HTTP/1.1\r\nHost: t\r\nRequest-Timeout: 600m\r\n"
+             "Expect: 100-continue\r\nContent-Length: 4\r\n\r\n"));
   // 100 Continue: the headers are in, the budget has started.
   ASSERT_NE(s.read_until("100 Continue\r\n\r\n", 5s).find("100 Continue"), std::string::npos);
   clk.advance(300ms);  // the body is late: that time is spent from the budget
@@ -110,12 +112,15 @@ TEST(HttpServerClock, ARunningJobIsStoppedAndAnswered504AtItsDeadline) {
 TEST(HttpServerClock, AHandlerThatIgnoresItsDeadlineIsAnsweredAfterTheGrace) {
   manual_clock clk;
   std::latch release(1);
-  test_server srv(test_options(), [&](http_server& s) {
-    s.add_handler("stubborn", [&](const context&, const request_view&) {
-      release.wait();  // never looks at its context
-      return handler_result{"late\n", "text/plain"};
-    });
-  }, clk);
+  test_server srv(
+      test_options(),
+      [&](http_server& s) {
+        s.add_handler("stubborn", [&](const context&, const request_view&) {
+          release.wait();  // never looks at its context
+          return handler_result{"late\n", "text/plain"};
+        });
+      },
+      clk);
   client c(srv.port());
   auto r = post_async(c, "/v1/jobs/stubborn", "", {{"Request-Timeout", "100m"}});
   ASSERT_TRUE(wait_until([&] { return srv.metrics().workers_busy == 1; }));
@@ -140,8 +145,9 @@ TEST(HttpServerClock, ADisconnectCancelsARunningJobWithoutTimeMoving) {
   test_server srv(test_options(), {}, clk);
   {
     raw_socket s(srv.port());
-    ASSERT_TRUE(s.send("POST /v1/jobs/sleep HTTP/1.1\r\nHost: t\r\nRequest-Timeout: 30S\r\nContent-Length: 13\r\n\r\n"
-                       "{\"ms\": 10000}"));
+    ASSERT_TRUE(
+        s.send("POST /v1/jobs/sleep HTTP/1.1\r\nHost: t\r\nRequest-Timeout: 30S\r\nContent-Length: 13\r\n\r\n"
+               "{\"ms\": 10000}"));
     ASSERT_TRUE(clk.wait_for_timers(3));
   }  // the caller goes away
   ASSERT_TRUE(wait_until([&] { return srv.handler("sleep").finished_cancelled == 1; }));

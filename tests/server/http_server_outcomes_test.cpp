@@ -14,7 +14,8 @@ namespace {
 
 TEST(HttpServerOutcomes, OkIs200WithServerTiming) {
   test_server srv;
-  const reply r = post(srv.port(), "/v1/jobs/echo", "hello", {{"Request-Timeout", "2S"}, {"Content-Type", "text/plain"}});
+  const reply r = post(srv.port(), "/v1/jobs/echo", "hello",
+                       {{"Request-Timeout", "2S"}, {"Content-Type", "text/plain"}});
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_EQ(r.status, 200u);
   EXPECT_EQ(r.body, "hello");
@@ -65,7 +66,7 @@ TEST(HttpServerOutcomes, QueueFullIs503WithRetryAfter) {
   EXPECT_EQ(json_string(r.body, "outcome"), "rejected");
   EXPECT_EQ(r.header("retry-after"), "1");
   EXPECT_EQ(srv.handler("sleep").rejected_queue_full, 1u);
-  srv.get().drain();  // no grace: both jobs are cancelled, and both callers answered
+  srv.get().drain();                // no grace: both jobs are cancelled, and both callers answered
   EXPECT_EQ(a.get().status, 503u);  // cancelled by the drain (cause shutdown)
   EXPECT_EQ(b.get().status, 503u);
 }
@@ -196,8 +197,9 @@ TEST(HttpServerOutcomes, ClientDisconnectCancelsTheJob) {
   test_server srv;
   {
     raw_socket s(srv.port());
-    ASSERT_TRUE(s.send("POST /v1/jobs/sleep HTTP/1.1\r\nHost: t\r\nRequest-Timeout: 30S\r\nContent-Length: 13\r\n\r\n"
-                       "{\"ms\": 10000}"));
+    ASSERT_TRUE(
+        s.send("POST /v1/jobs/sleep HTTP/1.1\r\nHost: t\r\nRequest-Timeout: 30S\r\nContent-Length: 13\r\n\r\n"
+               "{\"ms\": 10000}"));
     ASSERT_TRUE(wait_until([&] { return srv.metrics().workers_busy == 1; }));
   }  // the caller goes away
   const auto t0 = std::chrono::steady_clock::now();

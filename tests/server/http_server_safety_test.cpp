@@ -148,14 +148,14 @@ TEST(HttpServerSafety, AContentLengthAbove1MiBIsJudgedByMaxBody) {
 // without an answer.
 TEST(HttpServerSafety, AMalformedChunkedBodyIs400) {
   const char* bodies[] = {
-      "zz\r\nabc\r\n0\r\n\r\n",         // not a chunk size
-      "3\r\nabcXX0\r\n\r\n",              // no CRLF after the chunk data
+      "zz\r\nabc\r\n0\r\n\r\n",  // not a chunk size
+      "3\r\nabcXX0\r\n\r\n",     // no CRLF after the chunk data
   };
   test_server srv;
   for (const char* body : bodies) {
     raw_socket s(srv.port());
-    ASSERT_TRUE(s.send(std::string("POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n") +
-                       body));
+    ASSERT_TRUE(
+        s.send(std::string("POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n") + body));
     const auto [resp, closed] = s.read_until_close(3s);
     EXPECT_NE(resp.find("HTTP/1.1 400"), std::string::npos) << body << ": " << resp;
     EXPECT_NE(resp.find("bad_request"), std::string::npos) << resp;
@@ -231,9 +231,10 @@ TEST(HttpServerSafety, OpenConnectionsAreBounded) {
 TEST(HttpServerSafety, KeepAliveAndPipeliningWork) {
   test_server srv;
   raw_socket s(srv.port());
-  ASSERT_TRUE(s.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\none"
-                     "POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\ntwo"
-                     "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"));
+  ASSERT_TRUE(
+      s.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\none"
+             "POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\ntwo"
+             "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"));
   const auto [resp, closed] = s.read_until_close(3s);
   const auto one = resp.find("one");
   const auto two = resp.find("two");
@@ -259,7 +260,8 @@ TEST(HttpServerSafety, MetricsAreExposedInPrometheusText) {
   const reply m = get(srv.port(), "/metrics");
   EXPECT_EQ(m.status, 200u);
   EXPECT_NE(m.header("content-type").find("text/plain; version=0.0.4"), std::string::npos);
-  EXPECT_NE(m.body.find("hourglass_jobs_finished_total{handler=\"echo\",outcome=\"ok\"} 1"), std::string::npos) << m.body;
+  EXPECT_NE(m.body.find("hourglass_jobs_finished_total{handler=\"echo\",outcome=\"ok\"} 1"), std::string::npos)
+      << m.body;
   EXPECT_NE(m.body.find("hourglass_jobs_admitted_total{handler=\"sleep\"} 0"), std::string::npos)
       << "every registered handler is listed";
   EXPECT_NE(m.body.find("hourglass_queue_depth"), std::string::npos);

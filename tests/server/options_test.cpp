@@ -19,7 +19,8 @@ TEST(Options, ParseListen) {
   EXPECT_TRUE(ep.loopback);
   EXPECT_FALSE(parse_listen("0.0.0.0:1").loopback);
   EXPECT_FALSE(parse_listen("10.1.2.3:1").loopback);
-  for (const char* bad : {"", "127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "host:80", "::1:80", "[::1]80", "1.2.3.4:-1"}) {
+  for (const char* bad :
+       {"", "127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "host:80", "::1:80", "[::1]80", "1.2.3.4:-1"}) {
     EXPECT_THROW(parse_listen(bad), std::invalid_argument) << bad;
   }
 }

@@ -80,11 +80,12 @@ TEST(ReadBudget, DefaultTightestAndClamp) {
   EXPECT_EQ(read_budget(fields({}), kLimits).budget, 3s);
   EXPECT_EQ(read_budget(fields({{"Request-Timeout", "1500u"}}), kLimits).budget, 1500us);
   EXPECT_EQ(read_budget(fields({{"Request-Timeout", "0n"}}), kLimits).budget, 0ns);
-  EXPECT_EQ(read_budget(fields({{"Request-Timeout", "5S"}, {"grpc-timeout", "300m"},
-                                {"X-Envoy-Expected-Rq-Timeout-Ms", "1000"}}),
-                        kLimits)
-                .budget,
-            300ms);
+  EXPECT_EQ(
+      read_budget(
+          fields({{"Request-Timeout", "5S"}, {"grpc-timeout", "300m"}, {"X-Envoy-Expected-Rq-Timeout-Ms", "1000"}}),
+          kLimits)
+          .budget,
+      300ms);
   EXPECT_EQ(read_budget(fields({{"Request-Timeout", "1H"}}), kLimits).budget, 20s);
 }
 
@@ -182,15 +183,36 @@ TEST(GateJobRequest, ChecksInOrder) {
     change(f);
     return gate_job_request(f);
   };
-  EXPECT_EQ(with([](auto& f) { f.handler_known = false; f.budget_ok = false; f.draining = true; }),
-            job_gate::unknown_handler) << "an unknown handler is 404 whatever else is wrong";
-  EXPECT_EQ(with([](auto& f) { f.content_length = 11; f.budget_ok = false; }), job_gate::body_too_large)
+  EXPECT_EQ(with([](auto& f) {
+              f.handler_known = false;
+              f.budget_ok = false;
+              f.draining = true;
+            }),
+            job_gate::unknown_handler)
+      << "an unknown handler is 404 whatever else is wrong";
+  EXPECT_EQ(with([](auto& f) {
+              f.content_length = 11;
+              f.budget_ok = false;
+            }),
+            job_gate::body_too_large)
       << "413 before the budget headers are judged";
   EXPECT_EQ(with([](auto& f) { f.content_length.reset(); }), job_gate::read_body) << "chunked: judged while read";
-  EXPECT_EQ(with([](auto& f) { f.budget_ok = false; f.draining = true; }), job_gate::invalid_budget);
-  EXPECT_EQ(with([](auto& f) { f.draining = true; f.expects_continue = true; f.body_complete = false; }),
-            job_gate::shutting_down) << "no 100 Continue for a request that will be refused";
-  EXPECT_EQ(with([](auto& f) { f.expects_continue = true; f.body_complete = false; }),
+  EXPECT_EQ(with([](auto& f) {
+              f.budget_ok = false;
+              f.draining = true;
+            }),
+            job_gate::invalid_budget);
+  EXPECT_EQ(with([](auto& f) {
+              f.draining = true;
+              f.expects_continue = true;
+              f.body_complete = false;
+            }),
+            job_gate::shutting_down)
+      << "no 100 Continue for a request that will be refused";
+  EXPECT_EQ(with([](auto& f) {
+              f.expects_continue = true;
+              f.body_complete = false;
+            }),
             job_gate::continue_then_read_body);
   EXPECT_EQ(with([](auto& f) { f.expects_continue = true; }), job_gate::read_body)
       << "the body is already here: no 100 Continue";

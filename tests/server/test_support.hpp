@@ -36,8 +36,8 @@ using namespace std::chrono_literals;
 using headers = std::vector<std::pair<std::string, std::string>>;
 
 struct reply {
-  bool ok = false;        // a complete response arrived
-  std::string error;      // why not
+  bool ok = false;    // a complete response arrived
+  std::string error;  // why not
   unsigned status = 0;
   std::map<std::string, std::string> fields;  // lower-case names
   std::string body;

@@ -14,8 +14,7 @@ namespace {
 class UpstreamClient : public ::testing::Test {
  protected:
   UpstreamClient()
-      : target_(test_options(), [](http_server& s) { s.add_handler("report", report_handler()); }),
-        caller_([&] {
+      : target_(test_options(), [](http_server& s) { s.add_handler("report", report_handler()); }), caller_([&] {
           server_options o = test_options();
           o.upstreams["t"] = target_.url();
           o.call_reserve = std::chrono::milliseconds(30);

@@ -34,10 +34,10 @@ TEST(HttpUrl, HostPortPathAndHostHeader) {
 }
 
 TEST(HttpUrl, RejectsWhatWeDoNotSpeak) {
-  for (const char* bad : {"", "https://a:1", "ftp://a", "HTTP//a", "http://", "http:///x", "http://user:pw@a:1",
-                          "http://@a", "http://a:99999", "http://a:", "http://a:x", "http://a:1/x?y", "http://a/x#f",
-                          "http://a b:1", "http://a_b", "http://[::1", "http://[v1.x]/", "http://::1:80",
-                          "http://a/%zz"}) {
+  for (const char* bad :
+       {"", "https://a:1", "ftp://a", "HTTP//a", "http://", "http:///x", "http://user:pw@a:1", "http://@a",
+        "http://a:99999", "http://a:", "http://a:x", "http://a:1/x?y", "http://a/x#f", "http://a b:1", "http://a_b",
+        "http://[::1", "http://[v1.x]/", "http://::1:80", "http://a/%zz"}) {
     EXPECT_THROW(parse_http_url(bad), std::invalid_argument) << bad;
   }
 }

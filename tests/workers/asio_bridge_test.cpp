@@ -39,11 +39,11 @@ class io_thread {
 
 // A one-hour timer wait bound to `ctx`; the future yields its error code.
 struct bound_wait {
-  bound_wait(asio::io_context& io, const context& ctx) : strand(asio::make_strand(io)), timer(strand, 1h), stop(ctx, strand) {
+  bound_wait(asio::io_context& io, const context& ctx)
+      : strand(asio::make_strand(io)), timer(strand, 1h), stop(ctx, strand) {
     asio::post(strand, [this] {
-      timer.async_wait(asio::bind_cancellation_slot(stop.slot(), [this](boost::system::error_code ec) {
-        done.set_value(ec);
-      }));
+      timer.async_wait(
+          asio::bind_cancellation_slot(stop.slot(), [this](boost::system::error_code ec) { done.set_value(ec); }));
       stop.emit_if_stopped();
     });
   }
@@ -134,8 +134,8 @@ TEST(AsioBridge, APostedEmitOutlivingTheBindingIsHarmless) {
     asio::steady_timer timer(strand, 1h);
     asio_cancellation stop(src.get(), strand);
     timer.async_wait(asio::bind_cancellation_slot(stop.slot(), [](boost::system::error_code) {}));
-    src.cancel();   // posts an emit to the strand
-    timer.cancel(); // the wait ends; the binding and the timer are destroyed below
+    src.cancel();    // posts an emit to the strand
+    timer.cancel();  // the wait ends; the binding and the timer are destroyed below
   }
   EXPECT_GE(io.run(), 1u);  // runs the wait's handler and the orphaned emit: no effect, no crash
 }

@@ -47,7 +47,8 @@ TEST(ExecutorAdmission, RefusalAllocatesNothing) {
   o.queue_capacity = 1;
   executor ex(o);
   handler_metrics& h = ex.handler("refusals");
-  ex.submit(job_options{}, [] {}, [](job_result<std::monostate>&&) noexcept {});  // fills the queue
+  ex.submit(
+      job_options{}, [] {}, [](job_result<std::monostate>&&) noexcept {});  // fills the queue
 
   status seen;
   auto on_done = [&seen](job_result<std::monostate>&& r) noexcept { seen = r.st; };
@@ -58,9 +59,11 @@ TEST(ExecutorAdmission, RefusalAllocatesNothing) {
   starved.min_budget = 2ms;
   {
     count_allocations counter;
-    ex.submit(full, [] {}, on_done);
+    ex.submit(
+        full, [] {}, on_done);
     EXPECT_EQ(seen, status::rejected(reject_reason::queue_full));
-    ex.submit(starved, [] {}, on_done);
+    ex.submit(
+        starved, [] {}, on_done);
     EXPECT_EQ(seen, status::expired(expiry_stage::admission));
     EXPECT_EQ(counter.count(), 0);
   }
@@ -68,7 +71,8 @@ TEST(ExecutorAdmission, RefusalAllocatesNothing) {
   ex.shutdown();
   {
     count_allocations counter;
-    ex.submit(full, [] {}, on_done);
+    ex.submit(
+        full, [] {}, on_done);
     EXPECT_EQ(seen, status::rejected(reject_reason::shutting_down));
     EXPECT_EQ(counter.count(), 0);
   }

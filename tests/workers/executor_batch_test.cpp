@@ -10,8 +10,8 @@
 
 #include <array>
 #include <atomic>
-#include <stdexcept>
 #include <memory>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -48,7 +48,8 @@ void warm_up(executor& ex) {
     constexpr int kJobs = 2000;
     std::atomic<int> done{0};
     for (int i = 0; i < kJobs; ++i) {
-      ex.submit(job_options{}, [] {}, [&](job_result<std::monostate>&&) noexcept { done.fetch_add(1); });
+      ex.submit(
+          job_options{}, [] {}, [&](job_result<std::monostate>&&) noexcept { done.fetch_add(1); });
     }
     while (done.load() != kJobs) std::this_thread::yield();
     const auto mean = ex.queue().load().mean_service;
@@ -67,8 +68,9 @@ TEST(ExecutorBatch, ShutdownWithBatchesInHandGivesEveryJobOneOutcome) {
     outcome_book book(kJobs);
     std::atomic<int> runs{0};
     for (std::size_t i = 0; i < kJobs; ++i) {
-      ex.submit(job_options{}, [&] { runs.fetch_add(1); },
-                [&book, i](job_result<std::monostate>&& r) noexcept { book.record(i, r.st); });
+      ex.submit(
+          job_options{}, [&] { runs.fetch_add(1); },
+          [&book, i](job_result<std::monostate>&& r) noexcept { book.record(i, r.st); });
     }
     ex.shutdown();  // no grace: queued jobs, including those in a worker's batch, are cancelled
     EXPECT_EQ(book.total.load(), static_cast<int>(kJobs));
@@ -89,7 +91,8 @@ TEST(ExecutorBatch, DrainRunsEveryBatchedJob) {
   constexpr std::size_t kJobs = 50000;
   outcome_book book(kJobs);
   for (std::size_t i = 0; i < kJobs; ++i) {
-    ex.submit(job_options{}, [] {}, [&book, i](job_result<std::monostate>&& r) noexcept { book.record(i, r.st); });
+    ex.submit(
+        job_options{}, [] {}, [&book, i](job_result<std::monostate>&& r) noexcept { book.record(i, r.st); });
   }
   ex.shutdown(ex.get_clock().now() + 60s);  // returns once everything ran
   EXPECT_EQ(book.ok.load(), static_cast<int>(kJobs));
@@ -106,7 +109,8 @@ TEST(ExecutorBatch, PauseLeavesNoJobInAWorkersHands) {
     std::atomic<int> done{0};
     constexpr int kJobs = 5000;
     for (int i = 0; i < kJobs; ++i) {
-      ex.submit(job_options{}, [] {}, [&](job_result<std::monostate>&&) noexcept { done.fetch_add(1); });
+      ex.submit(
+          job_options{}, [] {}, [&](job_result<std::monostate>&&) noexcept { done.fetch_add(1); });
     }
     ex.pause();  // mid-stream: workers finish the batch in hand, then park
     const int finished = done.load();
@@ -137,7 +141,8 @@ TEST(ExecutorBatch, SubmitsRacingShutdownGetOneOutcomeEach) {
         started.fetch_add(1);
         for (std::size_t k = 0; k < kPerProducer; ++k) {
           const std::size_t id = static_cast<std::size_t>(p) * kPerProducer + k;
-          ex.submit(job_options{}, [] {}, [&book, id](job_result<std::monostate>&& r) noexcept { book.record(id, r.st); });
+          ex.submit(
+              job_options{}, [] {}, [&book, id](job_result<std::monostate>&& r) noexcept { book.record(id, r.st); });
         }
       });
     }
@@ -226,7 +231,8 @@ TEST(ExecutorBatch, HandlesOutliveTheExecutor) {
     executor ex(o);
     for (int i = 0; i < 1000; ++i) {
       handles.push_back(ex.submit(job_options{}, [i] { return i; }));
-      refs.push_back(ex.submit(job_options{}, [] {}, [](job_result<std::monostate>&&) noexcept {}));
+      refs.push_back(ex.submit(
+          job_options{}, [] {}, [](job_result<std::monostate>&&) noexcept {}));
     }
   }  // destroyed with no grace: every job has its outcome, the handles still hold their records
   for (auto& h : handles) {

@@ -14,7 +14,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-
 // Regression (issue 8.2): a zero budget was admitted and started with a
 // context already done, then reported as run and completed late.
 TEST(ExecutorBounds, AZeroBudgetIsRefusedAtAdmission) {
@@ -111,23 +110,23 @@ TEST(ExecutorBounds, EveryJobOfferedIsCountedOnceAdmittedOrRejected) {
   const auto offer = [&](job_options o) { hs.push_back(ex.submit(o, [] { return 0; })); };
   job_options tight = job_options::within(clk, 5ms);
   tight.min_budget = 10ms;
-  offer(tight);                               // insufficient budget
-  offer(job_options::within(clk, 0ns));       // zero budget
+  offer(tight);                          // insufficient budget
+  offer(job_options::within(clk, 0ns));  // zero budget
   context_source cancelled(clk);
   cancelled.cancel(cancel_cause::caller_gone);
   job_options child;
   child.parent = &cancelled.get();
-  offer(child);                               // the parent is already cancelled
+  offer(child);                                                        // the parent is already cancelled
   for (int i = 0; i < 8; ++i) offer(job_options::within(clk, 100ms));  // fills the queue
-  offer(job_options::within(clk, 100ms));     // queue_full
+  offer(job_options::within(clk, 100ms));                              // queue_full
   ex.run_pending();
   auto expiring = ex.submit(job_options::within(clk, 5ms), [] { return 0; });
   clk.advance(5ms);
-  ex.run_pending();                           // expired in the queue: admitted, finished
+  ex.run_pending();  // expired in the queue: admitted, finished
   const auto s = *ex.stats().snapshot().find("default");
   const std::uint64_t offered = hs.size() + 1;
-  const std::uint64_t rejected = s.rejected_queue_full + s.rejected_insufficient_budget +
-                                 s.rejected_invalid_timeout + s.rejected_shutting_down + s.rejected_cancelled;
+  const std::uint64_t rejected = s.rejected_queue_full + s.rejected_insufficient_budget + s.rejected_invalid_timeout +
+                                 s.rejected_shutting_down + s.rejected_cancelled;
   const std::uint64_t finished = s.finished_ok + s.finished_error + s.finished_deadline_exceeded + s.finished_cancelled;
   EXPECT_EQ(s.rejected_insufficient_budget, 2u);
   EXPECT_EQ(s.rejected_cancelled, 1u);

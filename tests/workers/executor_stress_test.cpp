@@ -64,7 +64,10 @@ TEST(ExecutorStress, EveryJobExactlyOneOutcomeThroughADrain) {
               if (r.st == status::rejected(reject_reason::queue_full)) full = true;
               outcomes[static_cast<std::size_t>(id)].fetch_add(1);
               switch (r.st.code) {
-                case outcome::ok: ok++; EXPECT_EQ(r.value(), id); break;
+                case outcome::ok:
+                  ok++;
+                  EXPECT_EQ(r.value(), id);
+                  break;
                 case outcome::error: errors++; break;
                 case outcome::rejected: rejected++; break;
                 case outcome::deadline_exceeded: expired++; break;

@@ -124,9 +124,11 @@ TEST(Executor, QueueFullWithPausedWorkers) {
   std::atomic<int> ran{0};
   std::vector<status> refused;
   for (int i = 0; i < 8 + 5; ++i) {
-    ex.submit(job_options{}, [&] { ran++; }, [&](job_result<std::monostate>&& r) noexcept {
-      if (!r.ok()) refused.push_back(r.st);
-    });
+    ex.submit(
+        job_options{}, [&] { ran++; },
+        [&](job_result<std::monostate>&& r) noexcept {
+          if (!r.ok()) refused.push_back(r.st);
+        });
   }
   EXPECT_EQ(refused.size(), 5u);
   for (const auto& s : refused) EXPECT_EQ(s, status::rejected(reject_reason::queue_full));
@@ -174,9 +176,7 @@ TEST(ExecutorAsync, FreshnessBoundsTheStartNotTheRun) {
   manual_clock clk;
   executor ex(manual_executor(clk));
   // Worth starting for 5 s; once started, its own limit of 1 s applies.
-  auto fresh = ex.submit(job_options::async(clk, 5s, 1s), [&](const context& ctx) {
-    return ctx.remaining();
-  });
+  auto fresh = ex.submit(job_options::async(clk, 5s, 1s), [&](const context& ctx) { return ctx.remaining(); });
   clk.advance(4s);
   ex.run_pending();
   auto r = fresh.get();
@@ -269,9 +269,9 @@ TEST(Executor, DrainLetsRunningJobsFinishThenCancelsTheRest) {
       return d;
     };
   };
-  auto quick = ex.submit(job_options{}, sleeper(10ms));   // finishes inside the drain
+  auto quick = ex.submit(job_options{}, sleeper(10ms));  // finishes inside the drain
   ASSERT_TRUE(clk.wait_for_timers(1));
-  auto queued = ex.submit(job_options{}, sleeper(1h));    // starts during the drain, cut at its end
+  auto queued = ex.submit(job_options{}, sleeper(1h));  // starts during the drain, cut at its end
   std::thread drainer([&] { ex.shutdown(clk.now() + 100ms); });
   // Wait for shutdown to start: new work is refused once it has.
   while (ex.accepting()) std::this_thread::yield();
@@ -296,10 +296,12 @@ TEST(Executor, DestroyingWithWorkQueuedGivesEveryJobItsOutcome) {
     o.start_paused = true;
     executor ex(o);
     for (int i = 0; i < 10; ++i) {
-      ex.submit(job_options{}, [] {}, [&](job_result<std::monostate>&& r) noexcept {
-        std::lock_guard lock(mu);
-        outcomes.push_back(r.st);
-      });
+      ex.submit(
+          job_options{}, [] {},
+          [&](job_result<std::monostate>&& r) noexcept {
+            std::lock_guard lock(mu);
+            outcomes.push_back(r.st);
+          });
     }
   }
   ASSERT_EQ(outcomes.size(), 10u);
@@ -314,7 +316,10 @@ TEST(Executor, FifoPolicyRunsExpiredWorkAndCountsItLate) {
   job_options jo = job_options::within(clk, 10ms);
   jo.min_budget = 50ms;  // would be refused by the hourglass policy
   bool ran = false;
-  auto h = ex.submit(jo, [&] { ran = true; return 1; });
+  auto h = ex.submit(jo, [&] {
+    ran = true;
+    return 1;
+  });
   clk.advance(20ms);
   ex.run_pending();
   auto r = h.get();

@@ -9,8 +9,8 @@ namespace hourglass {
 namespace detail {
 
 record_slab::carver::~carver() {
-  if (current_ != nullptr && current_->refs_.fetch_sub(open_bias - carved_, std::memory_order_acq_rel) ==
-                                 open_bias - carved_) {
+  if (current_ != nullptr &&
+      current_->refs_.fetch_sub(open_bias - carved_, std::memory_order_acq_rel) == open_bias - carved_) {
     destroy(current_);
   }
 }
@@ -108,13 +108,9 @@ bool job_ref::cancel(cancel_cause cause) noexcept {
       case detail::job_state::starting:
         std::this_thread::yield();  // the context is being made; a few instructions away
         break;
-      case detail::job_state::running:
-        rec->ctx->cancel(cause);
-        return false;
-      case detail::job_state::done:
-        return !rec->timings.ran;
-      case detail::job_state::cancelled_in_queue:
-        return true;
+      case detail::job_state::running: rec->ctx->cancel(cause); return false;
+      case detail::job_state::done: return !rec->timings.ran;
+      case detail::job_state::cancelled_in_queue: return true;
     }
   }
 }
@@ -355,8 +351,7 @@ void executor::run_one(detail::job_record* rec, worker_slot* slot, worker_clock*
   // right after another job ended, that end is its start (saves a clock read
   // per job; the timings then include the previous job's completion
   // bookkeeping, and never start before the job was admitted).
-  const bool timeless = rec->bounds.latest_useful_start() == never && rec->run_limit == duration::max() &&
-                        !rec->parent;
+  const bool timeless = rec->bounds.latest_useful_start() == never && rec->run_limit == duration::max() && !rec->parent;
   time_point start;
   if (wc != nullptr && wc->valid && timeless) {
     start = std::max(wc->last, rec->admitted_at);

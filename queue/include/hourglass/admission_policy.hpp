@@ -35,8 +35,8 @@ struct job_bounds {
 
 // What admission knows about the load when it decides.
 struct queue_load {
-  std::size_t depth = 0;                 // jobs waiting now
-  std::size_t workers = 1;               // workers draining the queue
+  std::size_t depth = 0;                     // jobs waiting now
+  std::size_t workers = 1;                   // workers draining the queue
   duration mean_service = duration::zero();  // observed mean run time (0: unknown)
 };
 

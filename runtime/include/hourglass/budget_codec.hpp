@@ -54,16 +54,16 @@ inline constexpr std::string_view envoy_timeout_ms_header = "X-Envoy-Expected-Rq
 // The raw values of the budget headers a request carried; nullopt = absent.
 struct budget_headers {
   // Initialised so designated initialisers may name just one header.
-  std::optional<std::string_view> request_timeout = std::nullopt;  // gRPC syntax
-  std::optional<std::string_view> grpc_timeout = std::nullopt;     // gRPC syntax
-  std::optional<std::string_view> envoy_timeout_ms = std::nullopt; // decimal milliseconds
+  std::optional<std::string_view> request_timeout = std::nullopt;   // gRPC syntax
+  std::optional<std::string_view> grpc_timeout = std::nullopt;      // gRPC syntax
+  std::optional<std::string_view> envoy_timeout_ms = std::nullopt;  // decimal milliseconds
 };
 
 struct header_budget {
   enum class kind { absent, ok, invalid };
   kind state = kind::absent;
-  duration budget{};           // meaningful only when state == ok
-  std::string_view bad_header; // when invalid: one of the *_header names above (static storage)
+  duration budget{};            // meaningful only when state == ok
+  std::string_view bad_header;  // when invalid: one of the *_header names above (static storage)
 };
 
 // The budget the request states. Any malformed header makes the whole request
@@ -89,7 +89,7 @@ struct header_budget {
 // because a configuration typo should be loud, not silently changed.
 struct duration_parse {
   std::optional<duration> value;
-  std::string error; // empty on success; otherwise names the input and what was expected
+  std::string error;  // empty on success; otherwise names the input and what was expected
 };
 [[nodiscard]] duration_parse parse_human_duration(std::string_view text);
 

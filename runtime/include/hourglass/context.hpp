@@ -32,8 +32,8 @@ namespace hourglass {
 
 // How much of its parent's budget a child may take.
 struct child_limits {
-  duration cap = duration::max();         // at most this long from now
-  duration reserve = duration::zero();    // kept back for the parent's own finishing work
+  duration cap = duration::max();       // at most this long from now
+  duration reserve = duration::zero();  // kept back for the parent's own finishing work
 };
 
 // Thrown by context::check() inside work that prefers exceptions to polling.

@@ -85,9 +85,9 @@ struct histogram_snapshot {
   std::vector<std::uint64_t> counts;  // one per bucket, layout.bucket_count() long
   std::uint64_t count = 0;            // == sum of counts
   std::uint64_t sum_ns = 0;
-  std::uint64_t min_ns = 0;  // 0 when empty
-  std::uint64_t max_ns = 0;  // 0 when empty
-  std::uint64_t clamped = 0; // values that were above highest_trackable_ns
+  std::uint64_t min_ns = 0;   // 0 when empty
+  std::uint64_t max_ns = 0;   // 0 when empty
+  std::uint64_t clamped = 0;  // values that were above highest_trackable_ns
 
   // Nearest-rank quantile, q clamped to [0, 1] (NaN is 0); 0 when empty.
   std::uint64_t value_at_quantile(double q) const noexcept;

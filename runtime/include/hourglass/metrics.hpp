@@ -157,7 +157,7 @@ struct alignas(64) handler_metrics {
   counter finished_deadline_exceeded;
   counter finished_cancelled;
   counter completed_late;
-  counter completed_late_ns;  // rendered in seconds
+  counter completed_late_ns;           // rendered in seconds
   alignas(64) const std::string name;  // unescaped label value (read-only: a line of its own)
 };
 

@@ -25,11 +25,11 @@ enum class expiry_stage : std::uint8_t { none, admission, queue, run, downstream
 // Who asked for a cancellation (outcome `cancelled`). The first cause wins.
 enum class cancel_cause : std::uint8_t {
   none,
-  requested,   // an owner called cancel() (DELETE /v1/jobs/{id})
-  caller_gone, // the waiting client disconnected
-  parent,      // a parent context was cancelled explicitly
-  sibling,     // fan-out: a sibling failed (all-of) or won (first-of)
-  shutdown,    // drain timeout reached
+  requested,    // an owner called cancel() (DELETE /v1/jobs/{id})
+  caller_gone,  // the waiting client disconnected
+  parent,       // a parent context was cancelled explicitly
+  sibling,      // fan-out: a sibling failed (all-of) or won (first-of)
+  shutdown,     // drain timeout reached
 };
 
 // One job's final word. Small and trivially copyable: it travels in completions.
@@ -53,9 +53,7 @@ struct status {
   constexpr bool is_ok() const noexcept { return code == outcome::ok; }
   // deadline_exceeded and cancelled are final: retrying them against the same
   // budget is pointless by definition.
-  constexpr bool terminal() const noexcept {
-    return code == outcome::deadline_exceeded || code == outcome::cancelled;
-  }
+  constexpr bool terminal() const noexcept { return code == outcome::deadline_exceeded || code == outcome::cancelled; }
   // Only the handler's own errors may be retried against the same budget; an
   // overload rejection may be retried elsewhere or later, by the caller.
   constexpr bool retryable() const noexcept { return code == outcome::error; }

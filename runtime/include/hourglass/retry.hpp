@@ -54,9 +54,9 @@ struct retry_policy {
   // the nearest nanosecond). The cap applies to b before
   // jitter, so one sleep may exceed max_backoff by up to the jitter fraction.
   double jitter = 0.2;
-  duration per_attempt_cap = duration::max();     // an attempt's own timeout
-  duration reserve = duration::zero();            // kept back for the caller's finishing work
-  duration min_attempt_budget = duration::zero(); // an attempt that would get less is not started
+  duration per_attempt_cap = duration::max();      // an attempt's own timeout
+  duration reserve = duration::zero();             // kept back for the caller's finishing work
+  duration min_attempt_budget = duration::zero();  // an attempt that would get less is not started
 };
 
 // Throws std::invalid_argument for a policy that cannot mean what it says:
@@ -143,8 +143,8 @@ attempt_plan plan_retry(const retry_policy& policy, int attempts_done, const sta
 class retry_budget {
  public:
   struct options {
-    double ratio = 0.2;                   // retries per request, in [0, 1000]
-    double min_retries_per_second = 10;   // >= 0
+    double ratio = 0.2;                       // retries per request, in [0, 1000]
+    double min_retries_per_second = 10;       // >= 0
     duration ttl = std::chrono::seconds(10);  // >= 10 ns
   };
 
@@ -164,7 +164,7 @@ class retry_budget {
   static constexpr std::int64_t unit = 1'000'000;  // fixed point: units per token
   struct slot {
     std::int64_t index = std::numeric_limits<std::int64_t>::min();  // which ttl/10 period of time this slot holds
-    std::int64_t net = 0;            // deposits - withdrawals, in units
+    std::int64_t net = 0;                                           // deposits - withdrawals, in units
   };
 
   std::int64_t slot_index(time_point now) const noexcept;
@@ -234,9 +234,9 @@ inline void bump(std::atomic<uint64_t> retry_counters::*which, retry_counters* c
 // Thread safety: as safe as `attempt`; budget and counters may be shared by
 // any number of concurrent calls.
 template <class F>
-  requires std::invocable<F&, const context&> && std::convertible_to<std::invoke_result_t<F&, const context&>, status>
-status retry_call(const context& ctx, const retry_policy& policy, F&& attempt, retry_budget* budget = nullptr,
-                  retry_counters* counters = nullptr, std::function<double()> jitter = {}) {
+requires std::invocable<F&, const context&> && std::convertible_to<std::invoke_result_t<F&, const context&>, status>
+    status retry_call(const context& ctx, const retry_policy& policy, F&& attempt, retry_budget* budget = nullptr,
+                      retry_counters* counters = nullptr, std::function<double()> jitter = {}) {
   validate(policy);
   if (ctx.done()) return ctx.stop_status();
   clock& clk = ctx.get_clock();

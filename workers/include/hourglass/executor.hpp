@@ -47,8 +47,8 @@
 #include "hourglass/admission_queue.hpp"
 #include "hourglass/clock.hpp"
 #include "hourglass/context.hpp"
-#include "hourglass/job.hpp"
 #include "hourglass/detail/job_record.hpp"
+#include "hourglass/job.hpp"
 #include "hourglass/metrics.hpp"
 
 namespace hourglass {
@@ -81,16 +81,15 @@ struct job_options {
 };
 
 struct executor_options {
-  std::size_t workers = 0;           // 0: hardware threads; see manual_mode
-  bool manual_mode = false;          // no threads: the owner calls run_pending() ("turn the crank")
+  std::size_t workers = 0;   // 0: hardware threads; see manual_mode
+  bool manual_mode = false;  // no threads: the owner calls run_pending() ("turn the crank")
   std::size_t queue_capacity = 1024;
-  hourglass::clock* clock = nullptr; // nullptr: real_clock()
+  hourglass::clock* clock = nullptr;      // nullptr: real_clock()
   hourglass::metrics* metrics = nullptr;  // nullptr: the executor owns one
-  bool deadline_checks = true;       // false: policy fifo
+  bool deadline_checks = true;            // false: policy fifo
   bool predicted_wait_admission = true;
   bool start_paused = false;
 };
-
 
 class executor;
 
@@ -158,7 +157,7 @@ class executor {
   bool accepting() const noexcept { return !queue_.closed(); }
 
   // Test and operations helpers.
-  void pause();   // returns once every worker is parked; queued jobs wait
+  void pause();  // returns once every worker is parked; queued jobs wait
   void resume();
   std::size_t run_pending();  // manual_mode: runs queued jobs on this thread
 
@@ -232,10 +231,10 @@ class executor {
   // queue-depth and workers-busy gauges are read from here at snapshot time
   // (metrics::attach_gauges) rather than written per job.
   alignas(64) std::atomic<std::size_t> push_attempts_{0};  // records offered to the queue, ever
-  std::atomic<std::size_t> failed_pushes_{0};               // of which refused by the queue
-  alignas(64) std::atomic<std::size_t> settled_{0};         // popped records whose outcome is settled
+  std::atomic<std::size_t> failed_pushes_{0};              // of which refused by the queue
+  alignas(64) std::atomic<std::size_t> settled_{0};        // popped records whose outcome is settled
   alignas(64) std::atomic<std::size_t> busy_{0};           // jobs running outside a worker (run_pending)
-  alignas(64) std::atomic<bool> stopping_now_{false};     // drain deadline passed: cancel, don't start
+  alignas(64) std::atomic<bool> stopping_now_{false};      // drain deadline passed: cancel, don't start
   // Workers about to block or blocked on an empty queue. A worker that holds
   // a batch reads it before starting each job and wakes one of them, so no
   // job waits in a batch while a worker idles (see run_batch and steal).

@@ -138,7 +138,8 @@ std::shared_ptr<fan_out_group<R>> run_group(executor& ex, const context& parent,
   jo.handler = "fan_out";
   for (std::size_t k = 1; k < runners; ++k) {
     // A helper runner that is refused or expires just leaves its share to the others.
-    ex.submit(jo, [group] { group->run_claimed(); }, [](job_result<std::monostate>&&) noexcept {});
+    ex.submit(
+        jo, [group] { group->run_claimed(); }, [](job_result<std::monostate>&&) noexcept {});
   }
   group->run_claimed();
   group->wait_all();
@@ -149,7 +150,7 @@ std::shared_ptr<fan_out_group<R>> run_group(executor& ex, const context& parent,
 
 template <class R>
 std::vector<job_result<job_value_t<R>>> all_of(executor& ex, const context& parent, std::vector<branch_fn<R>> branches,
-                                              fan_out_options opts = {}) {
+                                               fan_out_options opts = {}) {
   auto group = detail::run_group<R>(ex, parent, std::move(branches), opts, detail::fan_out_group<R>::mode::all_of);
   return std::move(group->results());
 }

@@ -41,8 +41,8 @@ using job_value_t = std::conditional_t<std::is_void_v<R>, std::monostate, R>;
 template <class T>
 struct job_result {
   status st;
-  std::optional<T> result;     // set only when st is ok
-  std::exception_ptr error;    // the handler's exception, when st is error
+  std::optional<T> result;   // set only when st is ok
+  std::exception_ptr error;  // the handler's exception, when st is error
   job_timings timings;
 
   bool ok() const noexcept { return st.is_ok(); }

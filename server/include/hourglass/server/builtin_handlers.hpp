@@ -25,6 +25,6 @@ namespace hourglass::server {
 handler_fn echo_handler();
 handler_fn sleep_handler();
 handler_fn spin_handler();
-handler_fn call_handler(upstream_client& client);       // client must outlive the handler's jobs
+handler_fn call_handler(upstream_client& client);  // client must outlive the handler's jobs
 
 }  // namespace hourglass::server

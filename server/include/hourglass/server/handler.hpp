@@ -47,7 +47,9 @@ struct request_view {
   // absent. Left empty in views made by hand (tests).
   std::function<std::string_view(std::string_view)> header_lookup;
 
-  std::string_view header(std::string_view name) const { return header_lookup ? header_lookup(name) : std::string_view{}; }
+  std::string_view header(std::string_view name) const {
+    return header_lookup ? header_lookup(name) : std::string_view{};
+  }
 };
 
 struct handler_result {

@@ -71,8 +71,8 @@ class upstream_client {
   // Throws: stopped_error (context stopped, or budget too small to call),
   // std::invalid_argument (unknown upstream or handler name),
   // std::runtime_error (connection or protocol failure).
-  upstream_response post_job(const context& ctx, std::string_view upstream, std::string_view handler,
-                             std::string body, std::string_view content_type, std::string_view traceparent);
+  upstream_response post_job(const context& ctx, std::string_view upstream, std::string_view handler, std::string body,
+                             std::string_view content_type, std::string_view traceparent);
 
   // Closes pooled idle connections (drain).
   void close_idle() noexcept;

@@ -43,7 +43,7 @@ class json_writer {
   json_writer& value(unsigned long long v) { return value(static_cast<std::uint64_t>(v)); }
   json_writer& value(bool v);
   json_writer& null();
-  json_writer& fixed(double v, int decimals);             // printf %.*f; non-finite -> null
+  json_writer& fixed(double v, int decimals);           // printf %.*f; non-finite -> null
   json_writer& general(double v, int significant = 6);  // printf %.*g; non-finite -> null
   json_writer& raw(std::string_view json);              // already JSON
 
@@ -80,7 +80,7 @@ class json_object {
   json_object& add(std::string_view key, int value) { return put(key, static_cast<std::int64_t>(value)); }
   json_object& add(std::string_view key, bool value) { return put(key, value); }
   json_object& add_raw(std::string_view key, std::string_view json);  // already JSON
-  std::string str() const;  // the object, followed by a newline
+  std::string str() const;                                            // the object, followed by a newline
 
  private:
   template <class T>

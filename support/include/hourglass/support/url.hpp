@@ -14,9 +14,9 @@ namespace hourglass::support {
 // A plain http:// URL: what hourglassd may call upstream and what the bench
 // loads. No TLS, no credentials, no query or fragment.
 struct http_url {
-  std::string host;     // a name, an IPv4 address or an IPv6 address without brackets
+  std::string host;  // a name, an IPv4 address or an IPv6 address without brackets
   std::uint16_t port = 80;
-  std::string path;     // as written, "" when the URL has none
+  std::string path;         // as written, "" when the URL has none
   std::string host_header;  // the Host header: "name", "[::1]:9" (no ":80")
 };
 

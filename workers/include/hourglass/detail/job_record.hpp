@@ -130,7 +130,7 @@ inline constexpr bool takes_context_v = std::is_invocable_v<F&, const context&>;
 
 template <class F>
 using fn_result_t = typename std::conditional_t<takes_context_v<F>, std::invoke_result<F&, const context&>,
-                                       std::invoke_result<F&>>::type;
+                                                std::invoke_result<F&>>::type;
 
 template <class F, class Done>
 class job_impl final : public job_record {

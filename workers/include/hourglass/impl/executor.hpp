@@ -46,9 +46,8 @@ auto executor::submit(const job_options& opts, F&& fn) {
   using T = job_value_t<detail::fn_result_t<Fn>>;
   auto promise = std::make_shared<std::promise<job_result<T>>>();
   auto future = promise->get_future();
-  job_ref ref = submit(opts, std::forward<F>(fn), [promise](job_result<T>&& r) noexcept {
-    promise->set_value(std::move(r));
-  });
+  job_ref ref = submit(opts, std::forward<F>(fn),
+                       [promise](job_result<T>&& r) noexcept { promise->set_value(std::move(r)); });
   job_handle<T> handle;
   handle.rec_ = std::move(ref.rec_);
   handle.future_ = std::move(future);
