@@ -39,6 +39,15 @@ pending_reply post_async(client& c, std::string target, std::string body, header
   })};
 }
 
+// Moves time to 1 ms before `at` (nothing may be answered yet), then to `at`,
+// and returns the answer that came then.
+reply answered_exactly_after(manual_clock& clk, pending_reply& r, duration at) {
+  clk.advance(at - 1ms);
+  EXPECT_FALSE(r.ready_within(50ms)) << "answered before " << to_millis(at) << " ms";
+  clk.advance(1ms);
+  return r.get();
+}
+
 server_options one_worker() {
   server_options o = test_options();
   o.workers = 1;
@@ -74,10 +83,7 @@ TEST(HttpServerClock, AQueuedJobIs504AtItsDeadlineExactlyAndNeverRuns) {
   ASSERT_TRUE(wait_until([&] { return srv.metrics().queue_depth == 1; }));
   ASSERT_TRUE(clk.wait_for_timers(4));  // + the queued call's session deadline
 
-  clk.advance(149ms);
-  EXPECT_FALSE(queued.ready_within(50ms)) << "answered before its deadline";
-  clk.advance(1ms);
-  const reply r = queued.get();
+  const reply r = answered_exactly_after(clk, queued, 150ms);
   EXPECT_EQ(r.status, 504u);
   EXPECT_EQ(json_string(r.body, "stage"), "queue");
   EXPECT_EQ(json_number(r.body, "queued_ms"), 150) << r.body;
@@ -96,10 +102,7 @@ TEST(HttpServerClock, ARunningJobIsStoppedAndAnswered504AtItsDeadline) {
   client c(srv.port());
   auto r = post_async(c, "/v1/jobs/sleep", R"({"ms": 10000})", {{"Request-Timeout", "100m"}});
   ASSERT_TRUE(clk.wait_for_timers(3));  // session deadline, context deadline, sleep
-  clk.advance(99ms);
-  EXPECT_FALSE(r.ready_within(50ms));
-  clk.advance(1ms);
-  const reply rep = r.get();
+  const reply rep = answered_exactly_after(clk, r, 100ms);
   EXPECT_EQ(rep.status, 504u);
   EXPECT_EQ(json_string(rep.body, "stage"), "run");
   EXPECT_EQ(json_number(rep.body, "run_ms"), 100) << rep.body;
@@ -127,10 +130,7 @@ TEST(HttpServerClock, AHandlerThatIgnoresItsDeadlineIsAnsweredAfterTheGrace) {
   ASSERT_TRUE(clk.wait_for_timers(2));  // session deadline, context deadline
   clk.advance(100ms);
   ASSERT_TRUE(clk.wait_for_timers(1)) << "the 100 ms grace is armed";
-  clk.advance(99ms);
-  EXPECT_FALSE(r.ready_within(50ms)) << "answered inside the grace";
-  clk.advance(1ms);
-  const reply rep = r.get();
+  const reply rep = answered_exactly_after(clk, r, 100ms);  // the grace
   EXPECT_EQ(rep.status, 504u);
   EXPECT_EQ(json_string(rep.body, "stage"), "run");
   EXPECT_EQ(json_number(rep.body, "remaining_ms"), 0);
