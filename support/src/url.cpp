@@ -64,6 +64,34 @@ http_url parse_http_url(std::string_view text, std::string_view what) {
   return out;
 }
 
+redis_url parse_redis_url(std::string_view text, std::string_view what) {
+  namespace urls = boost::urls;
+  if (text.substr(0, 8) != "redis://") fail(what, "must be redis://HOST:PORT[/DB], got " + quoted(text));
+  const auto parsed = urls::parse_uri(text);
+  if (!parsed) fail(what, "is not a valid URL: " + quoted(text) + " (" + parsed.error().message() + ")");
+  const urls::url_view& u = *parsed;
+  if (u.has_userinfo()) fail(what, "must not carry credentials (use --broker-password-file): " + quoted(text));
+  if (u.has_query() || u.has_fragment()) fail(what, "must not have a query or fragment: " + quoted(text));
+  redis_url out;
+  out.host = std::string(u.encoded_host_address());
+  const bool ip = u.host_type() == urls::host_type::ipv4 || u.host_type() == urls::host_type::ipv6;
+  if (!ip && !(u.host_type() == urls::host_type::name && plain_host_name(out.host))) {
+    fail(what, "has no or a bad host: " + quoted(text));
+  }
+  if (u.has_port()) out.port = port_number(u.port(), what, text);
+  std::string_view path = u.encoded_path();
+  if (!path.empty() && path != "/") {
+    path.remove_prefix(1);
+    unsigned db = 0;
+    const auto [p, ec] = std::from_chars(path.data(), path.data() + path.size(), db);
+    if (ec != std::errc() || p != path.data() + path.size() || db > 15) {
+      fail(what, "has a bad database number (0-15): " + quoted(text));
+    }
+    out.db = static_cast<int>(db);
+  }
+  return out;
+}
+
 boost::asio::ip::tcp::endpoint parse_ip_endpoint(std::string_view text, std::string_view what) {
   namespace urls = boost::urls;
   const auto parsed = urls::parse_authority(text);

@@ -57,6 +57,35 @@ TEST(HttpUrl, MessagesNameWhatAndQuoteTheText) {
   }
 }
 
+TEST(RedisUrl, HostPortAndDatabase) {
+  const redis_url a = parse_redis_url("redis://127.0.0.1:6380/2");
+  EXPECT_EQ(a.host, "127.0.0.1");
+  EXPECT_EQ(a.port, 6380);
+  EXPECT_EQ(a.db, 2);
+  const redis_url b = parse_redis_url("redis://broker.internal");
+  EXPECT_EQ(b.host, "broker.internal");
+  EXPECT_EQ(b.port, 6379);
+  EXPECT_EQ(b.db, 0);
+  const redis_url c = parse_redis_url("redis://[::1]:7000/");
+  EXPECT_EQ(c.host, "::1");
+  EXPECT_EQ(c.port, 7000);
+  EXPECT_EQ(c.db, 0);
+}
+
+TEST(RedisUrl, RejectsWhatWeDoNotSpeak) {
+  for (const char* bad :
+       {"", "rediss://a", "http://a:1", "redis://", "redis://:pw@a:1", "redis://u:pw@a", "redis://a:99999",
+        "redis://a/16", "redis://a/x", "redis://a/1/2", "redis://a/-1", "redis://a?db=1", "redis://a_b"}) {
+    EXPECT_THROW(parse_redis_url(bad), std::invalid_argument) << bad;
+  }
+  try {
+    parse_redis_url("redis://:secret@a");
+    FAIL() << "accepted a password";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--broker-password-file"), std::string::npos) << e.what();
+  }
+}
+
 TEST(IpEndpoint, AddressAndPort) {
   auto ep = parse_ip_endpoint("127.0.0.1:8080");
   EXPECT_EQ(ep.address().to_string(), "127.0.0.1");

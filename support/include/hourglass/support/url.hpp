@@ -26,6 +26,19 @@ struct http_url {
 // fragment, or anything Boost.URL does not parse as a URI.
 http_url parse_http_url(std::string_view text, std::string_view what = "URL");
 
+// redis://HOST[:PORT][/DB]: the fleet's broker (protocol.md, "Fleet mode").
+// No credentials in the URL: the password comes from --broker-password-file.
+struct redis_url {
+  std::string host;  // a name, an IPv4 address or an IPv6 address without brackets
+  std::uint16_t port = 6379;
+  int db = 0;  // 0-15
+};
+
+// Throws std::invalid_argument naming `what` and quoting `text`: not redis://,
+// credentials, no or bad host, a bad port, a DB that is not 0-15, a query or
+// fragment.
+redis_url parse_redis_url(std::string_view text, std::string_view what = "broker URL");
+
 // "ADDR:PORT" or "[IPv6]:PORT" where ADDR is an IP address (not a name) and
 // PORT is 0-65535. Throws std::invalid_argument naming `what` ("listen
 // address") and quoting `text`.

@@ -1,0 +1,128 @@
+// A Redis client on Asio, for the fleet's broker (protocol.md, "Fleet mode").
+//
+// hiredis encodes commands and parses replies (redisFormatCommandArgv,
+// redisReader); Asio moves the bytes. One redis_connection is one TCP
+// connection on its own strand: calls are pipelined and answered in order,
+// there is no thread per connection and nothing blocks an I/O thread.
+//
+//   boost::asio::io_context io;  // run by the caller's I/O threads
+//   hourglass::fleet::redis_connection redis(io, {"127.0.0.1", 6379});
+//   redis_reply r = redis.call(ctx, {"XADD", "hg:{q}:jobs", "*", "h", "echo"});
+//
+// Every call carries the caller's context: its deadline and cancellation end
+// the wait at once (stopped_error with the context's reason). A call whose
+// context has no deadline is bounded by options.io_timeout; a broker that does
+// not answer within it, cannot be reached, or breaks the protocol is
+// redis_unavailable (the daemon answers 503 broker_unavailable), and the
+// connection is closed so the next call starts on a fresh one.
+//
+// Reconnecting: the connection is opened on the first call, and again on the
+// first call after it broke. After a failed connect, calls fail at once with
+// redis_unavailable until the backoff (doubling from backoff_min to
+// backoff_max, measured on options.clock) has passed; a connect that succeeds
+// resets it. AUTH and SELECT are sent first on every new connection.
+//
+// Blocking commands (XREADGROUP ... BLOCK): give them a connection of their
+// own and pass blocking = true, so that a stop closes the connection rather
+// than leaving the server's answer to arrive later on a connection others use.
+//
+// Thread safety: every member may be called from any thread. call() blocks
+// the calling thread and must not run on one of the io_context's threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hourglass/clock.hpp"
+#include "hourglass/context.hpp"
+#include "hourglass/time.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace hourglass::fleet {
+
+// A RESP2 reply, copied out of hiredis's parse.
+struct redis_reply {
+  enum class type { nil, status, error, integer, string, array };
+  type kind = type::nil;
+  std::string str;                    // status, error and string replies
+  long long integer = 0;              // integer replies
+  std::vector<redis_reply> elements;  // array replies
+
+  bool is_nil() const noexcept { return kind == type::nil; }
+  bool is_error() const noexcept { return kind == type::error; }
+  bool is_string() const noexcept { return kind == type::string || kind == type::status; }
+  bool is_integer() const noexcept { return kind == type::integer; }
+  bool is_array() const noexcept { return kind == type::array; }
+  // "OK" status, or the same for an error ("ERR unknown command ...").
+  bool is_status(std::string_view s) const noexcept { return kind == type::status && str == s; }
+};
+
+// The broker cannot be used right now: not reachable, not answering in time,
+// refusing our AUTH, or speaking garbage.
+class redis_unavailable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct redis_endpoint {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 6379;
+  int db = 0;
+  std::string password;  // empty: no AUTH
+};
+
+struct redis_options {
+  duration connect_timeout = std::chrono::seconds(2);
+  duration io_timeout = std::chrono::seconds(5);  // a call without a deadline
+  duration backoff_min = std::chrono::milliseconds(50);
+  duration backoff_max = std::chrono::seconds(2);
+  std::size_t max_reply_bytes = 64 * 1024 * 1024;  // a larger reply is a protocol failure
+  hourglass::clock* clock = nullptr;               // the backoff's; nullptr: real_clock()
+};
+
+// What an asynchronous call ends with: a reply (possibly an error reply), or
+// why there is none.
+struct redis_result {
+  enum class code { ok, unavailable, stopped };
+  code result = code::ok;
+  redis_reply reply;    // when ok
+  std::string message;  // when unavailable
+  status stop_status;   // when stopped: the context's reason
+};
+
+class redis_connection {
+ public:
+  redis_connection(boost::asio::io_context& io, redis_endpoint endpoint, redis_options options = {});
+  // Closes the connection; calls still waiting end unavailable.
+  ~redis_connection();
+  redis_connection(const redis_connection&) = delete;
+  redis_connection& operator=(const redis_connection&) = delete;
+
+  // Sends `args` as one command. Throws redis_unavailable, or stopped_error
+  // when `ctx` stopped first. An error reply (-ERR ...) is returned, not thrown.
+  redis_reply call(const context& ctx, std::vector<std::string> args, bool blocking = false);
+
+  // The same without blocking: `done` runs once, on the connection's strand.
+  void async_call(const context& ctx, std::vector<std::string> args, std::function<void(redis_result)> done,
+                  bool blocking = false);
+
+  // Closes the connection now; calls in flight end unavailable. The next call reconnects.
+  void reset();
+
+  bool connected() const noexcept;
+  std::uint64_t connects() const noexcept;  // successful connects so far
+
+ private:
+  struct impl;
+  std::shared_ptr<impl> impl_;
+};
+
+}  // namespace hourglass::fleet

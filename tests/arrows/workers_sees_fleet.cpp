@@ -1,0 +1,2 @@
+// Must NOT compile: the executor knows nothing of brokers.
+#include "hourglass/fleet/redis.hpp"

@@ -1,0 +1,123 @@
+#include "redis_server.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/write.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace hourglass::fleet::testing {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+std::uint16_t free_port() {
+  net::io_context io;
+  tcp::acceptor a(io, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
+  return a.local_endpoint().port();
+}
+
+redis_server::redis_server(std::vector<std::string> extra) : extra_(std::move(extra)) {
+  char tmpl[] = "/tmp/hourglass-redis-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+  dir_ = tmpl;
+  port_ = free_port();
+  spawn();
+}
+
+redis_server::~redis_server() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGCONT);
+    kill9();
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+}
+
+void redis_server::spawn() {
+  std::vector<std::string> args{
+      "redis-server", "--port",    std::to_string(port_), "--bind", "127.0.0.1", "--dir", dir_,
+      "--appendonly", "yes",       "--appendfsync",       "always", "--save",    "",      "--daemonize",
+      "no",           "--logfile", dir_ + "/redis.log"};
+  args.insert(args.end(), extra_.begin(), extra_.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  const int rc = posix_spawnp(&pid_, "redis-server", nullptr, &attr, argv.data(), environ);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    pid_ = -1;
+    throw std::runtime_error("cannot start redis-server (tools/install-deps installs it)");
+  }
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!answers_ping()) {
+    int st = 0;
+    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+      pid_ = -1;
+      throw std::runtime_error("redis-server exited at start:\n" + log());
+    }
+    if (std::chrono::steady_clock::now() > give_up) throw std::runtime_error("redis-server did not answer PING");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+bool redis_server::answers_ping() const {
+  try {
+    net::io_context io;
+    tcp::socket s(io);
+    s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_));
+    net::write(s, net::buffer(std::string_view("PING\r\n")));
+    std::string line;
+    net::read_until(s, net::dynamic_buffer(line), "\r\n");
+    // A server that needs AUTH answers -NOAUTH: it is up all the same.
+    return line.rfind("+PONG", 0) == 0 || line.rfind("-NOAUTH", 0) == 0;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+void redis_server::kill9() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  int st = 0;
+  ::waitpid(pid_, &st, 0);
+  pid_ = -1;
+}
+
+void redis_server::restart() {
+  kill9();
+  spawn();
+}
+
+void redis_server::pause() { ::kill(pid_, SIGSTOP); }
+void redis_server::resume() { ::kill(pid_, SIGCONT); }
+
+std::string redis_server::log() const {
+  std::ifstream in(dir_ + "/redis.log");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace hourglass::fleet::testing
