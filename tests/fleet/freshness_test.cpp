@@ -1,0 +1,76 @@
+// The fleet's time rules, exactly, without Redis: entry ids and TIME, age on
+// the broker's clock, the local deadline, predicted wait and admission.
+#include "hourglass/fleet/freshness.hpp"
+
+#include <gtest/gtest.h>
+
+namespace hourglass::fleet {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(StreamId, ParsesMsAndSeq) {
+  EXPECT_EQ(parse_stream_id("1700000000123-7"), (stream_id{1700000000123, 7}));
+  EXPECT_EQ(parse_stream_id("0-0"), (stream_id{0, 0}));
+  for (const char* bad : {"", "-", "1-", "-1", "1", "1-2-3", "x-1", "1-x", " 1-1", "18446744073709551616-0"}) {
+    EXPECT_FALSE(parse_stream_id(bad)) << bad;
+  }
+}
+
+TEST(BrokerTime, SecondsAndMicros) {
+  EXPECT_EQ(parse_broker_time("1000", "250"), 1'000'000'250);
+  EXPECT_FALSE(parse_broker_time("1000", "1000000"));
+  EXPECT_FALSE(parse_broker_time("", "1"));
+  EXPECT_FALSE(parse_broker_time("1", "-1"));
+}
+
+// protocol.md / freshness.hpp's worked example.
+TEST(Freshness, TheWorkedExample) {
+  const time_point sent = time_point{} + 42s;
+  const job_age age = age_on_broker(stream_id{1'000'000, 0}, 1'003'200'000);
+  EXPECT_EQ(age.waited, 3200ms);
+  EXPECT_FALSE(age.negative);
+  EXPECT_EQ(start_by_on_our_clock(age, 5s, sent), time_point{} + 43800ms);
+}
+
+TEST(Freshness, OurWallClockIsNoInput) {
+  // The same broker readings give the same local deadline, from the local
+  // monotonic send time alone: a daemon 10 min fast or slow decides the same.
+  const job_age age = age_on_broker(stream_id{5'000, 1}, 5'000'000 + 900'000);
+  for (const auto sent : {time_point{} + 1s, time_point{} + 1h}) {
+    EXPECT_EQ(start_by_on_our_clock(age, 1s, sent) - sent, 100ms);
+  }
+}
+
+TEST(Freshness, ExpiredWhenTheWaitCoversTheFreshness) {
+  const time_point sent = time_point{} + 1s;
+  EXPECT_EQ(start_by_on_our_clock(job_age{1s, false}, 1s, sent), sent) << "no time left: due at once";
+  EXPECT_EQ(start_by_on_our_clock(job_age{2s, false}, 1s, sent), sent);
+  EXPECT_EQ(start_by_on_our_clock(job_age{0s, false}, duration::max(), sent), never);
+}
+
+TEST(Freshness, AnEntryNewerThanTimeCountsAsZeroAndIsFlagged) {
+  const job_age age = age_on_broker(stream_id{2'000, 0}, 1'999'000);
+  EXPECT_TRUE(age.negative);
+  EXPECT_EQ(age.waited, 0s);
+}
+
+TEST(FleetAdmission, PredictedWaitIsBacklogTimesMeanOverSlots) {
+  EXPECT_EQ(fleet_predicted_wait(0, 1s, 0), 0s) << "an empty backlog waits for nothing";
+  EXPECT_EQ(fleet_predicted_wait(100, 20ms, 4), 500ms);
+  EXPECT_EQ(fleet_predicted_wait(3, 10ms, 2), 15ms);
+  EXPECT_EQ(fleet_predicted_wait(1, 1s, 0), duration::max()) << "no live worker slot";
+  EXPECT_EQ(fleet_predicted_wait(UINT64_MAX, 1h, 1), duration::max());
+}
+
+TEST(FleetAdmission, FreshnessMustCoverTheWaitAndTheMinimumBudget) {
+  EXPECT_TRUE(admit_at_enqueue(1s, 500ms, 500ms));
+  EXPECT_FALSE(admit_at_enqueue(1s, 500ms, 500ms + 1ns));
+  EXPECT_FALSE(admit_at_enqueue(1s, 1s, 0ns)) << "nothing starts with zero time left";
+  EXPECT_TRUE(admit_at_enqueue(1s, 1s - 1ns, 0ns));
+  EXPECT_FALSE(admit_at_enqueue(1s, duration::max(), 0ns));
+  EXPECT_TRUE(admit_at_enqueue(duration::max(), duration::max(), 1s)) << "no freshness bound";
+}
+
+}  // namespace
+}  // namespace hourglass::fleet
