@@ -5,9 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-
 #include <future>
 #include <thread>
 
@@ -17,18 +14,6 @@ namespace hourglass::fleet::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-// An io_context run by one thread for the test's lifetime.
-struct io_thread {
-  io_thread() : work(boost::asio::make_work_guard(io)), t([this] { io.run(); }) {}
-  ~io_thread() {
-    work.reset();
-    t.join();
-  }
-  boost::asio::io_context io;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work;
-  std::thread t;
-};
 
 // Destroyed before the io thread stops: the connection's close runs.
 struct fixture : ::testing::Test {

@@ -6,8 +6,12 @@
 
 #include <sys/types.h>
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hourglass/fleet/redis.hpp"
@@ -40,6 +44,19 @@ class redis_server {
   std::string dir_;
   std::uint16_t port_ = 0;
   pid_t pid_ = -1;
+};
+
+// An io_context run by one thread. Declare it before the connections that use
+// it: they are destroyed first, and their close runs before the thread ends.
+struct io_thread {
+  io_thread() : work(boost::asio::make_work_guard(io)), t([this] { io.run(); }) {}
+  ~io_thread() {
+    work.reset();
+    t.join();
+  }
+  boost::asio::io_context io;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work;
+  std::thread t;
 };
 
 // A loopback port nothing listens on right now.

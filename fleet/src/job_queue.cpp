@@ -1,0 +1,158 @@
+#include "hourglass/fleet/job_queue.hpp"
+
+#include <cstdio>
+#include <random>
+#include <stdexcept>
+
+#include "hourglass/fleet/freshness.hpp"
+#include "scripts.hpp"
+
+namespace hourglass::fleet {
+
+namespace {
+
+std::string millis(duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+}
+
+bool valid_job_id(std::string_view id) noexcept {
+  if (id.size() != 32) return false;
+  for (const char c : id) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+[[noreturn]] void broker_error(const std::string& what, const redis_reply& r) {
+  throw redis_unavailable("redis: " + what + ": " + (r.is_error() ? r.str : std::string("unexpected reply")));
+}
+
+fleet_job job_from(std::string_view id, const redis_reply& r) {
+  fleet_job j;
+  j.id = std::string(id);
+  for (std::size_t i = 0; i + 1 < r.elements.size(); i += 2) j.fields[r.elements[i].str] = r.elements[i + 1].str;
+  return j;
+}
+
+}  // namespace
+
+std::string new_job_id() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  char buf[33];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+job_queue::job_queue(redis_connection& redis, queue_options options) : redis_(redis), options_(std::move(options)) {
+  if (options_.name.empty() || options_.name.find_first_of("{}: \t\r\n") != std::string::npos) {
+    throw std::invalid_argument("queue name '" + options_.name + "' must be non-empty, without {, }, : or spaces");
+  }
+}
+
+std::string job_queue::key(std::string_view suffix) const {
+  return "hg:{" + options_.name + "}:" + std::string(suffix);
+}
+
+void job_queue::ensure_group(const context& ctx) {
+  const redis_reply r = redis_.call(ctx, {"XGROUP", "CREATE", key("stream"), std::string(group), "0", "MKSTREAM"});
+  if (r.is_error() && r.str.rfind("BUSYGROUP", 0) != 0) broker_error("XGROUP CREATE", r);
+}
+
+redis_reply job_queue::eval(const context& ctx, const char* script, const std::vector<std::string>& keys,
+                            const std::vector<std::string>& args) {
+  std::string sha;
+  {
+    std::lock_guard lock(mu_);
+    sha = shas_[script];
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (sha.empty()) {
+      const redis_reply loaded = redis_.call(ctx, {"SCRIPT", "LOAD", script});
+      if (!loaded.is_string()) broker_error("SCRIPT LOAD", loaded);
+      sha = loaded.str;
+      std::lock_guard lock(mu_);
+      shas_[script] = sha;
+    }
+    std::vector<std::string> cmd{"EVALSHA", sha, std::to_string(keys.size())};
+    cmd.insert(cmd.end(), keys.begin(), keys.end());
+    cmd.insert(cmd.end(), args.begin(), args.end());
+    redis_reply r = redis_.call(ctx, std::move(cmd));
+    if (r.is_error() && r.str.rfind("NOSCRIPT", 0) == 0) {  // a restarted broker forgot it
+      sha.clear();
+      continue;
+    }
+    if (r.is_error()) broker_error("script", r);
+    return r;
+  }
+  throw redis_unavailable("redis: the broker keeps forgetting our scripts");
+}
+
+enqueued job_queue::enqueue(const context& ctx, const job_spec& job) {
+  const bool has_key = !job.idempotency_key.empty();
+  const std::string idem_key = key("idem:" + job.idempotency_key);
+  enqueued out;
+  const redis_reply snap = eval(ctx, detail::snapshot_script, {key("stream"), key("slots"), key("stats"), idem_key},
+                                {std::string(group), has_key ? "1" : "0"});
+  if (!snap.is_array() || snap.elements.size() != 4) broker_error("admission snapshot", snap);
+  if (!snap.elements[3].str.empty()) {
+    out.verdict = enqueued::kind::duplicate;
+    out.id = snap.elements[3].str;
+    return out;
+  }
+  const auto backlog = static_cast<std::uint64_t>(std::max<long long>(0, snap.elements[0].integer));
+  const auto mean_run = std::chrono::microseconds(std::max<long long>(0, snap.elements[1].integer));
+  const auto slots = static_cast<std::uint64_t>(std::max<long long>(0, snap.elements[2].integer));
+  out.predicted_wait = fleet_predicted_wait(backlog, mean_run, slots);
+  if (!admit_at_enqueue(job.freshness, out.predicted_wait, job.min_budget)) {
+    out.verdict = enqueued::kind::refused;
+    return out;
+  }
+  const std::string id = new_job_id();
+  const redis_reply r = eval(
+      ctx, detail::enqueue_script, {key("stream"), key("job:" + id), idem_key},
+      {id, job.handler, job.payload, job.content_type, job.freshness == duration::max() ? "-1" : millis(job.freshness),
+       millis(job.min_budget), has_key ? "1" : "0", job.idempotency_key, millis(options_.idempotency_ttl)});
+  if (!r.is_array() || r.elements.size() != 2) broker_error("enqueue", r);
+  if (r.elements[0].str == "duplicate") {
+    out.verdict = enqueued::kind::duplicate;
+    out.id = r.elements[1].str;
+    return out;
+  }
+  out.id = id;
+  return out;
+}
+
+std::optional<fleet_job> job_queue::find(const context& ctx, std::string_view id) {
+  if (!valid_job_id(id)) return std::nullopt;
+  const redis_reply r = redis_.call(ctx, {"HGETALL", key("job:" + std::string(id))});
+  if (!r.is_array()) broker_error("HGETALL", r);
+  if (r.elements.empty()) return std::nullopt;
+  return job_from(id, r);
+}
+
+std::optional<fleet_job> job_queue::cancel(const context& ctx, std::string_view id) {
+  if (!valid_job_id(id)) return std::nullopt;
+  const redis_reply r = eval(ctx, detail::cancel_script, {key("stream"), key("job:" + std::string(id))},
+                             {std::string(group), millis(options_.result_ttl)});
+  if (r.str == "unknown") return std::nullopt;
+  return find(ctx, id);
+}
+
+finish_result job_queue::finish(const context& ctx, std::string_view id, std::optional<duration> run_time,
+                                const std::vector<std::pair<std::string, std::string>>& fields) {
+  std::vector<std::string> args{
+      std::string(group), millis(options_.result_ttl),
+      run_time ? std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(*run_time).count()) : "-1"};
+  for (const auto& [f, v] : fields) {
+    args.push_back(f);
+    args.push_back(v);
+  }
+  const redis_reply r = eval(ctx, detail::finish_script, {key("stream"), key("job:" + std::string(id)), key("stats")},
+                             args);
+  if (r.str == "first") return finish_result::first;
+  if (r.str == "duplicate") return finish_result::duplicate;
+  return finish_result::unknown;
+}
+
+}  // namespace hourglass::fleet

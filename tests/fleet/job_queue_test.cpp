@@ -1,0 +1,161 @@
+// The producer side of the fleet's queue against a real redis-server: the
+// layout it writes, idempotency, admission by the fleet's predicted wait,
+// first-outcome-wins finish, cancel, and a broker that forgot its scripts or
+// is down.
+#include "hourglass/fleet/job_queue.hpp"
+
+#include <gtest/gtest.h>
+
+#include "hourglass/fleet/freshness.hpp"
+#include "redis_server.hpp"
+
+namespace hourglass::fleet::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct JobQueue : ::testing::Test {
+  JobQueue() { queue.ensure_group(context()); }
+
+  redis_reply raw(std::vector<std::string> args) { return inspect.call(context(), std::move(args)); }
+  long long xlen() { return raw({"XLEN", queue.key("stream")}).integer; }
+  // A live daemon with `slots` worker slots (its lease far in the broker's future).
+  void live_consumer(const std::string& name, int slots, bool expired = false) {
+    const redis_reply t = raw({"TIME"});
+    const long long now_ms = std::stoll(t.elements[0].str) * 1000;
+    raw({"HSET", queue.key("slots"), name,
+         std::to_string(slots) + ":" + std::to_string(now_ms + (expired ? -1000 : 600000))});
+  }
+
+  redis_server server;
+  io_thread io;
+  redis_connection redis{io.io, server.endpoint()};
+  redis_connection inspect{io.io, server.endpoint()};
+  job_queue queue{redis, {}};
+};
+
+job_spec echo(std::string payload = "x") {
+  job_spec j;
+  j.handler = "echo";
+  j.payload = std::move(payload);
+  return j;
+}
+
+TEST_F(JobQueue, EnqueueWritesAStreamEntryAndAJobRecordInOneHashSlot) {
+  const enqueued e = queue.enqueue(context(), echo("hello"));
+  ASSERT_EQ(e.verdict, enqueued::kind::accepted);
+  EXPECT_EQ(e.id.size(), 32u);
+  EXPECT_EQ(xlen(), 1);
+  const auto job = queue.find(context(), e.id);
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->state(), "queued");
+  EXPECT_EQ(job->field("handler"), "echo");
+  EXPECT_EQ(job->field("payload"), "hello");
+  EXPECT_EQ(job->field("freshness_ms"), "-1");
+  EXPECT_TRUE(parse_stream_id(job->field("entry"))) << job->field("entry");
+  EXPECT_EQ(queue.key("stream"), "hg:{default}:stream");
+  // Redis Cluster hashes only what is inside the first {...}: one queue, one slot.
+  EXPECT_EQ(queue.key("job:" + e.id), "hg:{default}:job:" + e.id);
+  EXPECT_THROW(job_queue(redis, {.name = "a}b"}), std::invalid_argument);
+}
+
+TEST_F(JobQueue, AnIdempotencyKeyAnswersTheFirstJobAndEnqueuesNothing) {
+  job_spec j = echo();
+  j.idempotency_key = "order-17";
+  const enqueued first = queue.enqueue(context(), j);
+  const enqueued again = queue.enqueue(context(), j);
+  ASSERT_EQ(first.verdict, enqueued::kind::accepted);
+  EXPECT_EQ(again.verdict, enqueued::kind::duplicate);
+  EXPECT_EQ(again.id, first.id);
+  EXPECT_EQ(xlen(), 1);
+  EXPECT_EQ(queue.find(context(), first.id)->field("idempotency_key"), "order-17");
+  const long long ttl = raw({"PTTL", queue.key("idem:order-17")}).integer;
+  EXPECT_GT(ttl, 23 * 3600 * 1000LL) << "kept for --idempotency-ttl (24 h)";
+}
+
+TEST_F(JobQueue, AdmissionRefusesWhatTheFleetsBacklogCannotStartInTime) {
+  live_consumer("a", 2);
+  live_consumer("gone", 50, true);  // an expired lease: its slots do not count
+  raw({"HSET", queue.key("stats"), "mean_run_us", "100000"});
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(queue.enqueue(context(), echo()).verdict, enqueued::kind::accepted);
+  // backlog 10 x 100 ms / 2 live slots = 500 ms
+  job_spec tight = echo();
+  tight.freshness = 400ms;
+  const enqueued refused = queue.enqueue(context(), tight);
+  EXPECT_EQ(refused.verdict, enqueued::kind::refused);
+  EXPECT_EQ(refused.predicted_wait, 500ms);
+  EXPECT_EQ(xlen(), 10) << "a refused job never enters the stream";
+  job_spec enough = echo();
+  enough.freshness = 600ms;
+  enough.min_budget = 100ms;
+  EXPECT_EQ(queue.enqueue(context(), enough).verdict, enqueued::kind::accepted) << "500 + 100 <= 600";
+  enough.min_budget = 101ms;
+  EXPECT_EQ(queue.enqueue(context(), enough).verdict, enqueued::kind::refused);
+}
+
+TEST_F(JobQueue, WithABacklogAndNoLiveWorkerAFreshJobIsRefused) {
+  ASSERT_EQ(queue.enqueue(context(), echo()).verdict, enqueued::kind::accepted) << "empty backlog: nothing to wait for";
+  job_spec fresh = echo();
+  fresh.freshness = 1h;
+  EXPECT_EQ(queue.enqueue(context(), fresh).verdict, enqueued::kind::refused);
+  EXPECT_EQ(queue.enqueue(context(), echo()).verdict, enqueued::kind::accepted) << "no freshness: always admitted";
+}
+
+TEST_F(JobQueue, TheFirstOutcomeWinsAndItsEntryLeavesTheStream) {
+  const enqueued e = queue.enqueue(context(), echo());
+  EXPECT_EQ(queue.finish(context(), e.id, 10ms, {{"state", "ok"}, {"result", "done"}}), finish_result::first);
+  EXPECT_EQ(xlen(), 0) << "finished entries are deleted: the stream holds live work only";
+  auto job = queue.find(context(), e.id);
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->state(), "ok");
+  EXPECT_EQ(job->field("result"), "done");
+  EXPECT_EQ(job->field("payload"), "") << "the payload is dropped once finished";
+  EXPECT_GT(raw({"PTTL", queue.key("job:" + e.id)}).integer, 0) << "kept for --result-ttl";
+  EXPECT_EQ(queue.finish(context(), e.id, 10ms, {{"state", "error"}}), finish_result::duplicate);
+  EXPECT_EQ(queue.find(context(), e.id)->state(), "ok") << "a second completion is counted, not stored";
+  EXPECT_EQ(raw({"HGET", queue.key("stats"), "duplicate_outcomes"}).str, "1");
+  EXPECT_EQ(raw({"HGET", queue.key("stats"), "mean_run_us"}).str, "10000");
+  EXPECT_EQ(queue.finish(context(), new_job_id(), std::nullopt, {{"state", "ok"}}), finish_result::unknown);
+}
+
+TEST_F(JobQueue, CancelFinishesAQueuedJobAtOnceAndMarksARunningOne) {
+  const enqueued queued = queue.enqueue(context(), echo());
+  const auto c = queue.cancel(context(), queued.id);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->state(), "cancelled");
+  EXPECT_EQ(c->field("cause"), "requested");
+  EXPECT_EQ(xlen(), 0);
+  EXPECT_EQ(queue.finish(context(), queued.id, 1ms, {{"state", "ok"}}), finish_result::duplicate)
+      << "a worker that took it meanwhile does not overwrite the cancel";
+
+  const enqueued running = queue.enqueue(context(), echo());
+  raw({"HSET", queue.key("job:" + running.id), "state", "running"});
+  const auto m = queue.cancel(context(), running.id);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->state(), "running");
+  EXPECT_EQ(m->field("cancel_requested"), "1");
+  EXPECT_EQ(xlen(), 1) << "its worker acknowledges it when it stops";
+}
+
+TEST_F(JobQueue, UnknownAndMalformedIdsAreNotFound) {
+  EXPECT_FALSE(queue.find(context(), new_job_id()));
+  EXPECT_FALSE(queue.find(context(), "nope"));
+  EXPECT_FALSE(queue.find(context(), "../../etc"));
+  EXPECT_FALSE(queue.cancel(context(), new_job_id()));
+}
+
+TEST_F(JobQueue, ABrokerThatForgotOurScriptsGetsThemAgain) {
+  ASSERT_EQ(queue.enqueue(context(), echo()).verdict, enqueued::kind::accepted);
+  raw({"SCRIPT", "FLUSH"});
+  EXPECT_EQ(queue.enqueue(context(), echo()).verdict, enqueued::kind::accepted);
+  EXPECT_EQ(xlen(), 2);
+}
+
+TEST_F(JobQueue, ABrokerThatIsDownAcceptsNothing) {
+  server.kill9();
+  EXPECT_THROW(queue.enqueue(context(), echo()), redis_unavailable);
+  server.restart();
+}
+
+}  // namespace
+}  // namespace hourglass::fleet::testing
