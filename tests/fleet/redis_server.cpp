@@ -19,8 +19,6 @@
 #include <stdexcept>
 #include <thread>
 
-extern char** environ;
-
 namespace hourglass::fleet::testing {
 
 namespace net = boost::asio;
@@ -55,20 +53,11 @@ void redis_server::spawn() {
       "--appendonly", "yes",       "--appendfsync",       "always", "--save",    "",      "--daemonize",
       "no",           "--logfile", dir_ + "/redis.log"};
   args.insert(args.end(), extra_.begin(), extra_.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  const int rc = posix_spawnp(&pid_, "redis-server", nullptr, &attr, argv.data(), environ);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
+  try {
+    pid_ = test_common::spawn_process(args, "", "redis-server (tools/install-deps installs it)");
+  } catch (...) {
     pid_ = -1;
-    throw std::runtime_error("cannot start redis-server (tools/install-deps installs it)");
+    throw;
   }
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (!answers_ping()) {

@@ -6,14 +6,11 @@
 
 #include <sys/types.h>
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-
 #include <cstdint>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "common/process.hpp"
 #include "hourglass/fleet/redis.hpp"
 
 namespace hourglass::fleet::testing {
@@ -46,18 +43,7 @@ class redis_server {
   pid_t pid_ = -1;
 };
 
-// An io_context run by one thread. Declare it before the connections that use
-// it: they are destroyed first, and their close runs before the thread ends.
-struct io_thread {
-  io_thread() : work(boost::asio::make_work_guard(io)), t([this] { io.run(); }) {}
-  ~io_thread() {
-    work.reset();
-    t.join();
-  }
-  boost::asio::io_context io;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work;
-  std::thread t;
-};
+using test_common::io_thread;
 
 // A loopback port nothing listens on right now.
 std::uint16_t free_port();

@@ -2,12 +2,12 @@
 
 #include <gtest/gtest.h>
 
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 
 #include <future>
 #include <thread>
 
+#include "common/process.hpp"
 #include "hourglass/context.hpp"
 
 namespace hourglass::server {
@@ -21,16 +21,7 @@ request_view view(std::string_view body) {
   return v;
 }
 
-struct io_thread {
-  io_thread() : work(boost::asio::make_work_guard(io)), t([this] { io.run(); }) {}
-  ~io_thread() {
-    work.reset();
-    t.join();
-  }
-  boost::asio::io_context io;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work;
-  std::thread t;
-};
+using test_common::io_thread;
 
 TEST(BuiltinHandlers, EchoReturnsItsInput) {
   request_view v = view("abc");

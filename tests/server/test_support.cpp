@@ -5,7 +5,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,9 +16,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/process.hpp"
 #include "hourglass/support/json.hpp"
-
-extern char** environ;
 
 namespace hourglass::server::testing {
 
@@ -228,26 +226,9 @@ daemon_process::daemon_process(const std::vector<std::string>& args) {
   if (fd < 0) throw std::runtime_error("mkstemp failed");
   ::close(fd);
   log_path_ = path;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log_path_.c_str(), O_WRONLY | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  // The test process may block signals; the daemon must start with a clean mask.
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
   std::vector<std::string> all{HOURGLASSD_PATH};
   all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const int rc = posix_spawn(&pid_, argv[0], &actions, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) throw std::runtime_error("posix_spawn failed");
+  pid_ = test_common::spawn_process(all, log_path_, "hourglassd");
 }
 
 daemon_process::~daemon_process() {
