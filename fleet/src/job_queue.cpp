@@ -37,10 +37,11 @@ fleet_job job_from(std::string_view id, const redis_reply& r) {
 }  // namespace
 
 std::string new_job_id() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
+  // 128 bits from the OS's generator (getrandom): ids are unguessable and do
+  // not collide across a fleet, as a 32-bit-seeded PRNG's would.
+  thread_local std::random_device rd;
   char buf[33];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(rng()),
-                static_cast<unsigned long long>(rng()));
+  for (int i = 0; i < 4; ++i) std::snprintf(buf + 8 * i, 9, "%08x", static_cast<unsigned>(rd()));
   return buf;
 }
 
@@ -133,14 +134,21 @@ std::optional<fleet_job> job_queue::find(const context& ctx, std::string_view id
 
 std::optional<fleet_job> job_queue::cancel(const context& ctx, std::string_view id) {
   if (!valid_job_id(id)) return std::nullopt;
-  const redis_reply r = eval(ctx, detail::cancel_script, {key("stream"), key("job:" + std::string(id))},
-                             {std::string(group), millis(options_.result_ttl)});
+  const redis_reply r = eval(
+      ctx, detail::cancel_script, {key("stream"), key("job:" + std::string(id))},
+      {std::string(group), millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1)))});
   if (r.str == "unknown") return std::nullopt;
   return find(ctx, id);
 }
 
 finish_result job_queue::finish(const context& ctx, std::string_view id, std::optional<duration> run_time,
                                 const std::vector<std::pair<std::string, std::string>>& fields) {
+  // The outcome must name a final state, or the job would leave the stream unfinished.
+  bool final_state = false;
+  for (const auto& [f, v] : fields) {
+    if (f == "state") final_state = !v.empty() && v != "queued" && v != "running";
+  }
+  if (!final_state) throw std::invalid_argument("job_queue::finish needs a final \"state\" field");
   std::vector<std::string> args{
       std::string(group), millis(options_.result_ttl),
       run_time ? std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(*run_time).count()) : "-1"};

@@ -12,6 +12,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 
 #include "hourglass/cancellation.hpp"
 #include "hourglass/fleet/redis.hpp"
@@ -62,6 +63,7 @@ struct redis_connection::impl : std::enable_shared_from_this<impl> {
         socket(strand),
         resolver(strand),
         connect_timer(strand),
+        watchdog(strand),
         endpoint(std::move(e)),
         opts(o),
         clk(o.clock != nullptr ? *o.clock : real_clock()) {}
@@ -117,18 +119,31 @@ struct redis_connection::impl : std::enable_shared_from_this<impl> {
   }
 
   void on_connected() {
-    connect_timer.cancel();
     error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
+    read();
+    // AUTH and SELECT are answered before anything else is sent: a command
+    // must never run unauthenticated or on the wrong database.
+    handshake_pending = 0;
+    if (!endpoint.password.empty()) {
+      ++handshake_pending;
+      send(internal_op({"AUTH", endpoint.password}, "AUTH"));
+    }
+    if (endpoint.db != 0) {
+      ++handshake_pending;
+      send(internal_op({"SELECT", std::to_string(endpoint.db)}, "SELECT"));
+    }
+    if (handshake_pending == 0) opened();
+  }
+
+  // The connection is ready: send what waited for it.
+  void opened() {
+    connect_timer.cancel();  // it also bounded the handshake
     st = state::open;
     backoff = duration::zero();
     retry_at = time_point{};
     is_connected.store(true);
     connects.fetch_add(1);
-    read();
-    // AUTH and SELECT go first, then whatever waited for the connection.
-    if (!endpoint.password.empty()) send(internal_op({"AUTH", endpoint.password}, "AUTH"));
-    if (endpoint.db != 0) send(internal_op({"SELECT", std::to_string(endpoint.db)}, "SELECT"));
     auto queued = std::move(waiting);
     waiting.clear();
     for (auto& o : queued) send(o);
@@ -140,8 +155,10 @@ struct redis_connection::impl : std::enable_shared_from_this<impl> {
     o->internal = true;
     std::weak_ptr<impl> weak = weak_from_this();
     o->done = [weak, what = std::move(what), g = gen](redis_result r) {
-      if (r.result != redis_result::code::ok || !r.reply.is_error()) return;
-      if (auto self = weak.lock(); self && self->gen == g) self->fail(what + " refused: " + r.reply.str, false);
+      const auto self = weak.lock();
+      if (!self || self->gen != g || r.result != redis_result::code::ok) return;  // the connection failed anyway
+      if (r.reply.is_error()) return self->fail(what + " refused: " + r.reply.str, false);
+      if (--self->handshake_pending == 0) self->opened();
     };
     return o;
   }
@@ -179,12 +196,13 @@ struct redis_connection::impl : std::enable_shared_from_this<impl> {
           if (self->inflight.empty()) throw redis_unavailable("redis: a reply nobody asked for");
           op_ptr o = std::move(self->inflight.front());
           self->inflight.pop_front();
+          ++self->replies;
           redis_result r;
           r.reply = std::move(*reply);
           o->complete(std::move(r));
           if (g != self->gen) return;  // an AUTH refusal failed the connection
         }
-      } catch (const redis_unavailable& e) {
+      } catch (const std::exception& e) {  // protocol error, or out of memory copying a reply
         return self->fail(e.what(), true);
       }
       self->read();
@@ -200,6 +218,7 @@ struct redis_connection::impl : std::enable_shared_from_this<impl> {
     error_code ignored;
     socket.close(ignored);
     connect_timer.cancel();
+    watchdog.cancel();
     resolver.cancel();
     writing = false;
     outbuf.clear();
@@ -223,18 +242,39 @@ struct redis_connection::impl : std::enable_shared_from_this<impl> {
   // did not answer within io_timeout means the server is stuck.
   void on_abandoned(const op_ptr& o, bool timed_out) {
     if (st != state::open || o->sent_on != gen) return;
-    if (o->blocking || timed_out) fail(timed_out ? "no answer within the I/O timeout" : "blocking call stopped", true);
+    if (o->blocking || timed_out)
+      return fail(timed_out ? "no answer within the I/O timeout" : "blocking call stopped", true);
+    watch_for_answers();
+  }
+
+  // A caller gave up before its answer (its deadline was shorter than
+  // io_timeout): if no reply at all comes within io_timeout while calls wait,
+  // the connection is dead or half-open, and is replaced.
+  void watch_for_answers() {
+    if (watching) return;
+    watching = true;
+    watchdog.expires_after(opts.io_timeout);
+    watchdog.async_wait([self = shared_from_this(), g = gen, seen = replies](error_code ec) {
+      self->watching = false;
+      if (ec || g != self->gen || self->st != state::open || self->inflight.empty()) return;
+      if (self->replies == seen) return self->fail("no answer within the I/O timeout", true);
+      self->watch_for_answers();  // answers still come: keep watching while calls wait
+    });
   }
 
   net::strand<net::io_context::executor_type> strand;
   tcp::socket socket;
   tcp::resolver resolver;
-  net::steady_timer connect_timer;  // transport limit, on real time like the daemon's socket timeouts
+  net::steady_timer connect_timer;  // transport limits, on real time like the daemon's socket timeouts
+  net::steady_timer watchdog;
+  bool watching = false;
+  std::uint64_t replies = 0;
   const redis_endpoint endpoint;
   const redis_options opts;
   hourglass::clock& clk;
 
-  state st = state::closed;
+  state st = state::closed;  // connecting until the handshake (AUTH, SELECT) is answered
+  int handshake_pending = 0;
   bool shut = false;
   std::uint64_t gen = 0;        // bumped per socket and per failure
   std::deque<op_ptr> waiting;   // until connected
@@ -263,6 +303,7 @@ redis_connection::~redis_connection() {
 
 void redis_connection::async_call(const context& ctx, std::vector<std::string> args,
                                   std::function<void(redis_result)> done, bool blocking) {
+  if (args.empty()) throw std::invalid_argument("redis: a command needs at least its name");
   auto o = std::make_shared<op>();
   o->wire = detail::format_command(args);
   o->blocking = blocking;
@@ -279,7 +320,7 @@ void redis_connection::async_call(const context& ctx, std::vector<std::string> a
   std::weak_ptr<impl> weak_impl = impl_;
   o->on_stop = std::make_unique<cancellation_callback<std::function<void()>>>(
       watched.token(), std::function<void()>([weak_op, weak_impl] {
-        const op_ptr o = weak_op.lock();
+        op_ptr o = weak_op.lock();
         if (!o) return;
         const bool by_caller = o->caller.done();
         redis_result r;
@@ -293,7 +334,8 @@ void redis_connection::async_call(const context& ctx, std::vector<std::string> a
         // it must be: whatever the caller sends next is queued behind that.
         if (auto self = weak_impl.lock()) {
           try {
-            net::post(self->strand, [self, o, by_caller, r = std::move(r)]() mutable {
+            // `o` moves into the post: this thread holds no reference to it after.
+            net::post(self->strand, [self, o = std::move(o), by_caller, r = std::move(r)]() mutable {
               if (o->complete(std::move(r))) self->on_abandoned(o, !by_caller);
             });
             return;

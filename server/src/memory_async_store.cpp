@@ -128,10 +128,10 @@ class memory_async_store final : public async_store {
     return false;
   }
 
+  // 128 bits from the OS's generator: ids are not guessable from one another.
   std::string new_id_locked() {
     char buf[33];
-    std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(rng_()),
-                  static_cast<unsigned long long>(rng_()));
+    for (int i = 0; i < 4; ++i) std::snprintf(buf + 8 * i, 9, "%08x", static_cast<unsigned>(rng_()));
     return buf;
   }
 
@@ -140,7 +140,7 @@ class memory_async_store final : public async_store {
   mutable std::mutex mu_;
   std::unordered_map<std::string, entry> jobs_;
   std::deque<std::pair<time_point, std::string>> finished_;  // in finishing order
-  std::mt19937_64 rng_{std::random_device{}()};
+  std::random_device rng_;
 };
 
 }  // namespace

@@ -116,6 +116,8 @@ TEST_F(JobQueue, TheFirstOutcomeWinsAndItsEntryLeavesTheStream) {
   EXPECT_EQ(raw({"HGET", queue.key("stats"), "duplicate_outcomes"}).str, "1");
   EXPECT_EQ(raw({"HGET", queue.key("stats"), "mean_run_us"}).str, "10000");
   EXPECT_EQ(queue.finish(context(), new_job_id(), std::nullopt, {{"state", "ok"}}), finish_result::unknown);
+  EXPECT_THROW(queue.finish(context(), e.id, std::nullopt, {{"state", "running"}}), std::invalid_argument);
+  EXPECT_THROW(queue.finish(context(), e.id, std::nullopt, {{"result", "x"}}), std::invalid_argument);
 }
 
 TEST_F(JobQueue, CancelFinishesAQueuedJobAtOnceAndMarksARunningOne) {

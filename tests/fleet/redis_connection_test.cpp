@@ -81,20 +81,47 @@ TEST_F(RedisConnection, TheCallersDeadlineEndsABlockingCallAtOnce) {
 }
 
 TEST_F(RedisConnection, CancellationEndsAWaitWithTheCallersReason) {
-  redis_connection redis(io.io, server.endpoint());
+  redis_connection blocking(io.io, server.endpoint());  // a blocking command gets a connection of its own
+  redis_connection inspect(io.io, server.endpoint());
   context_source src(real_clock());
   auto waiting = std::async(std::launch::async, [&] {
     try {
-      redis.call(src.get(), {"BLPOP", "nothing", "0"}, true);
+      blocking.call(src.get(), {"BLPOP", "nothing", "0"}, true);
       return status::ok();
     } catch (const stopped_error& e) {
       return e.why();
     }
   });
-  ASSERT_TRUE(redis.call(context(), {"PING"}).is_status("PONG"));  // connected, so BLPOP was sent
+  const auto blocked = [&] {
+    return inspect.call(context(), {"INFO", "clients"}).str.find("blocked_clients:1") != std::string::npos;
+  };
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (!blocked() && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(blocked()) << "BLPOP never reached the server";
   src.cancel(cancel_cause::caller_gone);
   ASSERT_EQ(waiting.wait_for(5s), std::future_status::ready);
   EXPECT_EQ(waiting.get(), status::cancelled(cancel_cause::caller_gone));
+}
+
+TEST_F(RedisConnection, ADeadConnectionIsReplacedEvenWhenCallersGiveUpFirst) {
+  redis_options o;
+  o.io_timeout = 300ms;
+  redis_connection redis(io.io, server.endpoint(), o);
+  ASSERT_TRUE(redis.call(context(), {"PING"}).is_status("PONG"));
+  server.pause();  // accepts bytes, answers nothing: a half-open broker
+  auto src = context_source::with_timeout(real_clock(), 50ms);
+  EXPECT_THROW(redis.call(src.get(), {"PING"}), stopped_error) << "the caller's 50 ms, not the 300 ms I/O timeout";
+  const auto give_up = std::chrono::steady_clock::now() + 5s;
+  while (redis.connected() && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(5ms);
+  EXPECT_FALSE(redis.connected()) << "no answer within the I/O timeout: the connection is closed";
+  server.resume();
+  EXPECT_TRUE(redis.call(context(), {"PING"}).is_status("PONG"));
+  EXPECT_EQ(redis.connects(), 2u);
+}
+
+TEST_F(RedisConnection, AnEmptyCommandIsRefused) {
+  redis_connection redis(io.io, server.endpoint());
+  EXPECT_THROW(redis.call(context(), {}), std::invalid_argument);
 }
 
 TEST_F(RedisConnection, AStoppedNonBlockingCallDoesNotDisturbTheOthers) {

@@ -91,7 +91,11 @@ class cancellation_source {
 
   // A stop reason must not be `ok`; `cancelled(requested)` is the plain cancel.
   bool request_stop(status why = status::cancelled(cancel_cause::requested)) noexcept {
-    return state_->request_stop(why);
+    // A callback may free the object that holds this source (a context whose
+    // last owner lets go inside its own stop): keep the state alive until
+    // the stop has run.
+    const auto keep = state_;
+    return keep->request_stop(why);
   }
   bool stop_requested() const noexcept { return state_->stop_requested(); }
   status reason() const noexcept { return state_->reason(); }
