@@ -1,5 +1,6 @@
 #include "hourglass/fleet/freshness.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 namespace hourglass::fleet {
@@ -47,6 +48,11 @@ time_point start_by_on_our_clock(const job_age& age, duration freshness, time_po
   if (freshness == duration::max()) return never;
   if (age.waited >= freshness) return time_sent;
   return saturating_add(time_sent, freshness - age.waited);
+}
+
+bool worth_starting(time_point start_by, duration min_budget, time_point now) noexcept {
+  if (start_by == never) return true;
+  return start_by > now && start_by - now >= std::max(min_budget, duration(1));
 }
 
 duration fleet_predicted_wait(std::uint64_t backlog, duration mean_run, std::uint64_t live_slots) noexcept {

@@ -110,11 +110,22 @@ enqueued job_queue::enqueue(const context& ctx, const job_spec& job) {
     return out;
   }
   const std::string id = new_job_id();
-  const redis_reply r = eval(
-      ctx, detail::enqueue_script, {key("stream"), key("job:" + id), idem_key},
-      {id, job.handler, job.payload, job.content_type, job.freshness == duration::max() ? "-1" : millis(job.freshness),
-       millis(job.min_budget), has_key ? "1" : "0", job.idempotency_key, millis(options_.idempotency_ttl)});
-  if (!r.is_array() || r.elements.size() != 2) broker_error("enqueue", r);
+  const std::vector<std::string> keys{key("stream"), key("job:" + id), idem_key};
+  const std::vector<std::string> args{id,
+                                      job.handler,
+                                      job.payload,
+                                      job.content_type,
+                                      job.freshness == duration::max() ? "-1" : millis(job.freshness),
+                                      millis(job.min_budget),
+                                      has_key ? "1" : "0",
+                                      job.idempotency_key,
+                                      millis(options_.idempotency_ttl)};
+  redis_reply r = eval(ctx, detail::enqueue_script, keys, args);
+  if (r.is_array() && r.elements.size() == 2 && r.elements[0].str == "nostream") {
+    ensure_group(ctx);  // the stream was deleted (FLUSHALL, a new broker): both again
+    r = eval(ctx, detail::enqueue_script, keys, args);
+  }
+  if (!r.is_array() || r.elements.size() != 2 || r.elements[0].str == "nostream") broker_error("enqueue", r);
   if (r.elements[0].str == "duplicate") {
     out.verdict = enqueued::kind::duplicate;
     out.id = r.elements[1].str;
@@ -161,6 +172,92 @@ finish_result job_queue::finish(const context& ctx, std::string_view id, std::op
   if (r.str == "first") return finish_result::first;
   if (r.str == "duplicate") return finish_result::duplicate;
   return finish_result::unknown;
+}
+
+namespace {
+
+std::int64_t broker_us(const redis_reply& s, const redis_reply& us) {
+  const auto t = parse_broker_time(s.str, us.str);
+  if (!t) throw redis_unavailable("redis: TIME is not a time");
+  return *t;
+}
+
+}  // namespace
+
+job_queue::start_answer job_queue::start(const context& ctx, const held_entry& e, std::string_view consumer,
+                                         unsigned max_deliveries) {
+  const redis_reply r = eval(ctx, detail::start_script, {key("stream"), key("job:" + e.job_id), key("dead")},
+                             {std::string(group), e.entry, std::string(consumer), std::to_string(max_deliveries),
+                              e.job_id, millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1)))});
+  if (!r.is_array() || r.elements.size() < 4) broker_error("start", r);
+  start_answer a;
+  const std::string& v = r.elements[0].str;
+  using verdict = start_answer::verdict;
+  a.v = v == "run"         ? verdict::run
+        : v == "not_owner" ? verdict::not_owner
+        : v == "finished"  ? verdict::finished
+        : v == "cancelled" ? verdict::cancelled
+        : v == "dead"      ? verdict::dead
+                           : verdict::gone;
+  a.broker_now_us = broker_us(r.elements[1], r.elements[2]);
+  a.deliveries = static_cast<unsigned>(std::max<long long>(0, r.elements[3].integer));
+  if (a.v == verdict::run) {
+    if (r.elements.size() != 8) broker_error("start", r);
+    a.handler = r.elements[4].str;
+    a.payload = r.elements[5].str;
+    a.content_type = r.elements[6].str;
+    a.idempotency_key = r.elements[7].str;
+  }
+  return a;
+}
+
+job_queue::renew_answer job_queue::renew(const context& ctx, std::string_view consumer, const lease_value& lease_v,
+                                         duration lease, std::size_t slots, const std::vector<held_entry>& held) {
+  std::vector<std::string> keys{key("lease:" + std::string(consumer)), key("slots"), key("stream")};
+  std::vector<std::string> args{std::string(group), std::string(consumer),
+                                lease_v.token,      std::to_string(lease_v.renewals),
+                                millis(lease),      std::to_string(slots)};
+  for (const held_entry& h : held) {
+    keys.push_back(key("job:" + h.job_id));
+    args.push_back(h.entry);
+  }
+  const redis_reply r = eval(ctx, detail::renew_script, keys, args);
+  renew_answer a;
+  if (!r.is_array() || r.elements.empty()) broker_error("renew", r);
+  if (r.elements[0].str == "fenced") {
+    a.fenced = true;
+    return a;
+  }
+  if (r.elements.size() != 5) broker_error("renew", r);
+  for (const redis_reply& e : r.elements[1].elements) a.marked.push_back(e.str);
+  for (const redis_reply& e : r.elements[2].elements) a.lost.push_back(e.str);
+  a.broker_now_us = broker_us(r.elements[3], r.elements[4]);
+  return a;
+}
+
+std::size_t job_queue::hand_back(const context& ctx, std::string_view consumer, const std::vector<held_entry>& held) {
+  if (held.empty()) return 0;
+  std::vector<std::string> keys{key("stream")};
+  // Idle far past any daemon's lease (about three years), so the next reclaim takes them.
+  std::vector<std::string> args{std::string(group), std::string(consumer), "100000000000"};
+  for (const held_entry& h : held) {
+    keys.push_back(key("job:" + h.job_id));
+    args.push_back(h.entry);
+  }
+  const redis_reply r = eval(ctx, detail::hand_back_script, keys, args);
+  if (!r.is_integer()) broker_error("hand back", r);
+  return static_cast<std::size_t>(std::max<long long>(0, r.integer));
+}
+
+void job_queue::release(const context& ctx, std::string_view consumer, std::string_view token) {
+  eval(ctx, detail::release_script, {key("lease:" + std::string(consumer)), key("slots")},
+       {std::string(consumer), std::string(token)});
+}
+
+std::string job_queue::lease_of(const context& ctx, std::string_view consumer) {
+  const redis_reply r = redis_.call(ctx, {"GET", key("lease:" + std::string(consumer))});
+  if (r.is_error()) broker_error("GET lease", r);
+  return r.is_nil() ? std::string() : r.str;
 }
 
 }  // namespace hourglass::fleet

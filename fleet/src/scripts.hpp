@@ -33,13 +33,17 @@ return {len - pending, math.floor(mean), live, prior}
 // KEYS: stream, job hash, idempotency key
 // ARGV: id, handler, payload, content type, freshness ms (-1: none),
 //       min budget ms, has-idempotency-key, idempotency key, idempotency ttl ms
-// -> {'accepted', entry id} | {'duplicate', prior id}
+// -> {'accepted', entry id} | {'duplicate', prior id} | {'nostream', ''}
 inline constexpr const char* enqueue_script = R"lua(
 if ARGV[7] == '1' then
   local prior = redis.call('GET', KEYS[3])
   if prior then return {'duplicate', prior} end
 end
-local entry = redis.call('XADD', KEYS[1], '*', 'id', ARGV[1])
+-- NOMKSTREAM: a stream deleted behind our back is not recreated without
+-- its consumer group (the caller creates both and retries).
+local entry = redis.call('XADD', KEYS[1], 'NOMKSTREAM', '*', 'id', ARGV[1], 'handler', ARGV[2],
+  'freshness_ms', ARGV[5], 'min_budget_ms', ARGV[6])
+if not entry then return {'nostream', ''} end
 redis.call('HSET', KEYS[2], 'id', ARGV[1], 'handler', ARGV[2], 'payload', ARGV[3], 'content_type', ARGV[4],
   'freshness_ms', ARGV[5], 'min_budget_ms', ARGV[6], 'entry', entry, 'state', 'queued', 'deliveries', '0',
   'idempotency_key', ARGV[8])
@@ -97,6 +101,120 @@ redis.call('HSET', KEYS[2], 'state', 'cancelled', 'cause', 'requested', 'cancel_
 redis.call('HDEL', KEYS[2], 'payload')
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return 'cancelled'
+)lua";
+
+// A worker is about to start a delivered job: the last check, atomic with
+// marking it running. Refuses an entry this consumer no longer holds (it was
+// reclaimed by another), a job already finished (cancelled while it waited
+// here), and dead-letters a job whose workers died max_deliveries times.
+// KEYS: stream, job hash, dead-letter stream
+// ARGV: group, entry id, consumer, max deliveries, job id, result ttl ms
+// -> {verdict, TIME s, TIME us, deliveries, handler, payload, content type,
+//     idempotency key}; verdict: run | not_owner | finished | cancelled | gone | dead
+inline constexpr const char* start_script = R"lua(
+local t = redis.call('TIME')
+local function answer(v, n) return {v, t[1], t[2], n or 0} end
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1, ARGV[3])
+if #p == 0 then return answer('not_owner') end
+local f = redis.call('HMGET', KEYS[2], 'state', 'deliveries', 'handler', 'payload', 'content_type',
+  'idempotency_key', 'cancel_requested')
+if not f[1] then
+  redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+  redis.call('XDEL', KEYS[1], ARGV[2])
+  return answer('gone')
+end
+if f[1] ~= 'queued' and f[1] ~= 'running' then
+  redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+  redis.call('XDEL', KEYS[1], ARGV[2])
+  return answer('finished')
+end
+if f[7] == '1' then  -- a DELETE marked it while it ran on a daemon that then died
+  redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+  redis.call('XDEL', KEYS[1], ARGV[2])
+  redis.call('HSET', KEYS[2], 'state', 'cancelled', 'cause', 'requested')
+  redis.call('HDEL', KEYS[2], 'payload')
+  redis.call('PEXPIRE', KEYS[2], ARGV[6])
+  return answer('cancelled')
+end
+local n = tonumber(f[2] or '0') or 0
+if n >= tonumber(ARGV[4]) then
+  redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+  redis.call('XDEL', KEYS[1], ARGV[2])
+  redis.call('XADD', KEYS[3], '*', 'id', ARGV[5], 'deliveries', tostring(n))
+  redis.call('HSET', KEYS[2], 'state', 'dead', 'cause', 'max_deliveries')
+  redis.call('HDEL', KEYS[2], 'payload')
+  redis.call('PEXPIRE', KEYS[2], ARGV[6])
+  return answer('dead', n)
+end
+redis.call('HSET', KEYS[2], 'state', 'running', 'deliveries', tostring(n + 1), 'consumer', ARGV[3])
+return {'run', t[1], t[2], n + 1, f[3] or '', f[4] or '', f[5] or '', f[6] or ''}
+)lua";
+
+// A daemon's renewal: its name's lease, its live worker slots, and the idle
+// time of every entry it still holds (so nobody reclaims them). Reports the
+// entries whose job a DELETE marked, and those it no longer holds.
+// KEYS: lease key, slots hash, stream, then one job hash per entry
+// ARGV: group, consumer, token, renewal count, lease ms, slots, then the entries
+// -> {'fenced'} (another process holds the name) |
+//    {'ok', {cancel-marked entries}, {entries not held}, TIME s, TIME us}
+inline constexpr const char* renew_script = R"lua(
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  local token = string.match(cur, '^(.*):%d+$')
+  if token ~= ARGV[3] then return {'fenced'} end
+end
+redis.call('SET', KEYS[1], ARGV[3] .. ':' .. ARGV[4], 'PX', ARGV[5])
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[6] .. ':' .. tostring(now_ms + tonumber(ARGV[5])))
+local marked, lost = {}, {}
+for i = 4, #KEYS do
+  local entry = ARGV[i + 3]
+  local p = redis.call('XPENDING', KEYS[3], ARGV[1], entry, entry, 1, ARGV[2])
+  if #p == 1 then
+    redis.call('XCLAIM', KEYS[3], ARGV[1], ARGV[2], 0, entry, 'JUSTID')
+    if redis.call('HGET', KEYS[i], 'cancel_requested') == '1' then table.insert(marked, entry) end
+  else
+    table.insert(lost, entry)
+  end
+end
+return {'ok', marked, lost, t[1], t[2]}
+)lua";
+
+// Drain: entries this consumer holds go back for immediate reclaim by the
+// others: idle set far past any lease, a started job queued again with its
+// delivery uncounted (a drain is not a failed delivery).
+// KEYS: stream, then one job hash per entry
+// ARGV: group, consumer, idle ms, then the entries
+// -> how many were handed back
+inline constexpr const char* hand_back_script = R"lua(
+local n = 0
+for i = 2, #KEYS do
+  local entry = ARGV[i + 2]
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], entry, entry, 1, ARGV[2])
+  if #p == 1 then
+    local state = redis.call('HGET', KEYS[i], 'state')
+    if state == 'running' then
+      redis.call('HINCRBY', KEYS[i], 'deliveries', -1)
+      redis.call('HSET', KEYS[i], 'state', 'queued')
+    end
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, entry, 'IDLE', ARGV[3], 'JUSTID')
+    n = n + 1
+  end
+end
+return n
+)lua";
+
+// A daemon leaving the fleet: its lease and its slots, if still its own.
+// KEYS: lease key, slots hash   ARGV: consumer, token
+inline constexpr const char* release_script = R"lua(
+local cur = redis.call('GET', KEYS[1])
+if cur and string.match(cur, '^(.*):%d+$') == ARGV[2] then
+  redis.call('DEL', KEYS[1])
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  return 1
+end
+return 0
 )lua";
 
 }  // namespace hourglass::fleet::detail

@@ -44,6 +44,10 @@ job_age age_on_broker(const stream_id& entry, std::int64_t broker_now_us) noexce
 // is past its freshness when the deadline is not after `time_sent`.
 time_point start_by_on_our_clock(const job_age& age, duration freshness, time_point time_sent) noexcept;
 
+// Whether a job that must start by `start_by` is still worth starting at
+// `now`: at least max(min_budget, 1 tick) left, the executor's own rule.
+bool worth_starting(time_point start_by, duration min_budget, time_point now) noexcept;
+
 // The fleet's predicted wait for a new job: backlog x mean run time / live
 // worker slots. With no live slot nothing will start it: `duration::max()`.
 duration fleet_predicted_wait(std::uint64_t backlog, duration mean_run, std::uint64_t live_slots) noexcept;

@@ -1,6 +1,7 @@
-// The fleet's durable queue on Redis Streams, producer side: enqueue with
-// admission and idempotency, a job's record by id, cancel by id, and the
-// first-outcome-wins finish (docs/fleet.md has the layout).
+// The fleet's durable queue on Redis Streams: the producer side (enqueue with
+// admission and idempotency, a job's record by id, cancel by id), the
+// first-outcome-wins finish, and the consumer's scripts (start, renew, hand
+// back). Every key and script of the layout is here (docs/fleet.md).
 //
 //   hourglass::fleet::job_queue q(redis, {.name = "default"});
 //   q.ensure_group(ctx);
@@ -8,8 +9,10 @@
 //   if (e.verdict == enqueued::kind::accepted) ... e.id ...
 //
 // Every call is one or two round trips on the given connection and throws
-// redis_unavailable when the broker cannot be used (nothing was accepted
-// then: a 503, never a 202), or stopped_error when `ctx` stopped.
+// redis_unavailable when the broker cannot be used, or stopped_error when
+// `ctx` stopped. An enqueue that throws was not confirmed: answer 503, never
+// 202. (The broker may still have applied it, when the connection broke
+// after the write: a retry with the same idempotency key finds it.)
 //
 // Thread safety: as the redis_connection it uses; the object itself holds
 // only constants and the scripts' SHA1s (guarded).
@@ -24,6 +27,7 @@
 #include <vector>
 
 #include "hourglass/context.hpp"
+#include "hourglass/fleet/lease.hpp"
 #include "hourglass/fleet/redis.hpp"
 #include "hourglass/time.hpp"
 
@@ -83,9 +87,45 @@ class job_queue {
   finish_result finish(const context& ctx, std::string_view id, std::optional<duration> run_time,
                        const std::vector<std::pair<std::string, std::string>>& fields);
 
+  // ---- the consumer's side (fleet::consumer) ----
+
+  // A stream entry and the job it carries.
+  struct held_entry {
+    std::string entry;
+    std::string job_id;
+  };
+
+  // The last check before a worker starts a delivered job, atomic with
+  // marking it running (scripts.hpp, start_script).
+  struct start_answer {
+    enum class verdict { run, not_owner, finished, cancelled, gone, dead };
+    verdict v = verdict::gone;
+    std::int64_t broker_now_us = 0;  // the broker's TIME, in the same script
+    unsigned deliveries = 0;         // starts so far, this one included
+    std::string handler, payload, content_type, idempotency_key;
+  };
+  start_answer start(const context& ctx, const held_entry& e, std::string_view consumer, unsigned max_deliveries);
+
+  struct renew_answer {
+    bool fenced = false;              // another process holds the consumer name
+    std::vector<std::string> marked;  // entries whose job a DELETE marked
+    std::vector<std::string> lost;    // entries this consumer no longer holds
+    std::int64_t broker_now_us = 0;
+  };
+  renew_answer renew(const context& ctx, std::string_view consumer, const lease_value& lease_v, duration lease,
+                     std::size_t slots, const std::vector<held_entry>& held);
+
+  // Drain: the held entries back for immediate reclaim; how many were still held.
+  std::size_t hand_back(const context& ctx, std::string_view consumer, const std::vector<held_entry>& held);
+  // The consumer name's lease and slots, if `token` still holds them.
+  void release(const context& ctx, std::string_view consumer, std::string_view token);
+  // The lease key's value ("" when there is none).
+  std::string lease_of(const context& ctx, std::string_view consumer);
+
   // "hg:{name}:suffix": every key of this queue, in one hash slot.
   std::string key(std::string_view suffix) const;
   const queue_options& options() const noexcept { return options_; }
+  redis_connection& connection() const noexcept { return redis_; }
   static constexpr std::string_view group = "hourglass";
 
  private:

@@ -1,0 +1,142 @@
+// The fleet's consumer: feeds one daemon's share of a queue into its executor
+// (protocol.md, "Fleet mode", "Delivery").
+//
+//   hourglass::fleet::consumer c(queue, reader_connection, executor,
+//                                {.run = [](const context& ctx, const delivered_job& j) { ... }},
+//                                {.name = "host-a:8080", .slots = 8});
+//   c.start(ctx);                 // claims the name, reads its own pending entries first
+//   ...
+//   c.drain(clk.now() + 5s);      // SIGTERM: stop reading, finish, hand the rest back
+//
+// A job goes:
+//   delivered (XREADGROUP, or reclaimed from a dead daemon with XAUTOCLAIM)
+//     -> judged on the broker's TIME: past its freshness it is recorded
+//        deadline_exceeded (stage queue, or reclaim) and never run
+//     -> queued in the executor with start_by on our clock (expired there:
+//        deadline_exceeded/queue, dropped at dequeue as any job)
+//     -> started: the start script checks, atomically, that this daemon still
+//        holds it, that no outcome is recorded, and how often it was started
+//        (max_deliveries reached: dead-lettered); freshness is judged again
+//     -> run; its outcome written with the first-outcome-wins finish.
+//
+// Two threads of its own: the reader (blocking XREADGROUP on `reader`, a
+// connection nobody else uses, and XAUTOCLAIM) and the keeper (lease renewal
+// every lease/3, which keeps this daemon's entries from being reclaimed and
+// brings DELETE's marks; outcomes written, kept in memory while the broker is
+// down; self-fencing when renewals fail for most of a lease). Both block only
+// themselves: the connections' io_context is run by the caller's threads.
+//
+// Thread safety: stats() from any thread; start, drain and stop from one.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "hourglass/context.hpp"
+#include "hourglass/executor.hpp"
+#include "hourglass/fleet/job_queue.hpp"
+#include "hourglass/fleet/redis.hpp"
+
+namespace hourglass::fleet {
+
+// A job as a handler gets it.
+struct delivered_job {
+  std::string id;
+  std::string handler;
+  std::string payload;
+  std::string content_type;
+  std::string idempotency_key;  // the Idempotency-Key, or the job id: key side effects by it
+  unsigned delivery = 1;        // 1 on its first start; more after its worker died
+};
+
+// What a handler returned: the job's result.
+struct job_output {
+  std::string body;
+  std::string content_type = "application/octet-stream";
+};
+
+// How a handler's failure (an exception) is recorded.
+struct error_record {
+  unsigned http_status = 500;
+  std::string code = "handler_error";
+  std::string message;
+};
+
+struct job_runner {
+  std::function<job_output(const context&, const delivered_job&)> run;
+  std::function<error_record(std::exception_ptr)> describe_error;  // nullptr: what() as the message
+  std::function<duration(std::string_view handler)> run_limit;     // nullptr: no limit
+};
+
+struct consumer_options {
+  std::string name;       // --consumer: unique in the fleet
+  std::size_t slots = 1;  // jobs held at once (delivered, not yet finished)
+  duration lease = std::chrono::seconds(10);
+  unsigned max_deliveries = 3;
+  duration read_block = std::chrono::milliseconds(500);  // longest XREADGROUP BLOCK
+  std::size_t max_unwritten_outcomes = 10000;            // kept while the broker is down
+  std::function<void(const std::string&)> log;           // a line per state change; nullptr: silent
+};
+
+struct consumer_stats {
+  std::uint64_t delivered = 0;           // new entries read
+  std::uint64_t reclaimed = 0;           // entries taken over from a dead holder (or our own earlier life)
+  std::uint64_t started = 0;             // handlers run
+  std::uint64_t outcomes_written = 0;    // first outcomes recorded
+  std::uint64_t duplicate_outcomes = 0;  // a second completion: counted, not stored
+  std::uint64_t expired_queue = 0;       // deadline_exceeded/queue, never run
+  std::uint64_t expired_reclaim = 0;     // deadline_exceeded/reclaim, never run
+  std::uint64_t dead_lettered = 0;
+  std::uint64_t handed_back = 0;       // at drain, or refused by the executor
+  std::uint64_t fenced_jobs = 0;       // stopped because the lease could not be renewed
+  std::uint64_t lost_entries = 0;      // the loss alarm: pending entries whose data was deleted
+  std::uint64_t outcomes_dropped = 0;  // more unwritten outcomes than max_unwritten_outcomes
+  std::uint64_t broker_errors = 0;
+  std::size_t held = 0;                     // entries this daemon holds now
+  std::size_t unwritten = 0;                // outcomes waiting for the broker
+  bool fenced = false;                      // another process took the name: this consumer stopped
+  std::int64_t broker_clock_offset_us = 0;  // broker wall clock - ours: informational only
+};
+
+// Another live process renews this consumer name's lease.
+class name_taken : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class consumer {
+ public:
+  // `queue` and its connection carry the scripts; `reader` is used for
+  // blocking reads only. The executor's clock is the consumer's.
+  consumer(job_queue& queue, redis_connection& reader, executor& jobs, job_runner runner, consumer_options options);
+  ~consumer();  // stop()
+  consumer(const consumer&) = delete;
+  consumer& operator=(const consumer&) = delete;
+
+  // Claims the consumer name (waiting one renewal period when another
+  // process's lease is there: name_taken if it is renewed meanwhile), then
+  // starts reading, this name's own pending entries first. Throws
+  // redis_unavailable when the broker cannot be reached.
+  void start(const context& ctx);
+
+  // Stops reading now; jobs not started go back at once, running ones may
+  // finish until `deadline` (on the executor's clock) and are then stopped
+  // and handed back; outcomes are written and the lease released (both
+  // bounded by the connection's io_timeout when the broker is down).
+  void drain(time_point deadline);
+  void stop();  // drain(now)
+
+  consumer_stats stats() const;
+
+ private:
+  struct impl;
+  std::shared_ptr<impl> impl_;
+};
+
+}  // namespace hourglass::fleet
