@@ -1,6 +1,6 @@
 # find_package(hourglass) gives hourglass::hourglass (the embedding API, over
 # hourglass::runtime, ::queue and ::workers) and, when the daemon library was
-# built, hourglass::server. Nothing of the build machine's paths is exported:
+# built, hourglass::server and hourglass::fleet. Nothing of the build machine's paths is exported:
 # moodycamel is private to queue/ and build-only.
 include(CMakePackageConfigHelpers)
 set(hourglass_targets hourglass hourglass_runtime hourglass_queue hourglass_workers)
@@ -11,6 +11,14 @@ if(TARGET hourglass_server)
   list(APPEND hourglass_targets hourglass_server hourglass_support)
   set(HOURGLASS_WITH_SERVER ON)
   install(DIRECTORY server/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endif()
+set(HOURGLASS_WITH_FLEET OFF)
+if(TARGET hourglass_fleet)
+  # hourglass::fleet: the embedding API of fleet mode (producer and consumer
+  # on Redis Streams); hiredis is found again by the package config.
+  list(APPEND hourglass_targets hourglass_fleet)
+  set(HOURGLASS_WITH_FLEET ON)
+  install(DIRECTORY fleet/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endif()
 install(TARGETS ${hourglass_targets} EXPORT hourglassTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -498,6 +498,8 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
         if (self_fenced) log("fleet: lease of " + opts.name + " renewed again");
         self_fenced = false;
         last_renewed = sent;
+        st.backlog = a.backlog;
+        st.pending = a.pending;
         for (const std::string& e : a.marked) {
           if (auto it = held_entries.find(e); it != held_entries.end() && !it->second.abandoned) {
             cancel_requested.push_back(it->second.ref);

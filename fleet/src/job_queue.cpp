@@ -228,10 +228,12 @@ job_queue::renew_answer job_queue::renew(const context& ctx, std::string_view co
     a.fenced = true;
     return a;
   }
-  if (r.elements.size() != 5) broker_error("renew", r);
+  if (r.elements.size() != 7) broker_error("renew", r);
   for (const redis_reply& e : r.elements[1].elements) a.marked.push_back(e.str);
   for (const redis_reply& e : r.elements[2].elements) a.lost.push_back(e.str);
   a.broker_now_us = broker_us(r.elements[3], r.elements[4]);
+  a.backlog = std::max<long long>(0, r.elements[5].integer);
+  a.pending = std::max<long long>(0, r.elements[6].integer);
   return a;
 }
 

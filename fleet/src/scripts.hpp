@@ -156,7 +156,8 @@ return {'run', t[1], t[2], n + 1, f[3] or '', f[4] or '', f[5] or '', f[6] or ''
 // KEYS: lease key, slots hash, stream, then one job hash per entry
 // ARGV: group, consumer, token, renewal count, lease ms, slots, then the entries
 // -> {'fenced'} (another process holds the name) |
-//    {'ok', {cancel-marked entries}, {entries not held}, TIME s, TIME us}
+//    {'ok', {cancel-marked entries}, {entries not held}, TIME s, TIME us,
+//     backlog (entries not yet delivered), pending (delivered, not finished)}
 inline constexpr const char* renew_script = R"lua(
 local cur = redis.call('GET', KEYS[1])
 if cur then
@@ -178,7 +179,9 @@ for i = 4, #KEYS do
     table.insert(lost, entry)
   end
 end
-return {'ok', marked, lost, t[1], t[2]}
+local len = redis.call('XLEN', KEYS[3])
+local pending = redis.call('XPENDING', KEYS[3], ARGV[1])[1]
+return {'ok', marked, lost, t[1], t[2], len - pending, pending}
 )lua";
 
 // Drain: entries this consumer holds go back for immediate reclaim by the

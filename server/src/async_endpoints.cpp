@@ -44,7 +44,9 @@ response submit_async_job(core& c, std::shared_ptr<const job_input> in, time_poi
       o,
       [in, cp, id = *id](const context& ctx) -> handler_result {
         cp->async_jobs->started(id);
-        return in->entry->fn(ctx, in->view());
+        request_view v = in->view();
+        if (v.idempotency_key.empty()) v.idempotency_key = id;
+        return in->entry->fn(ctx, v);
       },
       [cp, id = *id, entry = &e](job_result<handler_result>&& r) noexcept {
         const error_info err = r.st.code == outcome::error ? describe_error(r.error) : error_info{};
@@ -108,5 +110,27 @@ response async_job_response(core& c, std::string_view id, bool cancel) {
   res.set(http::field::cache_control, "no-store");
   return res;
 }
+
+}  // namespace hourglass::server::detail
+
+namespace hourglass::server::detail {
+
+namespace {
+
+class memory_backend final : public async_backend {
+ public:
+  explicit memory_backend(core& c) : c_(c) {}
+  void submit(std::shared_ptr<const job_input> in, time_point headers_at, duration freshness, reply done) override {
+    done(submit_async_job(c_, std::move(in), headers_at, freshness));
+  }
+  void lookup(std::string id, bool cancel, reply done) override { done(async_job_response(c_, id, cancel)); }
+
+ private:
+  core& c_;
+};
+
+}  // namespace
+
+std::unique_ptr<async_backend> make_memory_backend(core& c) { return std::make_unique<memory_backend>(c); }
 
 }  // namespace hourglass::server::detail

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "async_backend.hpp"
 #include "async_store.hpp"
 #include "core.hpp"
 #include "job_input.hpp"

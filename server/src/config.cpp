@@ -241,6 +241,21 @@ command_line_result parse_command_line(int argc, const char* const* argv, std::o
   t.count("max-connections", o.max_connections, "open connections; more are closed at once", 1, 1'000'000);
   t.time("async-ttl", o.async_ttl, "how long a finished async job's result is kept");
   t.count("async-max-jobs", o.async_max_jobs, "async jobs remembered at once (finished or not)", 1, 100'000'000);
+  t.text("broker", o.broker, "redis://HOST:PORT[/DB]: fleet mode, async jobs on a durable Redis queue")
+      ->type_name("URL")
+      ->always_capture_default(false);
+  t.text("queue", o.queue, "fleet: the queue's name")->type_name("NAME");
+  t.text("consumer", o.consumer, "fleet: this daemon's unique name (default: <hostname>:<port>)")
+      ->type_name("NAME")
+      ->always_capture_default(false);
+  t.time("lease", o.lease, "fleet: a daemon silent this long is presumed dead and its jobs reclaimed");
+  t.count("max-deliveries", o.max_deliveries, "fleet: starts of a job whose workers died before it is dead-lettered",
+          1, 1000);
+  t.time("result-ttl", o.result_ttl, "fleet: how long a job's outcome is kept");
+  t.time("idempotency-ttl", o.idempotency_ttl, "fleet: how long an Idempotency-Key names its job");
+  t.text("broker-password-file", o.broker_password_file, "fleet: file holding the broker's AUTH password")
+      ->type_name("FILE")
+      ->always_capture_default(false);
   t.text("log-level", o.log_level, "trace, debug, info (one line per job), warn, error, critical, off",
          {"trace", "debug", "info", "warn", "error", "critical", "off"})
       ->type_name("LEVEL");

@@ -77,7 +77,8 @@ core::core(server_options o, hourglass::clock& c)
       log(make_logger(opts.log_level)),
       upstreams(std::make_unique<upstream_client>(io, opts.upstreams, client_options(opts, clk))),
       async_jobs(make_memory_store(opts.async_max_jobs, opts.async_ttl)),
-      jobs(std::make_unique<executor>(executor_settings(opts, clk))) {}
+      jobs(std::make_unique<executor>(executor_settings(opts, clk))),
+      async(make_memory_backend(*this)) {}
 
 const handler_entry* core::find_handler(std::string_view name) const {
   const auto it = handlers.find(name);

@@ -17,6 +17,7 @@
 
 #include <spdlog/logger.h>
 
+#include "async_backend.hpp"
 #include "async_store.hpp"
 #include "hourglass/executor.hpp"
 #include "hourglass/server/handler.hpp"
@@ -75,11 +76,14 @@ struct core {
   boost::asio::io_context io;  // outlives everything below that posts to it
   std::unique_ptr<upstream_client> upstreams;
   std::map<std::string, handler_entry, std::less<>> handlers;
-  std::unique_ptr<async_store> async_jobs;
+  std::unique_ptr<async_store> async_jobs;  // the memory backend's
   std::string token;  // empty: no authentication
   std::atomic<bool> draining{false};
   std::shared_ptr<connection_registry> connections = std::make_shared<connection_registry>();
-  std::unique_ptr<hourglass::executor> jobs;  // last: drained and destroyed first
+  std::unique_ptr<hourglass::executor> jobs;  // drained and destroyed before the above
+  // Where async jobs live: memory, or the fleet's broker (set by start()).
+  // Destroyed first: the fleet's consumer feeds `jobs`.
+  std::unique_ptr<async_backend> async;
 };
 
 }  // namespace hourglass::server::detail

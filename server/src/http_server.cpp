@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core.hpp"
+#include "fleet_backend.hpp"
 #include "hourglass/server/builtin_handlers.hpp"
 #include "hourglass/support/url.hpp"
 #include "session.hpp"
@@ -89,7 +90,9 @@ void http_server::impl::drain(duration grace) {
     // Stops admitting, lets jobs run until the drain deadline, cancels the rest
     // (cause shutdown). Returns when every job has its outcome, which is then
     // on its way to its connection.
-    c.jobs->shutdown(saturating_add(c.clk.now(), grace));
+    const time_point drain_deadline = saturating_add(c.clk.now(), grace);
+    c.async->drain(drain_deadline);  // fleet: stop consuming, hand unfinished jobs back
+    c.jobs->shutdown(drain_deadline);
 
     std::promise<void> closed;
     net::post(acceptor->get_executor(), [&] {
@@ -195,7 +198,6 @@ void http_server::start() {
 
   m.started.store(true);
   m.work.emplace(c.io.get_executor());
-  m.accept();
   for (std::size_t i = 0; i < c.opts.io_threads; ++i) {
     m.io_threads.emplace_back([&c] {
       for (;;) {
@@ -208,6 +210,22 @@ void http_server::start() {
       }
     });
   }
+  if (!c.opts.broker.empty()) {
+    // Before the first accept, so no async job goes to memory. The broker's
+    // connections run on the I/O threads, which are up by now.
+    try {
+      c.async = detail::make_fleet_backend(c, m.port);
+      c.async->start();
+    } catch (...) {
+      // Not serving without the broker: async jobs would have nowhere to go.
+      m.stop_io();
+      m.started.store(false);
+      c.async = detail::make_memory_backend(c);
+      m.acceptor.reset();
+      throw;
+    }
+  }
+  net::post(m.acceptor->get_executor(), [&m] { m.accept(); });
   c.log->info("hourglassd listening on {} (workers={}, io-threads={}, policy={}, queue-capacity={}, auth={})",
               m.address, c.jobs->workers(), c.opts.io_threads, c.fifo() ? "fifo" : "hourglass", c.opts.queue_capacity,
               c.token.empty() ? "off" : "bearer");

@@ -30,6 +30,7 @@ struct job_input {
     v.remote = remote;
     v.budget = budget;
     v.async = async;
+    v.idempotency_key = msg["Idempotency-Key"];
     v.header_lookup = [this](std::string_view name) -> std::string_view { return msg[name]; };
     return v;
   }

@@ -68,6 +68,17 @@ void validate(const server_options& o) {
     if (!valid_handler_name(name)) fail("upstream name '" + name + "' must be 1-64 of [A-Za-z0-9._-]");
     (void)parse_upstream_url(url);
   }
+  if (!o.broker.empty()) {
+    (void)support::parse_redis_url(o.broker, "--broker");
+    if (o.queue.empty() || o.queue.find_first_of("{}: \t\r\n") != std::string::npos) {
+      fail("--queue '" + o.queue + "' must be non-empty, without {, }, : or spaces");
+    }
+    if (o.lease < std::chrono::milliseconds(30)) fail("--lease must be at least 30ms");
+    if (o.max_deliveries == 0) fail("--max-deliveries must be at least 1");
+    if (o.result_ttl < std::chrono::milliseconds(1) || o.idempotency_ttl < std::chrono::milliseconds(1)) {
+      fail("--result-ttl and --idempotency-ttl must be at least 1ms");
+    }
+  }
   static constexpr std::array<std::string_view, 7> levels = {"trace", "debug",    "info", "warn",
                                                              "error", "critical", "off"};
   bool level_ok = false;

@@ -153,11 +153,13 @@ void session::route() {
       return send(make_response(ready ? 200 : 503, ready ? "ready\n" : "draining\n", "text/plain; charset=utf-8"));
     }
     case route_kind::metrics:
-      return send(make_response(200, render_prometheus(core_.jobs->stats().snapshot()),
+      return send(make_response(200, render_prometheus(core_.jobs->stats().snapshot()) + core_.async->metrics_text(),
                                 "text/plain; version=0.0.4; charset=utf-8"));
     case route_kind::submit_job: return start_job(r.name);
-    case route_kind::get_job: return send(async_job_response(core_, r.name, false));
-    case route_kind::cancel_job: return send(async_job_response(core_, r.name, true));
+    case route_kind::get_job:
+    case route_kind::cancel_job:
+      phase_ = phase::job;
+      return core_.async->lookup(std::string(r.name), r.kind == route_kind::cancel_job, answer_later());
     case route_kind::method_not_allowed: {
       response res = error_response(405, "method_not_allowed", "method not allowed on this path");
       res.set(http::field::allow, r.allow);
@@ -251,7 +253,7 @@ void session::on_body(error_code ec) {
   in->budget = async_ ? entry_->run_limit : budget_;
   if (async_) {
     phase_ = phase::job;
-    return send(submit_async_job(core_, std::move(in), headers_at_, freshness_));
+    return core_.async->submit(std::move(in), headers_at_, freshness_, answer_later());
   }
   submit_sync(std::move(in));
 }
@@ -400,6 +402,14 @@ void session::step(const std::shared_ptr<sync_call>& call, sync_event e) {
 
 void session::send_error(unsigned status, std::string_view code, std::string_view message) {
   send(error_response(status, code, message));
+}
+
+// A reply that may come from another thread (the fleet's broker calls): sent on the strand.
+std::function<void(response)> session::answer_later() {
+  stream_.expires_after(core_.opts.body_timeout);
+  return [self = shared_from_this()](response res) {
+    net::post(self->strand_, [self, res = std::move(res)]() mutable { self->send(std::move(res)); });
+  };
 }
 
 void session::send(response res) {

@@ -69,6 +69,7 @@ class session : public std::enable_shared_from_this<session> {
   void on_job_done(const std::shared_ptr<sync_call>& call, job_result<handler_result>&& r);
   void step(const std::shared_ptr<sync_call>& call, sync_event e);
   void send(response res);
+  std::function<void(response)> answer_later();
   void send_error(unsigned status, std::string_view code, std::string_view message);
   void on_write(error_code ec);
   void maybe_continue();

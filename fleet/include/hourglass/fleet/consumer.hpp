@@ -102,6 +102,8 @@ struct consumer_stats {
   std::size_t unwritten = 0;                // outcomes waiting for the broker
   bool fenced = false;                      // another process took the name: this consumer stopped
   std::int64_t broker_clock_offset_us = 0;  // broker wall clock - ours: informational only
+  std::int64_t backlog = 0;                 // the queue's, at the last renewal: not yet delivered
+  std::int64_t pending = 0;                 // the queue's, at the last renewal: delivered, not finished
 };
 
 // Another live process renews this consumer name's lease.

@@ -111,6 +111,8 @@ class job_queue {
     std::vector<std::string> marked;  // entries whose job a DELETE marked
     std::vector<std::string> lost;    // entries this consumer no longer holds
     std::int64_t broker_now_us = 0;
+    std::int64_t backlog = 0;  // the queue's entries not yet delivered
+    std::int64_t pending = 0;  // delivered, not finished
   };
   renew_answer renew(const context& ctx, std::string_view consumer, const lease_value& lease_v, duration lease,
                      std::size_t slots, const std::vector<held_entry>& held);

@@ -43,6 +43,9 @@ struct request_view {
   // Async jobs: the handler's run limit.
   duration budget = duration::max();
   bool async = false;
+  // Key side effects by this: the request's Idempotency-Key, or for an async
+  // job without one its job id (a fleet job may run more than once).
+  std::string_view idempotency_key;
   // Looks up any other request header by name (case-insensitive); empty when
   // absent. Left empty in views made by hand (tests).
   std::function<std::string_view(std::string_view)> header_lookup;

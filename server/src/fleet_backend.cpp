@@ -1,0 +1,287 @@
+// hourglassd --broker: async jobs on the fleet's durable queue (protocol.md,
+// "Fleet mode"). Producer calls (enqueue, GET, DELETE) run on a small pool of
+// broker threads, never on an I/O thread; the fleet consumer feeds this
+// daemon's share of the queue into its executor and runs the handlers.
+#include "fleet_backend.hpp"
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "core.hpp"
+#include "job_input.hpp"
+#include "hourglass/fleet/consumer.hpp"
+#include "hourglass/fleet/job_queue.hpp"
+#include "hourglass/fleet/redis.hpp"
+#include "hourglass/support/json.hpp"
+#include "hourglass/support/url.hpp"
+#include "hourglass/utf8.hpp"
+
+namespace hourglass::server::detail {
+
+namespace http = boost::beast::http;
+
+namespace {
+
+constexpr std::string_view jobs_prefix = "/v1/jobs/";
+
+std::string read_password(const std::string& path) {
+  if (path.empty()) return {};
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read --broker-password-file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string p = ss.str();
+  const auto first = p.find_first_not_of(" \t\r\n");
+  const auto last = p.find_last_not_of(" \t\r\n");
+  if (first == std::string::npos) throw std::runtime_error("--broker-password-file " + path + " is empty");
+  return p.substr(first, last - first + 1);
+}
+
+double millis_field(std::string_view text) {
+  try {
+    return text.empty() ? 0.0 : std::stod(std::string(text));
+  } catch (const std::exception&) {
+    return 0.0;
+  }
+}
+
+response broker_unavailable(const std::string& why) {
+  response res = error_response(503, "broker_unavailable", "the job broker cannot be reached; nothing was accepted");
+  res.set(http::field::retry_after, "1");
+  (void)why;
+  return res;
+}
+
+class fleet_backend final : public async_backend {
+ public:
+  fleet_backend(core& c, std::uint16_t port)
+      : c_(c),
+        endpoint_(endpoint_of(c.opts)),
+        commands_(c.io, endpoint_, redis_settings(c)),
+        reader_(c.io, endpoint_, redis_settings(c)),
+        queue_(commands_, {.name = c.opts.queue,
+                           .result_ttl = c.opts.result_ttl,
+                           .idempotency_ttl = c.opts.idempotency_ttl}),
+        consumer_(queue_, reader_, *c.jobs, runner(c), consumer_settings(c, port)),
+        pool_(2) {}
+
+  ~fleet_backend() override {
+    consumer_.stop();
+    pool_.join();
+  }
+
+  void start() override {
+    consumer_.start(context());
+    c_.log->info("fleet: consuming queue {} on {}:{} as {}", c_.opts.queue, endpoint_.host, endpoint_.port,
+                 consumer_name_);
+  }
+
+  void submit(std::shared_ptr<const job_input> in, time_point headers_at, duration freshness, reply done) override {
+    const std::string_view key = in->msg["Idempotency-Key"];
+    if (in->msg.count("Idempotency-Key") != 0 && !valid_idempotency_key(key)) {
+      return done(error_response(400, "invalid_idempotency_key", "Idempotency-Key must be 1-128 printable ASCII"));
+    }
+    boost::asio::post(pool_, [this, in = std::move(in), headers_at, freshness, done = std::move(done)] {
+      done(enqueue(*in, headers_at, freshness));
+    });
+  }
+
+  void lookup(std::string id, bool cancel, reply done) override {
+    boost::asio::post(pool_, [this, id = std::move(id), cancel, done = std::move(done)] {
+      try {
+        const std::optional<fleet::fleet_job> j = cancel ? queue_.cancel(context(), id) : queue_.find(context(), id);
+        if (!j) return done(error_response(404, "not_found", "no such job (unknown, or expired)"));
+        const std::string_view state = j->state();
+        const bool finished = state != "queued" && state != "running";
+        response res = make_response(cancel && !finished ? 202 : 200, fleet_job_json(*j), json_type);
+        res.set(http::field::cache_control, "no-store");
+        done(std::move(res));
+      } catch (const std::exception& e) {
+        ++lookup_errors_;
+        c_.log->warn("fleet: {} of job {}: {}", cancel ? "cancel" : "lookup", id, e.what());
+        done(broker_unavailable(e.what()));
+      }
+    });
+  }
+
+  void drain(time_point deadline) override { consumer_.drain(deadline); }
+
+  std::string metrics_text() const override {
+    const fleet::consumer_stats s = consumer_.stats();
+    std::string out;
+    const auto family = [&](std::string_view name, std::string_view type, std::string_view help, auto value) {
+      out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
+    };
+    family("hourglass_fleet_backlog", "gauge", "Entries of the queue not yet delivered to any daemon.", s.backlog);
+    family("hourglass_fleet_pending", "gauge", "Entries delivered to a daemon and not finished.", s.pending);
+    family("hourglass_fleet_reclaimed_total", "counter",
+           "Jobs this daemon took over from a dead daemon (or from its own earlier life).", s.reclaimed);
+    family("hourglass_fleet_dead_lettered_total", "counter",
+           "Jobs dead-lettered after --max-deliveries starts whose workers died.", s.dead_lettered);
+    family("hourglass_fleet_duplicate_outcomes_total", "counter",
+           "Second completions of a job (counted, not stored: the first outcome wins).", s.duplicate_outcomes);
+    family("hourglass_fleet_lost_entries_total", "counter",
+           "Loss alarm: pending entries whose data was deleted from the stream.", s.lost_entries);
+    family("hourglass_fleet_broker_clock_offset_seconds", "gauge",
+           "The broker's wall clock minus this daemon's (informational; never used to decide).",
+           static_cast<double>(s.broker_clock_offset_us) / 1e6);
+    out +=
+        "# HELP hourglass_fleet_broker_errors_total Broker calls that failed, by operation.\n"
+        "# TYPE hourglass_fleet_broker_errors_total counter\n";
+    out += fmt::format("hourglass_fleet_broker_errors_total{{op=\"enqueue\"}} {}\n", enqueue_errors_.load());
+    out += fmt::format("hourglass_fleet_broker_errors_total{{op=\"lookup\"}} {}\n", lookup_errors_.load());
+    out += fmt::format("hourglass_fleet_broker_errors_total{{op=\"consume\"}} {}\n", s.broker_errors);
+    return out;
+  }
+
+ private:
+  static fleet::redis_endpoint endpoint_of(const server_options& o) {
+    const support::redis_url u = support::parse_redis_url(o.broker, "--broker");
+    return {u.host, u.port, u.db, read_password(o.broker_password_file)};
+  }
+  static fleet::redis_options redis_settings(core& c) {
+    fleet::redis_options r;
+    r.clock = &c.clk;
+    return r;
+  }
+  fleet::consumer_options consumer_settings(core& c, std::uint16_t port) {
+    fleet::consumer_options o;
+    consumer_name_ = c.opts.consumer.empty() ? host_name() + ":" + std::to_string(port) : c.opts.consumer;
+    o.name = consumer_name_;
+    o.slots = c.jobs->workers();
+    o.lease = c.opts.lease;
+    o.max_deliveries = static_cast<unsigned>(c.opts.max_deliveries);
+    o.log = [&c](const std::string& line) { c.log->warn("{}", line); };
+    return o;
+  }
+  static std::string host_name() {
+    char buf[256] = {};
+    if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+    return buf;
+  }
+
+  static fleet::job_runner runner(core& c) {
+    fleet::job_runner r;
+    r.run = [&c](const context& ctx, const fleet::delivered_job& j) {
+      const handler_entry* e = c.find_handler(j.handler);
+      if (e == nullptr) throw handler_error(404, "unknown_handler", "this daemon has no handler '" + j.handler + "'");
+      request_view v;
+      v.handler = e->name;
+      v.body = j.payload;
+      v.content_type = j.content_type;
+      v.budget = e->run_limit;
+      v.async = true;
+      v.idempotency_key = j.idempotency_key;
+      handler_result hr = e->fn(ctx, v);
+      return fleet::job_output{std::move(hr.body), std::move(hr.content_type)};
+    };
+    r.describe_error = [](std::exception_ptr p) {
+      const error_info i = describe_error(p);
+      return fleet::error_record{i.http_status, i.code, i.message};
+    };
+    r.run_limit = [&c](std::string_view h) {
+      const handler_entry* e = c.find_handler(h);
+      return e != nullptr ? e->run_limit : c.opts.max_budget;
+    };
+    return r;
+  }
+
+  response enqueue(const job_input& in, time_point headers_at, duration freshness) {
+    const handler_entry& e = *in.entry;
+    fleet::job_spec spec;
+    spec.handler = e.name;
+    spec.payload = in.msg.body();
+    const std::string_view type = in.msg[http::field::content_type];
+    if (!type.empty()) spec.content_type = std::string(type);
+    spec.min_budget = e.min_budget;
+    spec.idempotency_key = std::string(in.msg["Idempotency-Key"]);
+    // The freshness bound counts from the headers' arrival, as for local jobs.
+    if (freshness != duration::max()) {
+      const duration spent = elapsed(headers_at, c_.clk.now());
+      spec.freshness = spent >= freshness ? duration::zero() : freshness - spent;
+    }
+    fleet::enqueued r;
+    try {
+      r = queue_.enqueue(context(), spec);
+    } catch (const std::exception& ex) {
+      ++enqueue_errors_;
+      c_.log->warn("fleet: enqueue of a {} job refused, broker unavailable: {}", e.name, ex.what());
+      return broker_unavailable(ex.what());
+    }
+    if (r.verdict == fleet::enqueued::kind::refused) {
+      const status st = status::expired(expiry_stage::admission);
+      c_.jobs->stats().on_refused(*e.metrics, st);
+      c_.log_job({e.name, "async", duration::max(), {}, st, 504});
+      return job_response(st, {}, freshness, spec.freshness, nullptr, nullptr);
+    }
+    const std::string location = std::string(jobs_prefix) + r.id;
+    support::json_object body;
+    body.add("id", r.id).add("state", "queued").add("location", location);
+    if (r.verdict == fleet::enqueued::kind::duplicate) body.add("duplicate", true);
+    response res = make_response(202, body.str(), json_type);
+    res.set(http::field::location, location);
+    return res;
+  }
+
+  static std::string fleet_job_json(const fleet::fleet_job& j) {
+    support::json_object o;
+    o.add("id", j.id).add("handler", j.field("handler"));
+    const std::string_view state = j.state();
+    o.add("state", state);
+    if (state == "queued" || state == "running") {
+      if (j.field("cancel_requested") == "1") o.add("cancel_requested", true);
+      return o.str();
+    }
+    if (state == "deadline_exceeded") o.add("stage", j.field("stage"));
+    if (state == "cancelled" || state == "dead") o.add("cause", j.field("cause"));
+    if (state == "error") {
+      o.add("error", j.field("error")).add("message", j.field("message"));
+      o.add("http_status", static_cast<unsigned>(millis_field(j.field("http_status"))));
+    }
+    if (!j.field("queued_ms").empty()) o.add("queued_ms", millis_field(j.field("queued_ms")));
+    if (!j.field("run_ms").empty()) o.add("run_ms", millis_field(j.field("run_ms")));
+    if (!j.field("deliveries").empty()) o.add("deliveries", static_cast<unsigned>(millis_field(j.field("deliveries"))));
+    if (state == "ok") {
+      o.add("content_type", j.field("content_type"));
+      const std::string_view result = j.field("result");
+      if (valid_utf8(result)) {
+        o.add("result", result);
+      } else {
+        o.add("result_base64", support::base64(result));
+      }
+    }
+    return o.str();
+  }
+
+  core& c_;
+  fleet::redis_endpoint endpoint_;
+  fleet::redis_connection commands_;
+  fleet::redis_connection reader_;
+  fleet::job_queue queue_;
+  std::string consumer_name_;
+  fleet::consumer consumer_;
+  boost::asio::thread_pool pool_;
+  std::atomic<std::uint64_t> enqueue_errors_{0};
+  std::atomic<std::uint64_t> lookup_errors_{0};
+};
+
+}  // namespace
+
+bool valid_idempotency_key(std::string_view key) noexcept {
+  if (key.empty() || key.size() > 128) return false;
+  for (const char ch : key) {
+    if (ch < 0x20 || ch > 0x7e) return false;
+  }
+  return true;
+}
+
+std::unique_ptr<async_backend> make_fleet_backend(core& c, std::uint16_t port) {
+  return std::make_unique<fleet_backend>(c, port);
+}
+
+}  // namespace hourglass::server::detail

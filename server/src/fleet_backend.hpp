@@ -1,0 +1,20 @@
+// hourglassd --broker: the async backend on the fleet's Redis queue
+// (protocol.md, "Fleet mode"). Internal to the server.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "async_backend.hpp"
+
+namespace hourglass::server::detail {
+
+// On core's broker options; `port` names the consumer when --consumer is not
+// given (<hostname>:<port>). Connects lazily; start() claims the name.
+std::unique_ptr<async_backend> make_fleet_backend(core& c, std::uint16_t port);
+
+// An Idempotency-Key header: 1-128 printable ASCII characters.
+bool valid_idempotency_key(std::string_view key) noexcept;
+
+}  // namespace hourglass::server::detail
