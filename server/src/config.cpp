@@ -249,8 +249,8 @@ command_line_result parse_command_line(int argc, const char* const* argv, std::o
       ->type_name("NAME")
       ->always_capture_default(false);
   t.time("lease", o.lease, "fleet: a daemon silent this long is presumed dead and its jobs reclaimed");
-  t.count("max-deliveries", o.max_deliveries, "fleet: starts of a job whose workers died before it is dead-lettered",
-          1, 1000);
+  t.count("max-deliveries", o.max_deliveries, "fleet: starts of a job whose workers died before it is dead-lettered", 1,
+          1000);
   t.time("result-ttl", o.result_ttl, "fleet: how long a job's outcome is kept");
   t.time("idempotency-ttl", o.idempotency_ttl, "fleet: how long an Idempotency-Key names its job");
   t.text("broker-password-file", o.broker_password_file, "fleet: file holding the broker's AUTH password")

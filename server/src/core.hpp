@@ -77,7 +77,7 @@ struct core {
   std::unique_ptr<upstream_client> upstreams;
   std::map<std::string, handler_entry, std::less<>> handlers;
   std::unique_ptr<async_store> async_jobs;  // the memory backend's
-  std::string token;  // empty: no authentication
+  std::string token;                        // empty: no authentication
   std::atomic<bool> draining{false};
   std::shared_ptr<connection_registry> connections = std::make_shared<connection_registry>();
   std::unique_ptr<hourglass::executor> jobs;  // drained and destroyed before the above

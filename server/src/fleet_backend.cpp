@@ -13,13 +13,13 @@
 #include <sstream>
 
 #include "core.hpp"
-#include "job_input.hpp"
 #include "hourglass/fleet/consumer.hpp"
 #include "hourglass/fleet/job_queue.hpp"
 #include "hourglass/fleet/redis.hpp"
 #include "hourglass/support/json.hpp"
 #include "hourglass/support/url.hpp"
 #include "hourglass/utf8.hpp"
+#include "job_input.hpp"
 
 namespace hourglass::server::detail {
 
@@ -64,9 +64,8 @@ class fleet_backend final : public async_backend {
         endpoint_(endpoint_of(c.opts)),
         commands_(c.io, endpoint_, redis_settings(c)),
         reader_(c.io, endpoint_, redis_settings(c)),
-        queue_(commands_, {.name = c.opts.queue,
-                           .result_ttl = c.opts.result_ttl,
-                           .idempotency_ttl = c.opts.idempotency_ttl}),
+        queue_(commands_,
+               {.name = c.opts.queue, .result_ttl = c.opts.result_ttl, .idempotency_ttl = c.opts.idempotency_ttl}),
         consumer_(queue_, reader_, *c.jobs, runner(c), consumer_settings(c, port)),
         pool_(2) {}
 
@@ -233,6 +232,7 @@ class fleet_backend final : public async_backend {
     o.add("id", j.id).add("handler", j.field("handler"));
     const std::string_view state = j.state();
     o.add("state", state);
+    if (!j.field("deliveries").empty()) o.add("deliveries", static_cast<unsigned>(millis_field(j.field("deliveries"))));
     if (state == "queued" || state == "running") {
       if (j.field("cancel_requested") == "1") o.add("cancel_requested", true);
       return o.str();
@@ -245,7 +245,6 @@ class fleet_backend final : public async_backend {
     }
     if (!j.field("queued_ms").empty()) o.add("queued_ms", millis_field(j.field("queued_ms")));
     if (!j.field("run_ms").empty()) o.add("run_ms", millis_field(j.field("run_ms")));
-    if (!j.field("deliveries").empty()) o.add("deliveries", static_cast<unsigned>(millis_field(j.field("deliveries"))));
     if (state == "ok") {
       o.add("content_type", j.field("content_type"));
       const std::string_view result = j.field("result");

@@ -60,16 +60,16 @@ struct server_options {
 
   // Fleet mode (protocol.md, "Fleet mode"): with a broker, async jobs live
   // on a durable Redis Streams queue that many daemons share.
-  std::string broker;                    // --broker redis://HOST:PORT[/DB]; empty: async jobs in memory
-  std::string queue = "default";         // --queue
-  std::string consumer;                  // --consumer; empty: <hostname>:<port>
+  std::string broker;             // --broker redis://HOST:PORT[/DB]; empty: async jobs in memory
+  std::string queue = "default";  // --queue
+  std::string consumer;           // --consumer; empty: <hostname>:<port>
   duration lease = std::chrono::seconds(10);
-  std::size_t max_deliveries = 3;        // starts of a job whose workers died; then dead-lettered
+  std::size_t max_deliveries = 3;  // starts of a job whose workers died; then dead-lettered
   duration result_ttl = std::chrono::hours(24);
   duration idempotency_ttl = std::chrono::hours(24);
-  std::string broker_password_file;      // AUTH with its content (surrounding whitespace ignored)
-  bool builtin_handlers = true;    // echo, sleep, spin, call
-  std::string log_level = "info";  // trace debug info warn error critical off
+  std::string broker_password_file;  // AUTH with its content (surrounding whitespace ignored)
+  bool builtin_handlers = true;      // echo, sleep, spin, call
+  std::string log_level = "info";    // trace debug info warn error critical off
 };
 
 // Throws std::invalid_argument when the options cannot mean what they say:
