@@ -220,13 +220,14 @@ std::string json_string(const std::string& json, const std::string& key) {
   return support::string_member(json, key).value_or("");
 }
 
-daemon_process::daemon_process(const std::vector<std::string>& args) {
+daemon_process::daemon_process(const std::vector<std::string>& args, const std::vector<std::string>& prefix) {
   char path[] = "/tmp/hourglassd-test-XXXXXX";
   const int fd = ::mkstemp(path);
   if (fd < 0) throw std::runtime_error("mkstemp failed");
   ::close(fd);
   log_path_ = path;
-  std::vector<std::string> all{HOURGLASSD_PATH};
+  std::vector<std::string> all(prefix);
+  all.emplace_back(HOURGLASSD_PATH);
   all.insert(all.end(), args.begin(), args.end());
   pid_ = test_common::spawn_process(all, log_path_, "hourglassd");
 }

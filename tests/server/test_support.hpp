@@ -139,7 +139,8 @@ std::string json_string(const std::string& json, const std::string& key);
 // The real hourglassd binary, spawned with `args`; stderr and stdout go to a file.
 class daemon_process {
  public:
-  explicit daemon_process(const std::vector<std::string>& args);
+  // `prefix` runs before the binary (a wrapper such as faketime).
+  explicit daemon_process(const std::vector<std::string>& args, const std::vector<std::string>& prefix = {});
   ~daemon_process();  // SIGKILL if still running
   // Waits for the "listening on ADDR:PORT" log line; 0 if it did not come.
   std::uint16_t wait_for_port(std::chrono::milliseconds limit = 20s);

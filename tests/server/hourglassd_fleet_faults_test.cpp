@@ -1,0 +1,271 @@
+// Fleet mode under faults, with real hourglassd processes on one real
+// redis-server: random kill -9 of daemons while jobs run (a Jepsen-style
+// total check), a poison job that kills its worker every time, and a broker
+// killed and restarted (appendfsync always).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <csignal>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fleet/redis_server.hpp"
+#include "hourglass/fleet/redis.hpp"
+#include "test_support.hpp"
+
+namespace hourglass::server::testing {
+namespace {
+
+using fleet::testing::redis_server;
+
+// A sample's value in Prometheus text ("\nNAME VALUE"); NaN when absent.
+double metric_value(const std::string& metrics, const std::string& name) {
+  const auto at = metrics.find("\n" + name + " ");
+  return at == std::string::npos ? std::nan("") : std::atof(metrics.c_str() + at + name.size() + 2);
+}
+
+struct FleetFaults : ::testing::Test {
+  std::vector<std::string> args(const std::string& consumer, const std::string& extra_deliveries = "20") {
+    return {"--listen",        "127.0.0.1:0", "--broker",         "redis://127.0.0.1:" + std::to_string(redis.port()),
+            "--consumer",      consumer,      "--lease",          "1s",
+            "--workers",       "2",           "--max-deliveries", extra_deliveries,
+            "--drain-timeout", "2s"};
+  }
+  fleet::redis_reply raw(std::vector<std::string> a) {
+    fleet::testing::io_thread io;
+    fleet::redis_connection c(io.io, redis.endpoint());
+    return c.call(context(), std::move(a));
+  }
+  std::string state_of(std::uint16_t port, const std::string& id, std::string* body = nullptr) {
+    const reply r = get(port, "/v1/jobs/" + id, {}, 5s);
+    if (body != nullptr) *body = r.body;
+    return r.status == 200 ? json_string(r.body, "state") : "";
+  }
+
+  redis_server redis;
+};
+
+// A daemon of the fleet that the chaos thread kills and restarts under its name.
+struct member {
+  std::string name;
+  std::unique_ptr<daemon_process> proc;
+  std::atomic<std::uint16_t> port{0};
+};
+
+TEST_F(FleetFaults, KillingDaemonsAtRandomLosesNoAcceptedJobAndRecordsOneOutcomeEach) {
+  constexpr int kDaemons = 4;
+  constexpr int kJobs = 1000;
+  std::vector<std::unique_ptr<member>> fleet;
+  for (int i = 0; i < kDaemons; ++i) {
+    auto m = std::make_unique<member>();
+    m->name = "d" + std::to_string(i);
+    m->proc = std::make_unique<daemon_process>(args(m->name));
+    m->port = m->proc->wait_for_port();
+    ASSERT_NE(m->port.load(), 0) << m->proc->output();
+    fleet.push_back(std::move(m));
+  }
+
+  std::atomic<bool> submitting{true};
+  int kills = 0;
+  std::thread chaos([&] {
+    std::mt19937 rng(12345);
+    // Kills go on after the last submit, while the backlog runs: 8 at least.
+    while (submitting || kills < 8) {
+      std::this_thread::sleep_for(300ms);
+      member& victim = *fleet[rng() % kDaemons];
+      victim.port = 0;
+      victim.proc->signal(SIGKILL);
+      victim.proc->wait_exit(5s);
+      victim.proc = std::make_unique<daemon_process>(args(victim.name));  // the same name again
+      victim.port = victim.proc->wait_for_port();
+      ++kills;
+    }
+  });
+
+  // Each job has an idempotency key; a failed submit is retried on another
+  // daemon with the same key, so a job is never accepted twice.
+  std::map<std::string, std::string> id_of_key;
+  int refused = 0;
+  for (int j = 0; j < kJobs; ++j) {
+    const std::string key = "job-" + std::to_string(j);
+    for (int attempt = 0; attempt < 200 && id_of_key.count(key) == 0; ++attempt) {
+      const std::uint16_t port = fleet[(j + attempt) % kDaemons]->port.load();
+      if (port == 0) continue;
+      const reply r = post(port, "/v1/jobs/sleep", R"({"ms": 20})",
+                           {{"Prefer", "respond-async"}, {"Idempotency-Key", key}}, 5s);
+      if (r.status == 202) {
+        id_of_key[key] = json_string(r.body, "id");
+      } else {
+        ++refused;
+        std::this_thread::sleep_for(5ms);
+      }
+    }
+    ASSERT_EQ(id_of_key.count(key), 1u) << "job " << j << " never accepted";
+  }
+  submitting = false;
+  chaos.join();
+  EXPECT_GE(kills, 8) << "the chaos must have happened";
+
+  // Every accepted job ends ok, readable from every daemon, with one outcome.
+  std::map<std::string, std::string> final_state;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        for (const auto& [key, id] : id_of_key) {
+          if (final_state.count(id) != 0) continue;
+          const std::string s = state_of(fleet[0]->port, id);
+          if (s == "queued" || s == "running" || s.empty()) return false;
+          final_state[id] = s;
+        }
+        return true;
+      },
+      120s))
+      << final_state.size() << " of " << id_of_key.size() << " jobs finished";
+  int lost = 0;
+  int unexpected = 0;
+  for (const auto& [key, id] : id_of_key) {
+    const auto it = final_state.find(id);
+    if (it == final_state.end()) ++lost;
+    if (it != final_state.end() && it->second != "ok") ++unexpected;
+  }
+  EXPECT_EQ(lost, 0);
+  EXPECT_EQ(unexpected, 0);
+  for (int i = 1; i < kDaemons; ++i) {
+    for (const auto& [key, id] : id_of_key) {
+      ASSERT_EQ(state_of(fleet[i]->port, id), "ok") << "daemon " << i << " reads job " << id;
+    }
+  }
+  // Nothing left behind, nothing deleted while pending.
+  EXPECT_EQ(raw({"XLEN", "hg:{default}:stream"}).integer, 0);
+  const fleet::redis_reply dup = raw({"HGET", "hg:{default}:stats", "duplicate_outcomes"});
+  const long long duplicates = dup.is_nil() ? 0 : std::stoll(dup.str);
+  long long counted = 0;
+  for (const auto& m : fleet) {
+    const std::string metrics = get(m->port, "/metrics").body;
+    EXPECT_NE(metrics.find("hourglass_fleet_lost_entries_total 0\n"), std::string::npos) << m->name;
+    const double n = metric_value(metrics, "hourglass_fleet_duplicate_outcomes_total");
+    EXPECT_FALSE(std::isnan(n)) << m->name;
+    counted += static_cast<long long>(n);
+  }
+  // A killed daemon writes no outcome, so kills alone make no second
+  // completion; whatever the broker counted, the daemons alive counted too.
+  EXPECT_EQ(counted, duplicates) << "duplicate outcomes: broker " << duplicates << ", daemons " << counted;
+  std::cout << "[ fleet ] " << kJobs << " jobs, " << kills << " kill -9s, " << refused << " refused submits, "
+            << duplicates << " duplicate outcomes\n";
+}
+
+TEST_F(FleetFaults, APoisonJobIsDeadLetteredAfterMaxDeliveriesWithoutALoop) {
+  auto d = std::make_unique<daemon_process>(args("p", "3"));
+  std::uint16_t port = d->wait_for_port();
+  ASSERT_NE(port, 0) << d->output();
+  const reply r = post(port, "/v1/jobs/sleep", R"({"ms": 600000})", {{"Prefer", "respond-async"}});
+  ASSERT_EQ(r.status, 202u) << r.body;
+  const std::string id = json_string(r.body, "id");
+  for (int run = 1; run <= 3; ++run) {
+    std::string body;
+    // Running in this life: the record says "running" from the last life too.
+    ASSERT_TRUE(wait_until(
+        [&] { return state_of(port, id, &body) == "running" && json_number(body, "deliveries") == run; }, 20s))
+        << body;
+    d->signal(SIGKILL);  // the job kills its worker process, every time
+    d->wait_exit(5s);
+    d = std::make_unique<daemon_process>(args("p", "3"));
+    port = d->wait_for_port();
+    ASSERT_NE(port, 0) << d->output();
+  }
+  std::string body;
+  ASSERT_TRUE(wait_until([&] { return state_of(port, id, &body) == "dead"; }, 20s)) << body;
+  EXPECT_EQ(json_string(body, "cause"), "max_deliveries");
+  EXPECT_EQ(raw({"XLEN", "hg:{default}:dead"}).integer, 1);
+  EXPECT_EQ(raw({"XLEN", "hg:{default}:stream"}).integer, 0) << "not delivered again";
+}
+
+TEST_F(FleetFaults, ABrokerKilledAndRestartedLosesNoJobThatGotA202) {
+  daemon_process d(args("b"));
+  const std::uint16_t port = d.wait_for_port();
+  ASSERT_NE(port, 0) << d.output();
+  std::vector<std::string> accepted;
+  for (int i = 0; i < 50; ++i) {
+    const reply r = post(port, "/v1/jobs/sleep", R"({"ms": 40})", {{"Prefer", "respond-async"}});
+    ASSERT_EQ(r.status, 202u) << r.body;
+    accepted.push_back(json_string(r.body, "id"));
+  }
+  redis.kill9();  // jobs are queued and running; appendfsync always has them on disk
+  int refused_while_down = 0;
+  for (int i = 0; i < 5; ++i) {
+    const reply r = post(port, "/v1/jobs/sleep", R"({"ms": 1})", {{"Prefer", "respond-async"}});
+    EXPECT_NE(r.status, 202u) << "no 202 for a job the broker does not hold";
+    if (r.status == 503 && json_string(r.body, "error") == "broker_unavailable") ++refused_while_down;
+  }
+  EXPECT_EQ(refused_while_down, 5);
+  std::this_thread::sleep_for(300ms);  // running jobs finish while the broker is away
+  redis.restart();
+  for (const std::string& id : accepted) {
+    std::string body;
+    ASSERT_TRUE(wait_until([&] { return state_of(port, id, &body) == "ok"; }, 60s)) << id << ": " << body;
+  }
+}
+
+// What a daemon decides for the same schedule: a blocker holding its only
+// worker for 1.5 s, then a job fresh for 0.5 s (it must expire in the queue)
+// and one fresh for 10 s (it must run).
+std::vector<std::string> decisions(std::uint16_t port) {
+  const auto async = [&](const std::string& body, const std::string& freshness) {
+    headers hs{{"Prefer", "respond-async"}};
+    if (!freshness.empty()) hs.emplace_back("Job-Freshness", freshness);
+    const reply r = post(port, "/v1/jobs/sleep", body, hs);
+    EXPECT_EQ(r.status, 202u) << r.body;
+    return json_string(r.body, "id");
+  };
+  const std::string blocker = async(R"({"ms": 1500})", "");
+  EXPECT_TRUE(wait_until([&] { return json_string(get(port, "/v1/jobs/" + blocker).body, "state") == "running"; }));
+  const std::string stale = async(R"({"ms": 1})", "500m");
+  const std::string fresh = async(R"({"ms": 1})", "10S");
+  std::vector<std::string> out;
+  for (const std::string& id : {blocker, stale, fresh}) {
+    std::string body;
+    EXPECT_TRUE(wait_until(
+        [&] {
+          body = get(port, "/v1/jobs/" + id).body;
+          const std::string s = json_string(body, "state");
+          return s != "queued" && s != "running" && !s.empty();
+        },
+        20s));
+    out.push_back(json_string(body, "state") + "/" + json_string(body, "stage"));
+  }
+  return out;
+}
+
+TEST_F(FleetFaults, DaemonsWhoseWallClocksAreTenMinutesOffDecideExactlyAsOnesWithoutSkew) {
+  const std::vector<std::string> expected{"ok/", "deadline_exceeded/queue", "ok/"};
+  for (const std::string skew : {"", "-10m", "+10m"}) {
+    std::vector<std::string> prefix;
+    if (!skew.empty()) {
+      // Wall clock only: our deadlines are on the monotonic clock, as they must be.
+      prefix = {"/usr/bin/env", "FAKETIME_DONT_FAKE_MONOTONIC=1", "faketime", "-f", skew};
+    }
+    std::vector<std::string> a = args("skew" + skew, "3");
+    a.insert(a.end(), {"--queue",
+                       "q" + std::string(skew.empty()               ? "0"
+                                         : skew.substr(0, 1) == "-" ? "m"
+                                                                    : "p"),
+                       "--workers", "1"});
+    daemon_process d(a, prefix);
+    const std::uint16_t port = d.wait_for_port();
+    ASSERT_NE(port, 0) << d.output();
+    if (!skew.empty()) {
+      const std::string metrics = get(port, "/metrics").body;
+      const double offset = metric_value(metrics, "hourglass_fleet_broker_clock_offset_seconds");
+      EXPECT_NEAR(std::abs(offset), 600.0, 30.0) << "the skew is real: " << skew;
+    }
+    EXPECT_EQ(decisions(port), expected) << "skew " << (skew.empty() ? "none" : skew);
+  }
+}
+
+}  // namespace
+}  // namespace hourglass::server::testing
