@@ -233,6 +233,7 @@ class fleet_backend final : public async_backend {
     const std::string_view state = j.state();
     o.add("state", state);
     if (!j.field("deliveries").empty()) o.add("deliveries", static_cast<unsigned>(millis_field(j.field("deliveries"))));
+    if (!j.field("consumer").empty()) o.add("consumer", j.field("consumer"));  // the daemon that started it last
     if (state == "queued" || state == "running") {
       if (j.field("cancel_requested") == "1") o.add("cancel_requested", true);
       return o.str();

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -225,6 +227,41 @@ TEST(Hourglassd, ReadmeExampleRunsAsWritten) {
       << out;
   EXPECT_NE(out.find("hourglass_jobs_finished_total{handler=\"echo\",outcome=\"ok\"} 1"), std::string::npos) << out;
   EXPECT_NE(out.find("drained"), std::string::npos) << out;
+}
+
+// The README's "Run a fleet" block, on free ports, with the binary under test.
+TEST(Hourglassd, ReadmeFleetExampleRunsAsWritten) {
+  std::ifstream in(std::string(HOURGLASS_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(in) << "README.md not found";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string readme = ss.str();
+  const auto marker = readme.find("<!-- fleet-example -->");
+  ASSERT_NE(marker, std::string::npos) << "README.md lost its fleet example";
+  const auto start = readme.find("```sh\n", marker);
+  ASSERT_NE(start, std::string::npos);
+  const auto end = readme.find("```", start + 6);
+  std::string script = readme.substr(start + 6, end - start - 6);
+  std::vector<std::string> ports;
+  while (ports.size() < 4) {
+    const std::string p = std::to_string(free_port());
+    if (std::find(ports.begin(), ports.end(), p) == ports.end()) ports.push_back(p);
+  }
+  ASSERT_EQ(replace_all(script, "build/release/server/hourglassd", HOURGLASSD_PATH), 1);
+  ASSERT_EQ(replace_all(script, "6390", ports[0]), 3) << "the README's Redis port lines changed";
+  for (int i = 0; i < 3; ++i) ASSERT_GT(replace_all(script, std::to_string(8090 + i), ports[i + 1]), 2);
+  script = "trap 'kill -9 $(jobs -p) 2>/dev/null || true' EXIT\n" + script;
+  char tmpl[] = "/tmp/hourglassd-fleet-readme-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  std::ofstream(tmpl) << script;
+  const auto [out, rc] = run_command(std::string("timeout 90 bash -e ") + tmpl + " 2>&1");
+  std::remove(tmpl);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find(R"("state": "running")"), std::string::npos) << out;
+  EXPECT_NE(out.find(R"("state": "ok")"), std::string::npos) << out;
+  EXPECT_NE(out.find(R"("deliveries": 2)"), std::string::npos) << "finished by another daemon: " << out;
 }
 
 }  // namespace
