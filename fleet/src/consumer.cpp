@@ -88,16 +88,17 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
 
   mutable std::mutex mu;
   std::condition_variable slot_freed;        // the reader waits for room
-  std::condition_variable work_ready;        // the keeper waits for outcomes to write
+  std::condition_variable work_ready;        // the writer waits for outcomes to write
   std::map<std::string, held> held_entries;  // by entry id
   std::deque<outcome_to_write> outbox;
-  std::vector<job_queue::held_entry> to_hand_back;
+  std::vector<job_queue::held_entry> to_hand_back;  // started: this daemon's start script ran for it
   lease_value lease_v;
   time_point last_renewed{};
   bool self_fenced = false;
   consumer_stats st;
   std::thread reader_thread;
-  std::thread keeper_thread;
+  std::thread renewer_thread;
+  std::thread writer_thread;
   bool running = false;
 
   void log(const std::string& line) const {
@@ -168,8 +169,10 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
       if (e.deleted || job_id.empty() || !sid) {
         // In our pending list with its data gone: something trimmed the
         // stream (our finish acknowledges and deletes together). Loss alarm.
-        std::lock_guard lock(mu);
-        ++st.lost_entries;
+        {
+          std::lock_guard lock(mu);
+          ++st.lost_entries;
+        }
         log("fleet: loss alarm: pending entry " + e.id + " of queue " + queue.options().name +
             " has no job (deleted from the stream)");
         continue;
@@ -228,9 +231,16 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
           return self->start_and_run(ctx, entry, job_id, freshness, min_budget, sid);
         },
         [self, entry](job_result<run_value>&& r) noexcept { self->on_done(entry, std::move(r)); });
-    std::lock_guard lock(mu);
-    const auto it = held_entries.find(entry);
-    if (it != held_entries.end() && !it->second.writing && !it->second.abandoned) it->second.ref = ref;
+    bool abandoned_meanwhile = false;
+    {
+      std::lock_guard lock(mu);
+      const auto it = held_entries.find(entry);
+      if (it != held_entries.end() && !it->second.writing) {
+        it->second.ref = ref;
+        abandoned_meanwhile = it->second.abandoned;  // fenced or drained before the ref was here
+      }
+    }
+    if (abandoned_meanwhile) ref.cancel(cancel_cause::shutdown);
   }
 
   // ---- a job's life (worker thread) ----
@@ -264,11 +274,14 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
     job.delivery = a.deliveries;
     {
       std::lock_guard lock(mu);
+      const auto it = held_entries.find(entry);
+      if (it == held_entries.end()) return v;
+      it->second.started = true;  // the start script counted it: a hand-back must undo that
+      // Handed back, fenced or lost while the start script ran: the handler
+      // must not run (a handler that ignores its context would run it twice).
+      if (it->second.abandoned || ctx.done()) return v;
+      it->second.run_start = clk.now();
       ++st.started;
-      if (auto it = held_entries.find(entry); it != held_entries.end()) {
-        it->second.started = true;
-        it->second.run_start = clk.now();
-      }
     }
     v.out = runner.run(ctx, job);
     v.k = run_value::kind::ran;
@@ -297,7 +310,7 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
     drop = std::move(h.ref);
     if (h.abandoned) {
       if (h.hand_back && !h.writing) {
-        to_hand_back.push_back({entry, h.job_id});
+        to_hand_back.push_back({entry, h.job_id, h.started});
         h.writing = true;  // held until handed back
         work_ready.notify_one();
         slot_freed.notify_one();
@@ -342,12 +355,21 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
         break;
       }
       case outcome::deadline_exceeded:
+        if (r.st.stage == expiry_stage::admission) {
+          // This daemon's executor refused it (its own backlog): another
+          // daemon may start it in time. Not the job's outcome.
+          to_hand_back.push_back({entry, h.job_id, false});
+          h.writing = true;
+          work_ready.notify_one();
+          slot_freed.notify_one();
+          return;
+        }
         if (r.st.stage == expiry_stage::queue) ++(h.reclaimed ? st.expired_reclaim : st.expired_queue);
         f = expired_fields(h, r.st.stage == expiry_stage::queue ? late_stage : to_string(r.st.stage));
         break;
       case outcome::cancelled:
         if (!h.started && r.st.cause != cancel_cause::requested) {
-          to_hand_back.push_back({entry, h.job_id});
+          to_hand_back.push_back({entry, h.job_id, false});
           h.writing = true;
           work_ready.notify_one();
           slot_freed.notify_one();
@@ -356,7 +378,7 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
         f = {{"state", "cancelled"}, {"cause", std::string(to_string(r.st.cause))}};
         break;
       default:  // refused by the executor (full, shutting down): back to the fleet at once
-        to_hand_back.push_back({entry, h.job_id});
+        to_hand_back.push_back({entry, h.job_id, false});
         h.writing = true;
         work_ready.notify_one();
         slot_freed.notify_one();
@@ -414,8 +436,10 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
           const auto_claimed c = read_auto_claim(r);
           claim_cursor = c.cursor;
           if (!c.deleted.empty()) {
-            std::lock_guard lock(mu);
-            st.lost_entries += c.deleted.size();
+            {
+              std::lock_guard lock(mu);
+              st.lost_entries += c.deleted.size();
+            }
             log("fleet: loss alarm: " + std::to_string(c.deleted.size()) + " pending entries of queue " +
                 queue.options().name + " were deleted before they finished");
           }
@@ -445,7 +469,7 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
     }
   }
 
-  // ---- the keeper thread ----
+  // ---- the renewer and the writer ----
 
   // One renewal; false when the broker could not be used.
   bool renew() {
@@ -468,6 +492,7 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
     } catch (const std::exception& e) {
       if (stop_keeping.get().done()) return false;
       std::vector<job_ref> refs;
+      std::string fenced_line;
       {
         std::lock_guard lock(mu);
         ++st.broker_errors;
@@ -475,16 +500,19 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
           self_fenced = true;
           refs = abandon_locked(false, true);
           st.fenced_jobs += refs.size();
-          log("fleet: lease of " + opts.name + " not renewed for " + ms_text(elapsed(last_renewed, clk.now())) +
-              " ms: stopping its " + std::to_string(refs.size()) + " jobs (the fleet may reclaim them)");
+          fenced_line = "fleet: lease of " + opts.name + " not renewed for " +
+                        ms_text(elapsed(last_renewed, clk.now())) + " ms: stopping its " + std::to_string(refs.size()) +
+                        " jobs (the fleet may reclaim them)";
         }
       }
       for (job_ref& r : refs) r.cancel(cancel_cause::shutdown);
       log(std::string("fleet: renewing the lease of ") + opts.name + ": " + e.what());
+      if (!fenced_line.empty()) log(fenced_line);
       return false;
     }
     note_offset(a.broker_now_us);
     std::vector<job_ref> cancel_requested, stop_lost;
+    std::string line;
     {
       std::lock_guard lock(mu);
       if (a.fenced) {
@@ -492,10 +520,10 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
         self_fenced = true;
         stop_lost = abandon_locked(false, true);
         st.fenced_jobs += stop_lost.size();
-        log("fleet: another process renews the lease of consumer " + opts.name + ": this one stops");
+        line = "fleet: another process renews the lease of consumer " + opts.name + ": this one stops";
         stop_reading.cancel(cancel_cause::shutdown);
       } else {
-        if (self_fenced) log("fleet: lease of " + opts.name + " renewed again");
+        if (self_fenced) line = "fleet: lease of " + opts.name + " renewed again";
         self_fenced = false;
         last_renewed = sent;
         st.backlog = a.backlog;
@@ -515,6 +543,7 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
     }
     for (job_ref& r : cancel_requested) r.cancel(cancel_cause::requested);
     for (job_ref& r : stop_lost) r.cancel(cancel_cause::shutdown);
+    if (!line.empty()) log(line);
     return true;
   }
 
@@ -561,25 +590,32 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
     return true;
   }
 
-  void keep_loop() {
+  // The renewer: nothing else on its thread, so outcomes waiting for a slow
+  // broker never delay a renewal; each attempt is bounded by the fencing
+  // point, so a hung broker fences on time.
+  void renew_loop() {
     const context& ctx = stop_keeping.get();
     time_point next_renewal = clk.now() + timing.renew_every;
+    while (!ctx.done()) {
+      if (!ctx.sleep_until(next_renewal)) break;
+      const time_point sent = clk.now();
+      // A failed renewal is tried again soon: fencing counts from the last success.
+      next_renewal = renew() ? sent + timing.renew_every : clk.now() + std::min<duration>(timing.renew_every, 200ms);
+    }
+  }
+
+  // The writer: outcomes and hand-backs, as soon as they wait, retried while
+  // the broker is away.
+  void write_loop() {
+    const context& ctx = stop_keeping.get();
     bool broker_ok = true;
     while (!ctx.done()) {
       {
         std::unique_lock lock(mu);
         const bool work = !outbox.empty() || !to_hand_back.empty();
-        if (!(work && broker_ok) && clk.now() < next_renewal) {
-          const auto until = std::min<duration>(next_renewal - clk.now(), broker_ok ? 1s : 100ms);
-          work_ready.wait_for(lock, until);
-        }
+        if (!work || !broker_ok) work_ready.wait_for(lock, broker_ok ? 1s : 100ms);
       }
       if (ctx.done()) break;
-      if (clk.now() >= next_renewal) {
-        const time_point sent = clk.now();
-        // A failed renewal is tried again soon: fencing counts from the last success.
-        next_renewal = renew() ? sent + timing.renew_every : clk.now() + std::min<duration>(timing.renew_every, 200ms);
-      }
       broker_ok = flush(ctx);
     }
   }
@@ -607,7 +643,8 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
       if (st.fenced) throw name_taken("consumer name '" + opts.name + "' was taken while starting");
     }
     running = true;
-    keeper_thread = std::thread([self = shared_from_this()] { self->keep_loop(); });
+    renewer_thread = std::thread([self = shared_from_this()] { self->renew_loop(); });
+    writer_thread = std::thread([self = shared_from_this()] { self->write_loop(); });
     reader_thread = std::thread([self = shared_from_this()] { self->read_loop(); });
   }
 
@@ -634,7 +671,7 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
       // Hand back now, whether or not their handlers stop: another daemon may run them.
       for (auto& [entry, h] : held_entries) {
         if (h.abandoned && h.hand_back && !h.writing) {
-          to_hand_back.push_back({entry, h.job_id});
+          to_hand_back.push_back({entry, h.job_id, h.started});
           h.writing = true;
         }
       }
@@ -642,7 +679,8 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
     for (job_ref& r : running_late) r.cancel(cancel_cause::shutdown);
     stop_keeping.cancel(cancel_cause::shutdown);
     work_ready.notify_all();
-    if (keeper_thread.joinable()) keeper_thread.join();
+    if (renewer_thread.joinable()) renewer_thread.join();
+    if (writer_thread.joinable()) writer_thread.join();
     // Last writes on a context of their own, each bounded by the connection's io_timeout.
     const context last;
     flush(last);

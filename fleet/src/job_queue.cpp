@@ -245,6 +245,7 @@ std::size_t job_queue::hand_back(const context& ctx, std::string_view consumer, 
   for (const held_entry& h : held) {
     keys.push_back(key("job:" + h.job_id));
     args.push_back(h.entry);
+    args.push_back(h.started ? "1" : "0");
   }
   const redis_reply r = eval(ctx, detail::hand_back_script, keys, args);
   if (!r.is_integer()) broker_error("hand back", r);

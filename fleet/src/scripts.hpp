@@ -185,19 +185,21 @@ return {'ok', marked, lost, t[1], t[2], len - pending, pending}
 )lua";
 
 // Drain: entries this consumer holds go back for immediate reclaim by the
-// others: idle set far past any lease, a started job queued again with its
-// delivery uncounted (a drain is not a failed delivery).
+// others: idle set far past any lease, a job this consumer started queued
+// again with its delivery uncounted (a drain is not a failed delivery). A
+// job started by a worker that died before stays as it is: that start counts.
 // KEYS: stream, then one job hash per entry
-// ARGV: group, consumer, idle ms, then the entries
+// ARGV: group, consumer, idle ms, then per entry: its id, "1" if we started it
 // -> how many were handed back
 inline constexpr const char* hand_back_script = R"lua(
 local n = 0
 for i = 2, #KEYS do
-  local entry = ARGV[i + 2]
+  local entry = ARGV[2 * i]
+  local ours = ARGV[2 * i + 1] == '1'
   local p = redis.call('XPENDING', KEYS[1], ARGV[1], entry, entry, 1, ARGV[2])
   if #p == 1 then
     local state = redis.call('HGET', KEYS[i], 'state')
-    if state == 'running' then
+    if ours and state == 'running' then
       redis.call('HINCRBY', KEYS[i], 'deliveries', -1)
       redis.call('HSET', KEYS[i], 'state', 'queued')
     end

@@ -331,6 +331,27 @@ TEST_F(Consumer, DrainHandsRunningJobsBackForImmediateReclaimWithoutCountingADel
   EXPECT_EQ(d.stats().reclaimed, 2u);
 }
 
+TEST_F(Consumer, HandingBackAJobItNeverStartedKeepsTheDeadWorkersStart) {
+  const added a = add_job("echo", broker_ms());
+  deliver_to("ghost", 1);
+  raw({"HSET", queue.key("job:" + a.id), "state", "running", "deliveries", "1"});
+  executor paused{executor_options{.workers = 1, .start_paused = true}};
+  {
+    consumer c(queue, reads, paused, runner.get(), named("a"));
+    c.start(context());
+    ASSERT_TRUE(eventually([&] { return c.stats().reclaimed == 1; }));
+    c.stop();  // it never started the job: its drain must not uncount the ghost's start
+    EXPECT_EQ(c.stats().handed_back, 1u);
+  }
+  EXPECT_EQ(field(a.id, "deliveries"), "1");
+  EXPECT_EQ(state(a.id), "running") << "as the dead worker left it";
+  redis_connection reads_b{io.io, server.endpoint()};
+  consumer d(queue, reads_b, jobs, runner.get(), named("b"));
+  d.start(context());
+  ASSERT_TRUE(eventually([&] { return state(a.id) == "ok"; })) << state(a.id);
+  EXPECT_EQ(runner.find(a.id)->delivery, 2u);
+}
+
 TEST_F(Consumer, ADaemonThatCannotRenewItsLeaseStopsItsOwnJobs) {
   const added a = add_job("block", broker_ms());
   consumer_options o = named("a");

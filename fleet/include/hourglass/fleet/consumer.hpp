@@ -19,12 +19,13 @@
 //        (max_deliveries reached: dead-lettered); freshness is judged again
 //     -> run; its outcome written with the first-outcome-wins finish.
 //
-// Two threads of its own: the reader (blocking XREADGROUP on `reader`, a
-// connection nobody else uses, and XAUTOCLAIM) and the keeper (lease renewal
-// every lease/3, which keeps this daemon's entries from being reclaimed and
-// brings DELETE's marks; outcomes written, kept in memory while the broker is
-// down; self-fencing when renewals fail for most of a lease). Both block only
-// themselves: the connections' io_context is run by the caller's threads.
+// Three threads of its own: the reader (blocking XREADGROUP on `reader`, a
+// connection nobody else uses, and XAUTOCLAIM), the renewer (the lease every
+// lease/3, which keeps this daemon's entries from being reclaimed and brings
+// DELETE's marks; self-fencing when renewals fail for most of a lease) and
+// the writer (outcomes and hand-backs, kept in memory while the broker is
+// down). Each blocks only itself: the connections' io_context is run by the
+// caller's threads.
 //
 // Thread safety: stats() from any thread; start, drain and stop from one.
 #pragma once

@@ -93,6 +93,7 @@ class job_queue {
   struct held_entry {
     std::string entry;
     std::string job_id;
+    bool started = false;  // hand back: this consumer's start script counted a delivery
   };
 
   // The last check before a worker starts a delivered job, atomic with
