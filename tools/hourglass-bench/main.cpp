@@ -9,6 +9,9 @@
 
 #include "hourglass/cli.hpp"
 #include "http/http_load.hpp"
+#ifdef HOURGLASS_BENCH_FLEET
+#include "fleet/fleet_bench.hpp"
+#endif
 #include "overload/overload.hpp"
 #include "overload/report.hpp"
 #include "overload/throughput.hpp"
@@ -99,8 +102,52 @@ int main(int argc, char** argv) {
   hp->add_option("--connections", hpo.connections, "keep-alive connections")->capture_default_str();
   hp->add_flag("--json", hp_json, "print one JSON object as the last line of standard output");
 
+#ifdef HOURGLASS_BENCH_FLEET
+  // ---- fleet ----
+  auto* fl = app.add_subcommand("fleet",
+                                "jobs through a Redis broker: throughput beside Redis's own rate, and "
+                                "goodput within freshness under overload against a naive consumer");
+  hourglass::bench::fleet_options flo;  // its defaults are the flags' defaults
+  bool fl_json = false;
+  fl->add_option("--broker", flo.broker, "redis://HOST:PORT[/DB] (its keys are bench-* and removed after)")
+      ->capture_default_str();
+  fl->add_option("--consumers", flo.consumers, "comma list of consumer counts for the throughput runs")
+      ->delimiter(',')
+      ->capture_default_str();
+  fl->add_option("--slots", flo.slots, "worker slots per consumer")->capture_default_str();
+  fl->add_option("--jobs", flo.jobs, "jobs per throughput run")->capture_default_str();
+  fl->add_option("--producers", flo.producers, "threads enqueueing")->capture_default_str();
+  fl->add_option("--overload-consumers", flo.overload_consumers, "consumers in the overload runs")
+      ->capture_default_str();
+  fl->add_option("--loads", flo.loads, "comma list of multiples of capacity for the overload runs")
+      ->delimiter(',')
+      ->check(positive_number)
+      ->capture_default_str();
+  fl->add_option("--rate", flo.rate, "offered jobs/s for one overload run instead of --loads");
+  add_duration(*fl, "--duration", flo.length, "length of each overload run");
+  add_duration(*fl, "--freshness", flo.freshness, "each overload job's freshness bound");
+  add_duration(*fl, "--service-time", flo.service_time, "each overload job's run time (spent waiting, as I/O)");
+  fl->add_flag("--json", fl_json, "print one JSON object as the last line of standard output");
+#endif
+
   try {
     app.parse(argc, argv);
+#ifdef HOURGLASS_BENCH_FLEET
+    if (*fl) {
+      hourglass::bench::fleet_report report;
+      try {
+        report = hourglass::bench::run_fleet(flo, progress_to_stderr);
+      } catch (const std::invalid_argument& e) {
+        throw CLI::ValidationError("fleet", e.what());
+      } catch (const std::exception& e) {
+        std::cerr << "hourglass-bench fleet: " << e.what() << "\n";
+        return 1;
+      }
+      hourglass::bench::print_table(std::cout, report);
+      if (fl_json) std::cout << hourglass::bench::to_json(report) << std::endl;
+      return 0;
+    }
+#endif
     if (*hp) {
       hourglass::bench::http_report report;
       try {
