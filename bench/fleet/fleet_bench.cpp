@@ -356,6 +356,13 @@ void print_table(std::ostream& out, const fleet_report& r) {
   }
 }
 
+namespace {
+std::string one_line(std::string s) {
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+}  // namespace
+
 std::string to_json(const fleet_report& r) {
   std::string tp = "[";
   for (const auto& t : r.throughput) {
@@ -366,7 +373,7 @@ std::string to_json(const fleet_report& r) {
         .add("hourglass_jobs_per_s", t.hourglass_jobs_per_s)
         .add("raw_calls_per_job", t.raw_calls_per_job)
         .add("redis_calls_per_job", t.redis_calls_per_job);
-    tp += o.str();
+    tp += one_line(o.str());
   }
   tp += "]";
   std::string gp = "[";
@@ -382,12 +389,12 @@ std::string to_json(const fleet_report& r) {
         .add("ran_in_time", g.ran_in_time)
         .add("ran_too_late", g.ran_too_late)
         .add("goodput_per_s", g.goodput_per_s);
-    gp += o.str();
+    gp += one_line(o.str());
   }
   gp += "]";
   support::json_object top;
   top.add("broker", r.broker).add("capacity_per_s", r.capacity_per_s).add_raw("throughput", tp).add_raw("goodput", gp);
-  return top.str();
+  return one_line(top.str());
 }
 
 }  // namespace hourglass::bench

@@ -2,7 +2,7 @@
 """Runs a hourglass-bench command and checks that the last line of its
 standard output is one JSON object with the keys protocol.md promises.
 
-usage: check_json.py {throughput|overload|http} -- COMMAND [ARGS...]
+usage: check_json.py {throughput|overload|http|fleet} -- COMMAND [ARGS...]
 """
 import json
 import subprocess
@@ -13,6 +13,7 @@ KEYS = {
     "overload": ["capacity_rps", "runs"],
     "http": ["offered", "sent", "ok", "ok_in_deadline", "goodput_rps", "rejected", "deadline_exceeded",
              "errors", "latency_ms"],
+    "fleet": ["broker", "capacity_per_s", "throughput", "goodput"],
 }
 RUN_KEYS = ["policy", "load", "offered_rps", "goodput_rps", "goodput_ratio", "wasted_work_ratio", "p99_ms"]
 LATENCY_KEYS = ["p50", "p90", "p99", "p999", "max"]
@@ -45,6 +46,18 @@ def main():
         for k in KEYS[kind]:
             if not (isinstance(doc[k], (int, float)) and doc[k] > 0):
                 fail("%s is not a positive number: %r" % (k, doc[k]))
+    if kind == "fleet":
+        if not doc["throughput"] or not doc["goodput"]:
+            fail("no throughput or goodput runs")
+        for t in doc["throughput"]:
+            for k in ("raw_jobs_per_s", "hourglass_jobs_per_s", "redis_calls_per_job"):
+                if not (isinstance(t.get(k), (int, float)) and t[k] > 0):
+                    fail("throughput %s is not a positive number: %r" % (k, t.get(k)))
+        if sorted({g["consumer"] for g in doc["goodput"]}) != ["hourglass", "naive"]:
+            fail("goodput must compare hourglass and naive")
+        for g in doc["goodput"]:
+            if g["ran_in_time"] + g["ran_too_late"] != g["ran"]:
+                fail("ran != in time + too late: %r" % g)
     if kind == "overload":
         if not (doc["capacity_rps"] > 0):
             fail("capacity_rps is not positive")
