@@ -144,6 +144,9 @@ struct redis_connection::impl : std::enable_shared_from_this<impl> {
     retry_at = time_point{};
     is_connected.store(true);
     connects.fetch_add(1);
+    if (!reported_up) report("redis: connected to " + where());
+    reported_up = true;
+    reported_down = false;
     auto queued = std::move(waiting);
     waiting.clear();
     for (auto& o : queued) send(o);
@@ -211,6 +214,12 @@ struct redis_connection::impl : std::enable_shared_from_this<impl> {
 
   // The connection is unusable: every call on it or waiting for it ends unavailable.
   void fail(const std::string& why, bool was_open) {
+    if (reported_up || !reported_down) {
+      report("redis: " + std::string(reported_up ? "lost the connection to " : "cannot connect to ") + where() + ": " +
+             why);
+      reported_up = false;
+      reported_down = true;
+    }
     last_error = why;
     st = state::closed;
     is_connected.store(false);
@@ -273,7 +282,14 @@ struct redis_connection::impl : std::enable_shared_from_this<impl> {
   const redis_options opts;
   hourglass::clock& clk;
 
-  state st = state::closed;  // connecting until the handshake (AUTH, SELECT) is answered
+  state st = state::closed;    // connecting until the handshake (AUTH, SELECT) is answered
+  bool reported_up = false;    // on_state_change last said "connected"
+  bool reported_down = false;  // ... or "lost" / "cannot connect"
+
+  std::string where() const { return endpoint.host + ":" + std::to_string(endpoint.port); }
+  void report(const std::string& line) const {
+    if (opts.on_state_change) opts.on_state_change(line);
+  }
   int handshake_pending = 0;
   bool shut = false;
   std::uint64_t gen = 0;        // bumped per socket and per failure

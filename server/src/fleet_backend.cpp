@@ -62,8 +62,8 @@ class fleet_backend final : public async_backend {
   fleet_backend(core& c, std::uint16_t port)
       : c_(c),
         endpoint_(endpoint_of(c.opts)),
-        commands_(c.io, endpoint_, redis_settings(c)),
-        reader_(c.io, endpoint_, redis_settings(c)),
+        commands_(c.io, endpoint_, redis_settings(c, "commands")),
+        reader_(c.io, endpoint_, redis_settings(c, "reads")),
         queue_(commands_,
                {.name = c.opts.queue, .result_ttl = c.opts.result_ttl, .idempotency_ttl = c.opts.idempotency_ttl}),
         consumer_(queue_, reader_, *c.jobs, runner(c), consumer_settings(c, port)),
@@ -143,9 +143,10 @@ class fleet_backend final : public async_backend {
     const support::redis_url u = support::parse_redis_url(o.broker, "--broker");
     return {u.host, u.port, u.db, read_password(o.broker_password_file)};
   }
-  static fleet::redis_options redis_settings(core& c) {
+  static fleet::redis_options redis_settings(core& c, const char* role) {
     fleet::redis_options r;
     r.clock = &c.clk;
+    r.on_state_change = [&c, role](const std::string& line) { c.log->warn("fleet ({}): {}", role, line); };
     return r;
   }
   fleet::consumer_options consumer_settings(core& c, std::uint16_t port) {

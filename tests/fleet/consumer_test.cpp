@@ -352,6 +352,26 @@ TEST_F(Consumer, HandingBackAJobItNeverStartedKeepsTheDeadWorkersStart) {
   EXPECT_EQ(runner.find(a.id)->delivery, 2u);
 }
 
+TEST_F(Consumer, APendingEntryDeletedFromTheStreamRaisesTheLossAlarm) {
+  const added a = add_job("echo", broker_ms());
+  deliver_to("ghost", 1);
+  raw({"XDEL", queue.key("stream"), a.entry});  // what a MAXLEN trim does to pending entries
+  std::mutex mu;
+  std::vector<std::string> lines;
+  consumer_options o = named("a");
+  o.log = [&](const std::string& l) {
+    std::lock_guard lock(mu);
+    lines.push_back(l);
+  };
+  consumer c(queue, reads, jobs, runner.get(), o);
+  c.start(context());
+  ASSERT_TRUE(eventually([&] { return c.stats().lost_entries == 1; }));
+  std::lock_guard lock(mu);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines.front().find("loss alarm"), std::string::npos) << lines.front();
+  EXPECT_FALSE(runner.find(a.id));
+}
+
 TEST_F(Consumer, ADaemonThatCannotRenewItsLeaseStopsItsOwnJobs) {
   const added a = add_job("block", broker_ms());
   consumer_options o = named("a");

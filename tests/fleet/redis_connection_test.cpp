@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "redis_server.hpp"
@@ -160,6 +161,33 @@ TEST_F(RedisConnection, ARestartedBrokerIsReconnectedAndKeptItsData) {
   backoff_clock.advance(o.backoff_max);
   EXPECT_EQ(redis.call(context(), {"GET", "durable"}).str, "yes") << "appendfsync always kept it";
   EXPECT_EQ(redis.connects(), 2u);
+}
+
+TEST_F(RedisConnection, EachChangeBetweenUsableAndNotIsReportedOnce) {
+  manual_clock backoff_clock;
+  std::mutex mu;
+  std::vector<std::string> lines;
+  redis_options o;
+  o.clock = &backoff_clock;
+  o.on_state_change = [&](const std::string& l) {
+    std::lock_guard lock(mu);
+    lines.push_back(l);
+  };
+  redis_connection redis(io.io, server.endpoint(), o);
+  ASSERT_TRUE(redis.call(context(), {"PING"}).is_status("PONG"));
+  server.kill9();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_THROW(redis.call(context(), {"PING"}), redis_unavailable);
+    backoff_clock.advance(o.backoff_max);  // let it try to connect again: refused, not reported again
+  }
+  server.restart();
+  backoff_clock.advance(o.backoff_max);
+  ASSERT_TRUE(redis.call(context(), {"PING"}).is_status("PONG"));
+  std::lock_guard lock(mu);
+  ASSERT_EQ(lines.size(), 3u) << ::testing::PrintToString(lines);
+  EXPECT_EQ(lines[0].rfind("redis: connected to 127.0.0.1:", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[1].rfind("redis: lost the connection to 127.0.0.1:", 0), 0u) << lines[1];
+  EXPECT_EQ(lines[2].rfind("redis: connected to", 0), 0u) << lines[2];
 }
 
 TEST(RedisConnectionDown, AnUnreachableBrokerFailsFastAndBacksOff) {

@@ -160,6 +160,28 @@ TEST_F(FleetFaults, KillingDaemonsAtRandomLosesNoAcceptedJobAndRecordsOneOutcome
             << duplicates << " duplicate outcomes\n";
 }
 
+TEST_F(FleetFaults, DrainingADaemonUnderLoadLosesNothingAndCountsNoFailedDelivery) {
+  daemon_process a(args("a"));
+  daemon_process b(args("b"));
+  const std::uint16_t pa = a.wait_for_port();
+  const std::uint16_t pb = b.wait_for_port();
+  ASSERT_NE(pa, 0) << a.output();
+  ASSERT_NE(pb, 0) << b.output();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 200; ++i) {
+    const reply r = post(i % 2 == 0 ? pa : pb, "/v1/jobs/sleep", R"({"ms": 30})", {{"Prefer", "respond-async"}});
+    ASSERT_EQ(r.status, 202u) << r.body;
+    ids.push_back(json_string(r.body, "id"));
+  }
+  a.signal(SIGTERM);  // mid-backlog: its running jobs finish or go back, its queued ones go back
+  EXPECT_EQ(a.wait_exit(20s), 0) << a.output();
+  for (const std::string& id : ids) {
+    std::string body;
+    ASSERT_TRUE(wait_until([&] { return state_of(pb, id, &body) == "ok"; }, 60s)) << id << ": " << body;
+    EXPECT_EQ(json_number(body, "deliveries"), 1.0) << "a drain is not a failed delivery: " << body;
+  }
+}
+
 TEST_F(FleetFaults, APoisonJobIsDeadLetteredAfterMaxDeliveriesWithoutALoop) {
   auto d = std::make_unique<daemon_process>(args("p", "3"));
   std::uint16_t port = d->wait_for_port();

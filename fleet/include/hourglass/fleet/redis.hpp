@@ -86,6 +86,10 @@ struct redis_options {
   duration backoff_max = std::chrono::seconds(2);
   std::size_t max_reply_bytes = 64 * 1024 * 1024;  // a larger reply is a protocol failure
   hourglass::clock* clock = nullptr;               // the backoff's; nullptr: real_clock()
+  // A line on each change between usable and not ("connected to ...",
+  // "lost ...", "cannot connect ..."), not on every failed retry. Called on
+  // the connection's strand; nullptr: silent.
+  std::function<void(const std::string&)> on_state_change;
 };
 
 // What an asynchronous call ends with: a reply (possibly an error reply), or
