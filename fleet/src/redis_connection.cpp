@@ -279,7 +279,7 @@ struct redis_connection::impl : std::enable_shared_from_this<impl> {
   bool watching = false;
   std::uint64_t replies = 0;
   const redis_endpoint endpoint;
-  const redis_options opts;
+  redis_options opts;  // on_state_change is cleared by the destructor
   hourglass::clock& clk;
 
   state st = state::closed;    // connecting until the handshake (AUTH, SELECT) is answered
@@ -287,9 +287,13 @@ struct redis_connection::impl : std::enable_shared_from_this<impl> {
   bool reported_down = false;  // ... or "lost" / "cannot connect"
 
   std::string where() const { return endpoint.host + ":" + std::to_string(endpoint.port); }
-  void report(const std::string& line) const {
+  // Under a lock the destructor also takes to drop the callback: the owner's
+  // callback never runs after its redis_connection is gone.
+  void report(const std::string& line) {
+    std::lock_guard lock(report_mu);
     if (opts.on_state_change) opts.on_state_change(line);
   }
+  std::mutex report_mu;
   int handshake_pending = 0;
   bool shut = false;
   std::uint64_t gen = 0;        // bumped per socket and per failure
@@ -311,6 +315,10 @@ redis_connection::redis_connection(net::io_context& io, redis_endpoint endpoint,
     : impl_(std::make_shared<impl>(io, std::move(endpoint), options)) {}
 
 redis_connection::~redis_connection() {
+  {
+    std::lock_guard lock(impl_->report_mu);
+    impl_->opts.on_state_change = nullptr;
+  }
   net::post(impl_->strand, [self = impl_] {
     self->shut = true;
     self->fail("connection closed", true);
