@@ -356,45 +356,24 @@ void print_table(std::ostream& out, const fleet_report& r) {
   }
 }
 
-namespace {
-std::string one_line(std::string s) {
-  while (!s.empty() && s.back() == '\n') s.pop_back();
-  return s;
-}
-}  // namespace
-
 std::string to_json(const fleet_report& r) {
-  std::string tp = "[";
+  support::json_writer j;
+  j.begin_object().member("broker", r.broker).member("capacity_per_s", r.capacity_per_s);
+  j.key("throughput").begin_array();
   for (const auto& t : r.throughput) {
-    if (tp.size() > 1) tp += ",";
-    support::json_object o;
-    o.add("consumers", static_cast<std::uint64_t>(t.consumers))
-        .add("raw_jobs_per_s", t.raw_jobs_per_s)
-        .add("hourglass_jobs_per_s", t.hourglass_jobs_per_s)
-        .add("raw_calls_per_job", t.raw_calls_per_job)
-        .add("redis_calls_per_job", t.redis_calls_per_job);
-    tp += one_line(o.str());
+    j.begin_object().member("consumers", static_cast<std::uint64_t>(t.consumers));
+    j.member("raw_jobs_per_s", t.raw_jobs_per_s).member("hourglass_jobs_per_s", t.hourglass_jobs_per_s);
+    j.member("raw_calls_per_job", t.raw_calls_per_job).member("redis_calls_per_job", t.redis_calls_per_job);
+    j.end_object();
   }
-  tp += "]";
-  std::string gp = "[";
+  j.end_array().key("goodput").begin_array();
   for (const auto& g : r.goodput) {
-    if (gp.size() > 1) gp += ",";
-    support::json_object o;
-    o.add("consumer", g.consumer)
-        .add("load", g.load)
-        .add("offered_per_s", g.offered_per_s)
-        .add("offered", g.offered)
-        .add("refused", g.refused)
-        .add("ran", g.ran)
-        .add("ran_in_time", g.ran_in_time)
-        .add("ran_too_late", g.ran_too_late)
-        .add("goodput_per_s", g.goodput_per_s);
-    gp += one_line(o.str());
+    j.begin_object().member("consumer", g.consumer).member("load", g.load);
+    j.member("offered_per_s", g.offered_per_s).member("offered", g.offered).member("refused", g.refused);
+    j.member("ran", g.ran).member("ran_in_time", g.ran_in_time).member("ran_too_late", g.ran_too_late);
+    j.member("goodput_per_s", g.goodput_per_s).end_object();
   }
-  gp += "]";
-  support::json_object top;
-  top.add("broker", r.broker).add("capacity_per_s", r.capacity_per_s).add_raw("throughput", tp).add_raw("goodput", gp);
-  return one_line(top.str());
+  return j.end_array().end_object().take();
 }
 
 }  // namespace hourglass::bench

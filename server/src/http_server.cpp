@@ -7,9 +7,7 @@
 #include <boost/asio/strand.hpp>
 
 #include <condition_variable>
-#include <fstream>
 #include <future>
-#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -17,6 +15,7 @@
 #include "fleet_backend.hpp"
 #include "hourglass/server/builtin_handlers.hpp"
 #include "hourglass/support/url.hpp"
+#include "secret_file.hpp"
 #include "session.hpp"
 
 namespace hourglass::server {
@@ -155,15 +154,7 @@ void http_server::add_handler(const std::string& name, handler_fn fn, handler_op
 namespace {
 
 std::string read_token(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read --auth-token-file " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string t = ss.str();
-  const auto first = t.find_first_not_of(" \t\r\n");
-  const auto last = t.find_last_not_of(" \t\r\n");
-  if (first == std::string::npos) throw std::runtime_error("--auth-token-file " + path + " is empty");
-  t = t.substr(first, last - first + 1);
+  std::string t = read_secret_file(path, "--auth-token-file");
   if (t.find_first_of(" \t\r\n") != std::string::npos) {
     throw std::runtime_error("--auth-token-file " + path + ": the token must be one word");
   }

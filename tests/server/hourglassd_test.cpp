@@ -178,18 +178,38 @@ int replace_all(std::string& text, const std::string& from, const std::string& t
   return n;
 }
 
-TEST(Hourglassd, ReadmeExampleRunsAsWritten) {
+// The ```sh block after `marker` in README.md; empty (and a failure) when it is gone.
+std::string readme_block(const std::string& marker) {
   std::ifstream in(std::string(HOURGLASS_SOURCE_DIR) + "/README.md");
-  ASSERT_TRUE(in) << "README.md not found";
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string readme = ss.str();
-  const auto marker = readme.find("<!-- daemon-example -->");
-  ASSERT_NE(marker, std::string::npos) << "README.md lost its daemon example";
-  const auto start = readme.find("```sh\n", marker);
-  ASSERT_NE(start, std::string::npos);
+  const auto at = readme.find(marker);
+  const auto start = at == std::string::npos ? at : readme.find("```sh\n", at);
+  if (start == std::string::npos) {
+    ADD_FAILURE() << "README.md lost its block after " << marker;
+    return {};
+  }
   const auto end = readme.find("```", start + 6);
-  std::string script = readme.substr(start + 6, end - start - 6);
+  return readme.substr(start + 6, end - start - 6);
+}
+
+// Runs `script` with bash -e, killing its background jobs at the end (they
+// would hold the output pipe open and hang the test); output and exit code.
+std::pair<std::string, int> run_script(const std::string& script, int timeout_s, const std::string& kill = "kill") {
+  char tmpl[] = "/tmp/hourglassd-readme-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  if (fd < 0) return {"mkstemp failed", -1};
+  ::close(fd);
+  std::ofstream(tmpl) << "trap '" << kill << " $(jobs -p) 2>/dev/null || true' EXIT\n" << script;
+  auto result = run_command("timeout " + std::to_string(timeout_s) + " bash -e " + tmpl + " 2>&1");
+  std::remove(tmpl);
+  return result;
+}
+
+TEST(Hourglassd, ReadmeExampleRunsAsWritten) {
+  std::string script = readme_block("<!-- daemon-example -->");
+  ASSERT_FALSE(script.empty());
   ASSERT_EQ(run_command("command -v curl").second, 0) << "curl is not installed (tools/install-deps installs it)";
   // The README's daemons listen on 8080 and 8081; the test moves them to free
   // ports so it runs beside anything else on the machine, and runs the binary
@@ -203,16 +223,7 @@ TEST(Hourglassd, ReadmeExampleRunsAsWritten) {
   ASSERT_EQ(replace_all(script, binary, HOURGLASSD_PATH), 2);
   ASSERT_GT(replace_all(script, "127.0.0.1:8080", first), 0);
   ASSERT_GT(replace_all(script, "127.0.0.1:8081", second), 0);
-  // If the script fails or times out, its daemons must not outlive it (they
-  // would hold the output pipe open and hang this test).
-  script = "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + script;
-  char tmpl[] = "/tmp/hourglassd-readme-XXXXXX";
-  const int fd = ::mkstemp(tmpl);
-  ASSERT_GE(fd, 0);
-  ::close(fd);
-  std::ofstream(tmpl) << script;
-  const auto [out, rc] = run_command(std::string("timeout 60 bash -e ") + tmpl + " 2>&1");
-  std::remove(tmpl);
+  const auto [out, rc] = run_script(script, 60);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("HTTP/1.1 200 OK"), std::string::npos) << out;
   EXPECT_NE(out.find("Server-Timing: queue;dur="), std::string::npos) << out;
@@ -231,17 +242,8 @@ TEST(Hourglassd, ReadmeExampleRunsAsWritten) {
 
 // The README's "Run a fleet" block, on free ports, with the binary under test.
 TEST(Hourglassd, ReadmeFleetExampleRunsAsWritten) {
-  std::ifstream in(std::string(HOURGLASS_SOURCE_DIR) + "/README.md");
-  ASSERT_TRUE(in) << "README.md not found";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string readme = ss.str();
-  const auto marker = readme.find("<!-- fleet-example -->");
-  ASSERT_NE(marker, std::string::npos) << "README.md lost its fleet example";
-  const auto start = readme.find("```sh\n", marker);
-  ASSERT_NE(start, std::string::npos);
-  const auto end = readme.find("```", start + 6);
-  std::string script = readme.substr(start + 6, end - start - 6);
+  std::string script = readme_block("<!-- fleet-example -->");
+  ASSERT_FALSE(script.empty());
   std::vector<std::string> ports;
   while (ports.size() < 4) {
     const std::string p = std::to_string(free_port());
@@ -250,14 +252,7 @@ TEST(Hourglassd, ReadmeFleetExampleRunsAsWritten) {
   ASSERT_EQ(replace_all(script, "build/release/server/hourglassd", HOURGLASSD_PATH), 1);
   ASSERT_EQ(replace_all(script, "6390", ports[0]), 3) << "the README's Redis port lines changed";
   for (int i = 0; i < 3; ++i) ASSERT_GT(replace_all(script, std::to_string(8090 + i), ports[i + 1]), 2);
-  script = "trap 'kill -9 $(jobs -p) 2>/dev/null || true' EXIT\n" + script;
-  char tmpl[] = "/tmp/hourglassd-fleet-readme-XXXXXX";
-  const int fd = ::mkstemp(tmpl);
-  ASSERT_GE(fd, 0);
-  ::close(fd);
-  std::ofstream(tmpl) << script;
-  const auto [out, rc] = run_command(std::string("timeout 90 bash -e ") + tmpl + " 2>&1");
-  std::remove(tmpl);
+  const auto [out, rc] = run_script(script, 90, "kill -9");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find(R"("state": "running")"), std::string::npos) << out;
   EXPECT_NE(out.find(R"("state": "ok")"), std::string::npos) << out;

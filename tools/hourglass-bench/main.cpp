@@ -32,6 +32,24 @@ const CLI::Validator positive_number(
 void progress_to_stderr(const std::string& line) { std::cerr << line << std::endl; }
 void no_progress(const std::string&) {}
 
+// Runs a network experiment (fleet, http): a bad option is a usage error, a
+// peer that cannot be used exits 1; otherwise its table, and its JSON line.
+template <class Run>
+int run_and_print(const char* name, bool json, Run run) {
+  decltype(run()) report;
+  try {
+    report = run();
+  } catch (const std::invalid_argument& e) {
+    throw CLI::ValidationError(name, e.what());
+  } catch (const std::exception& e) {
+    std::cerr << "hourglass-bench " << name << ": " << e.what() << "\n";
+    return 1;
+  }
+  hourglass::bench::print_table(std::cout, report);
+  if (json) std::cout << hourglass::bench::to_json(report) << std::endl;
+  return 0;
+}
+
 bool write_file(const std::string& path, const std::string& text) {
   std::ofstream f(path);
   f << text;
@@ -133,35 +151,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
 #ifdef HOURGLASS_BENCH_FLEET
-    if (*fl) {
-      hourglass::bench::fleet_report report;
-      try {
-        report = hourglass::bench::run_fleet(flo, progress_to_stderr);
-      } catch (const std::invalid_argument& e) {
-        throw CLI::ValidationError("fleet", e.what());
-      } catch (const std::exception& e) {
-        std::cerr << "hourglass-bench fleet: " << e.what() << "\n";
-        return 1;
-      }
-      hourglass::bench::print_table(std::cout, report);
-      if (fl_json) std::cout << hourglass::bench::to_json(report) << std::endl;
-      return 0;
-    }
+    if (*fl) return run_and_print("fleet", fl_json, [&] { return hourglass::bench::run_fleet(flo, progress_to_stderr); });
 #endif
-    if (*hp) {
-      hourglass::bench::http_report report;
-      try {
-        report = hourglass::bench::run_http(hpo, progress_to_stderr);
-      } catch (const std::invalid_argument& e) {
-        throw CLI::ValidationError("http", e.what());
-      } catch (const std::exception& e) {
-        std::cerr << "hourglass-bench http: " << e.what() << "\n";
-        return 1;
-      }
-      hourglass::bench::print_table(std::cout, report);
-      if (hp_json) std::cout << hourglass::bench::to_json(report) << std::endl;
-      return 0;
-    }
+    if (*hp) return run_and_print("http", hp_json, [&] { return hourglass::bench::run_http(hpo, progress_to_stderr); });
     if (*ov) {
       hourglass::bench::overload_options o = ovo;
       o.step = !no_step;
