@@ -64,6 +64,14 @@ duration fleet_predicted_wait(std::uint64_t backlog, duration mean_run, std::uin
   return duration(static_cast<duration::rep>(wait));
 }
 
+duration freshness_at_entry(duration freshness, duration round_trip) noexcept {
+  if (freshness == duration::max()) return freshness;
+  const duration trips = round_trip <= duration::zero() ? duration::zero()
+                         : round_trip >= duration::max() / 2 ? duration::max()
+                                                              : 2 * round_trip;
+  return freshness > trips ? freshness - trips : duration::zero();
+}
+
 bool admit_at_enqueue(duration freshness, duration predicted_wait, duration min_budget) noexcept {
   if (freshness == duration::max()) return true;
   if (predicted_wait == duration::max()) return false;

@@ -93,6 +93,8 @@ enqueued job_queue::enqueue(const context& ctx, const job_spec& job) {
   const bool has_key = !job.idempotency_key.empty();
   const std::string idem_key = key("idem:" + job.idempotency_key);
   enqueued out;
+  hourglass::clock& clk = options_.clock != nullptr ? *options_.clock : real_clock();
+  const time_point began = clk.now();
   const redis_reply snap = eval(ctx, detail::snapshot_script, {key("stream"), key("slots"), key("stats"), idem_key},
                                 {std::string(group), has_key ? "1" : "0"});
   if (!snap.is_array() || snap.elements.size() != 4) broker_error("admission snapshot", snap);
@@ -105,7 +107,8 @@ enqueued job_queue::enqueue(const context& ctx, const job_spec& job) {
   const auto mean_run = std::chrono::microseconds(std::max<long long>(0, snap.elements[1].integer));
   const auto slots = static_cast<std::uint64_t>(std::max<long long>(0, snap.elements[2].integer));
   out.predicted_wait = fleet_predicted_wait(backlog, mean_run, slots);
-  if (!admit_at_enqueue(job.freshness, out.predicted_wait, job.min_budget)) {
+  const duration freshness = freshness_at_entry(job.freshness, elapsed(began, clk.now()));
+  if (job.admission && !admit_at_enqueue(freshness, out.predicted_wait, job.min_budget)) {
     out.verdict = enqueued::kind::refused;
     return out;
   }
@@ -115,7 +118,7 @@ enqueued job_queue::enqueue(const context& ctx, const job_spec& job) {
                                       job.handler,
                                       job.payload,
                                       job.content_type,
-                                      job.freshness == duration::max() ? "-1" : millis(job.freshness),
+                                      freshness == duration::max() ? "-1" : millis(freshness),
                                       millis(job.min_budget),
                                       has_key ? "1" : "0",
                                       job.idempotency_key,
@@ -143,12 +146,14 @@ std::optional<fleet_job> job_queue::find(const context& ctx, std::string_view id
   return job_from(id, r);
 }
 
-std::optional<fleet_job> job_queue::cancel(const context& ctx, std::string_view id) {
+std::optional<fleet_job> job_queue::cancel(const context& ctx, std::string_view id, bool* cancelled_here) {
+  if (cancelled_here != nullptr) *cancelled_here = false;
   if (!valid_job_id(id)) return std::nullopt;
   const redis_reply r = eval(
       ctx, detail::cancel_script, {key("stream"), key("job:" + std::string(id))},
       {std::string(group), millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1)))});
   if (r.str == "unknown") return std::nullopt;
+  if (cancelled_here != nullptr) *cancelled_here = r.str == "cancelled";
   return find(ctx, id);
 }
 
@@ -185,10 +190,11 @@ std::int64_t broker_us(const redis_reply& s, const redis_reply& us) {
 }  // namespace
 
 job_queue::start_answer job_queue::start(const context& ctx, const held_entry& e, std::string_view consumer,
-                                         unsigned max_deliveries) {
+                                         unsigned max_deliveries, std::string_view token) {
   const redis_reply r = eval(ctx, detail::start_script, {key("stream"), key("job:" + e.job_id), key("dead")},
                              {std::string(group), e.entry, std::string(consumer), std::to_string(max_deliveries),
-                              e.job_id, millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1)))});
+                              e.job_id, millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1))),
+                              std::string(token)});
   if (!r.is_array() || r.elements.size() < 4) broker_error("start", r);
   start_answer a;
   const std::string& v = r.elements[0].str;
@@ -228,12 +234,13 @@ job_queue::renew_answer job_queue::renew(const context& ctx, std::string_view co
     a.fenced = true;
     return a;
   }
-  if (r.elements.size() != 7) broker_error("renew", r);
+  if (r.elements.size() != 8) broker_error("renew", r);
   for (const redis_reply& e : r.elements[1].elements) a.marked.push_back(e.str);
   for (const redis_reply& e : r.elements[2].elements) a.lost.push_back(e.str);
   a.broker_now_us = broker_us(r.elements[3], r.elements[4]);
   a.backlog = std::max<long long>(0, r.elements[5].integer);
   a.pending = std::max<long long>(0, r.elements[6].integer);
+  for (const redis_reply& e : r.elements[7].elements) a.deleted.push_back(e.str);
   return a;
 }
 

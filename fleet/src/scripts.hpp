@@ -107,8 +107,10 @@ return 'cancelled'
 // marking it running. Refuses an entry this consumer no longer holds (it was
 // reclaimed by another), a job already finished (cancelled while it waited
 // here), and dead-letters a job whose workers died max_deliveries times.
+// The start token names this delivery (consumer life and entry): the same
+// start again, after its reply was lost, runs without counting a delivery.
 // KEYS: stream, job hash, dead-letter stream
-// ARGV: group, entry id, consumer, max deliveries, job id, result ttl ms
+// ARGV: group, entry id, consumer, max deliveries, job id, result ttl ms, start token
 // -> {verdict, TIME s, TIME us, deliveries, handler, payload, content type,
 //     idempotency key}; verdict: run | not_owner | finished | cancelled | gone | dead
 inline constexpr const char* start_script = R"lua(
@@ -117,7 +119,7 @@ local function answer(v, n) return {v, t[1], t[2], n or 0} end
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1, ARGV[3])
 if #p == 0 then return answer('not_owner') end
 local f = redis.call('HMGET', KEYS[2], 'state', 'deliveries', 'handler', 'payload', 'content_type',
-  'idempotency_key', 'cancel_requested')
+  'idempotency_key', 'cancel_requested', 'start_token')
 if not f[1] then
   redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
   redis.call('XDEL', KEYS[1], ARGV[2])
@@ -137,6 +139,9 @@ if f[7] == '1' then  -- a DELETE marked it while it ran on a daemon that then di
   return answer('cancelled')
 end
 local n = tonumber(f[2] or '0') or 0
+if f[1] == 'running' and f[8] == ARGV[7] then  -- our start again: counted once
+  return {'run', t[1], t[2], n, f[3] or '', f[4] or '', f[5] or '', f[6] or ''}
+end
 if n >= tonumber(ARGV[4]) then
   redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
   redis.call('XDEL', KEYS[1], ARGV[2])
@@ -146,7 +151,8 @@ if n >= tonumber(ARGV[4]) then
   redis.call('PEXPIRE', KEYS[2], ARGV[6])
   return answer('dead', n)
 end
-redis.call('HSET', KEYS[2], 'state', 'running', 'deliveries', tostring(n + 1), 'consumer', ARGV[3])
+redis.call('HSET', KEYS[2], 'state', 'running', 'deliveries', tostring(n + 1), 'consumer', ARGV[3],
+  'start_token', ARGV[7])
 return {'run', t[1], t[2], n + 1, f[3] or '', f[4] or '', f[5] or '', f[6] or ''}
 )lua";
 
@@ -168,12 +174,15 @@ redis.call('SET', KEYS[1], ARGV[3] .. ':' .. ARGV[4], 'PX', ARGV[5])
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[6] .. ':' .. tostring(now_ms + tonumber(ARGV[5])))
-local marked, lost = {}, {}
+local marked, lost, deleted = {}, {}, {}
 for i = 4, #KEYS do
   local entry = ARGV[i + 3]
   local p = redis.call('XPENDING', KEYS[3], ARGV[1], entry, entry, 1, ARGV[2])
   if #p == 1 then
-    redis.call('XCLAIM', KEYS[3], ARGV[1], ARGV[2], 0, entry, 'JUSTID')
+    -- XCLAIM drops an entry deleted from the stream (and does not return it)
+    if #redis.call('XCLAIM', KEYS[3], ARGV[1], ARGV[2], 0, entry, 'JUSTID') == 0 then
+      table.insert(deleted, entry)
+    end
     if redis.call('HGET', KEYS[i], 'cancel_requested') == '1' then table.insert(marked, entry) end
   else
     table.insert(lost, entry)
@@ -181,7 +190,7 @@ for i = 4, #KEYS do
 end
 local len = redis.call('XLEN', KEYS[3])
 local pending = redis.call('XPENDING', KEYS[3], ARGV[1])[1]
-return {'ok', marked, lost, t[1], t[2], len - pending, pending}
+return {'ok', marked, lost, t[1], t[2], len - pending, pending, deleted}
 )lua";
 
 // Drain: entries this consumer holds go back for immediate reclaim by the

@@ -131,9 +131,11 @@ handler_snapshot snapshot_of(const handler_metrics& h) {
   s.rejected_insufficient_budget = h.rejected_insufficient_budget.value();
   s.rejected_invalid_timeout = h.rejected_invalid_timeout.value();
   s.rejected_shutting_down = h.rejected_shutting_down.value();
+  s.rejected_broker_unavailable = h.rejected_broker_unavailable.value();
   s.rejected_cancelled = h.rejected_cancelled.value();
   s.expired_queue = h.expired_queue.value();
   s.expired_run = h.expired_run.value();
+  s.expired_reclaim = h.expired_reclaim.value();
   s.finished_ok = h.finished_ok.value();
   s.finished_error = h.finished_error.value();
   s.finished_deadline_exceeded = h.finished_deadline_exceeded.value();
@@ -221,6 +223,7 @@ void metrics::on_rejected(handler_metrics& h, reject_reason reason) noexcept {
   switch (reason) {
     case reject_reason::queue_full: h.rejected_queue_full.add(); break;
     case reject_reason::shutting_down: h.rejected_shutting_down.add(); break;
+    case reject_reason::broker_unavailable: h.rejected_broker_unavailable.add(); break;
     case reject_reason::none: break;
   }
 }
@@ -246,6 +249,16 @@ void metrics::on_dispatch(duration queue_delay_time, duration remaining_at_dispa
 }
 
 void metrics::on_finished(handler_metrics& h, const status& st, duration run_time, bool completed_late) noexcept {
+  if (count_finish(h, st, run_time)) run_duration.record(run_time);
+  if (completed_late) {
+    h.completed_late.add();
+    h.completed_late_ns.add(non_negative_ns(run_time));
+  }
+}
+
+void metrics::on_recorded(handler_metrics& h, const status& st) noexcept { count_finish(h, st, duration::zero()); }
+
+bool metrics::count_finish(handler_metrics& h, const status& st, duration run_time) noexcept {
   bool ran = false;
   switch (st.code) {
     case outcome::ok:
@@ -265,6 +278,7 @@ void metrics::on_finished(handler_metrics& h, const status& st, duration run_tim
       switch (st.stage) {
         case expiry_stage::admission: break;
         case expiry_stage::queue: h.expired_queue.add(); break;
+        case expiry_stage::reclaim: h.expired_reclaim.add(); break;
         case expiry_stage::run:
           h.expired_run.add();
           ran = true;
@@ -280,11 +294,7 @@ void metrics::on_finished(handler_metrics& h, const status& st, duration run_tim
     case outcome::rejected: on_rejected(h, st.reason); break;
     case outcome::invalid: h.rejected_invalid_timeout.add(); break;  // refused: never a finish
   }
-  if (ran) run_duration.record(run_time);
-  if (completed_late) {
-    h.completed_late.add();
-    h.completed_late_ns.add(non_negative_ns(run_time));
-  }
+  return ran;
 }
 
 void metrics::on_retry_attempt() noexcept { retries.attempts.fetch_add(1, std::memory_order_relaxed); }
@@ -345,10 +355,12 @@ std::string render_prometheus(const metrics_snapshot& s) {
                   {"insufficient_budget", &handler_snapshot::rejected_insufficient_budget},
                   {"invalid_timeout", &handler_snapshot::rejected_invalid_timeout},
                   {to_string(reject_reason::shutting_down), &handler_snapshot::rejected_shutting_down},
+                  {to_string(reject_reason::broker_unavailable), &handler_snapshot::rejected_broker_unavailable},
                   {"cancelled", &handler_snapshot::rejected_cancelled}});
   handler_family(out, s, "hourglass_jobs_expired_total", "Jobs whose deadline passed, by stage.", "stage",
                  {{to_string(expiry_stage::queue), &handler_snapshot::expired_queue},
-                  {to_string(expiry_stage::run), &handler_snapshot::expired_run}});
+                  {to_string(expiry_stage::run), &handler_snapshot::expired_run},
+                  {to_string(expiry_stage::reclaim), &handler_snapshot::expired_reclaim}});
   handler_family(out, s, "hourglass_jobs_finished_total",
                  "Admitted jobs that finished, by outcome; admitted = finished + in flight.", "outcome",
                  {{to_string(outcome::ok), &handler_snapshot::finished_ok},

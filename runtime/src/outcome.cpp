@@ -7,12 +7,17 @@ std::string_view describe(const status& s) noexcept {
     case outcome::ok: return "ok";
     case outcome::error: return "error";
     case outcome::rejected:
-      return s.reason == reject_reason::shutting_down ? "rejected/shutting_down" : "rejected/queue_full";
+      switch (s.reason) {
+        case reject_reason::shutting_down: return "rejected/shutting_down";
+        case reject_reason::broker_unavailable: return "rejected/broker_unavailable";
+        default: return "rejected/queue_full";
+      }
     case outcome::deadline_exceeded:
       switch (s.stage) {
         case expiry_stage::admission: return "deadline_exceeded/admission";
         case expiry_stage::queue: return "deadline_exceeded/queue";
         case expiry_stage::downstream: return "deadline_exceeded/downstream";
+        case expiry_stage::reclaim: return "deadline_exceeded/reclaim";
         default: return "deadline_exceeded/run";
       }
     case outcome::cancelled:

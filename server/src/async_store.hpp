@@ -6,8 +6,9 @@
 //   create -> queued -> (started) running -> (finish) finished -> expired
 // with cancel() as a request that reaches the job through its job_ref. The
 // rest of the daemon reads copies (async_record) and never writes a job's
-// fields. make_memory_store is today's process-local store; the fleet plugs a
-// Redis store in behind the same interface.
+// fields. make_memory_store is the process-local store behind the memory
+// backend (async_backend.hpp); fleet mode has a backend of its own
+// (fleet_backend.hpp), whose store is the broker.
 //
 // Every transition on an id the store no longer holds (evicted, expired,
 // removed) does nothing: a job may outlive its record.

@@ -9,9 +9,6 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "core.hpp"
 #include "hourglass/fleet/consumer.hpp"
 #include "hourglass/fleet/job_queue.hpp"
@@ -20,6 +17,7 @@
 #include "hourglass/support/url.hpp"
 #include "hourglass/utf8.hpp"
 #include "job_input.hpp"
+#include "secret_file.hpp"
 
 namespace hourglass::server::detail {
 
@@ -28,19 +26,6 @@ namespace http = boost::beast::http;
 namespace {
 
 constexpr std::string_view jobs_prefix = "/v1/jobs/";
-
-std::string read_password(const std::string& path) {
-  if (path.empty()) return {};
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read --broker-password-file " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string p = ss.str();
-  const auto first = p.find_first_not_of(" \t\r\n");
-  const auto last = p.find_last_not_of(" \t\r\n");
-  if (first == std::string::npos) throw std::runtime_error("--broker-password-file " + path + " is empty");
-  return p.substr(first, last - first + 1);
-}
 
 double millis_field(std::string_view text) {
   try {
@@ -65,7 +50,10 @@ class fleet_backend final : public async_backend {
         commands_(c.io, endpoint_, redis_settings(c, "commands")),
         reader_(c.io, endpoint_, redis_settings(c, "reads")),
         queue_(commands_,
-               {.name = c.opts.queue, .result_ttl = c.opts.result_ttl, .idempotency_ttl = c.opts.idempotency_ttl}),
+               {.name = c.opts.queue,
+                .result_ttl = c.opts.result_ttl,
+                .idempotency_ttl = c.opts.idempotency_ttl,
+                .clock = &c.clk}),
         consumer_(queue_, reader_, *c.jobs, runner(c), consumer_settings(c, port)),
         pool_(2) {}
 
@@ -93,11 +81,17 @@ class fleet_backend final : public async_backend {
   void lookup(std::string id, bool cancel, reply done) override {
     boost::asio::post(pool_, [this, id = std::move(id), cancel, done = std::move(done)] {
       try {
-        const std::optional<fleet::fleet_job> j = cancel ? queue_.cancel(context(), id) : queue_.find(context(), id);
+        bool cancelled_here = false;
+        const std::optional<fleet::fleet_job> j =
+            cancel ? queue_.cancel(context(), id, &cancelled_here) : queue_.find(context(), id);
         if (!j) return done(error_response(404, "not_found", "no such job (unknown, or expired)"));
+        if (cancelled_here) {  // this daemon recorded its outcome: counted here, as the consumers count theirs
+          c_.jobs->stats().on_recorded(c_.jobs->handler(j->field("handler")), status::cancelled(cancel_cause::requested));
+        }
         const std::string_view state = j->state();
         const bool finished = state != "queued" && state != "running";
         response res = make_response(cancel && !finished ? 202 : 200, fleet_job_json(*j), json_type);
+        if (finished) res.set("Server-Timing", server_timing(timings_of(*j)));
         res.set(http::field::cache_control, "no-store");
         done(std::move(res));
       } catch (const std::exception& e) {
@@ -126,6 +120,9 @@ class fleet_backend final : public async_backend {
            "Second completions of a job (counted, not stored: the first outcome wins).", s.duplicate_outcomes);
     family("hourglass_fleet_lost_entries_total", "counter",
            "Loss alarm: pending entries whose data was deleted from the stream.", s.lost_entries);
+    family("hourglass_fleet_negative_job_ages_total", "counter",
+           "Entries whose id was newer than the broker's TIME (its clock stepped back): judged as just added.",
+           s.negative_ages);
     family("hourglass_fleet_broker_clock_offset_seconds", "gauge",
            "The broker's wall clock minus this daemon's (informational; never used to decide).",
            static_cast<double>(s.broker_clock_offset_us) / 1e6);
@@ -141,7 +138,7 @@ class fleet_backend final : public async_backend {
  private:
   static fleet::redis_endpoint endpoint_of(const server_options& o) {
     const support::redis_url u = support::parse_redis_url(o.broker, "--broker");
-    return {u.host, u.port, u.db, read_password(o.broker_password_file)};
+    return {u.host, u.port, u.db, o.broker_password_file.empty() ? std::string() : read_secret_file(o.broker_password_file, "--broker-password-file")};
   }
   static fleet::redis_options redis_settings(core& c, const char* role) {
     fleet::redis_options r;
@@ -156,6 +153,8 @@ class fleet_backend final : public async_backend {
     o.slots = c.jobs->workers();
     o.lease = c.opts.lease;
     o.max_deliveries = static_cast<unsigned>(c.opts.max_deliveries);
+    o.metrics = &c.jobs->stats();
+    o.judge_freshness = !c.fifo();
     o.log = [&c](const std::string& line) { c.log->warn("{}", line); };
     return o;
   }
@@ -200,6 +199,7 @@ class fleet_backend final : public async_backend {
     if (!type.empty()) spec.content_type = std::string(type);
     spec.min_budget = e.min_budget;
     spec.idempotency_key = std::string(in.msg["Idempotency-Key"]);
+    spec.admission = !c_.fifo();  // fifo: every deadline check off, in the fleet too
     // The freshness bound counts from the headers' arrival, as for local jobs.
     if (freshness != duration::max()) {
       const duration spent = elapsed(headers_at, c_.clk.now());
@@ -210,6 +210,7 @@ class fleet_backend final : public async_backend {
       r = queue_.enqueue(context(), spec);
     } catch (const std::exception& ex) {
       ++enqueue_errors_;
+      c_.jobs->stats().on_rejected(*e.metrics, reject_reason::broker_unavailable);
       c_.log->warn("fleet: enqueue of a {} job refused, broker unavailable: {}", e.name, ex.what());
       return broker_unavailable(ex.what());
     }
@@ -219,13 +220,37 @@ class fleet_backend final : public async_backend {
       c_.log_job({e.name, "async", duration::max(), {}, st, 504});
       return job_response(st, {}, freshness, spec.freshness, nullptr, nullptr);
     }
+    // Admitted here, on the daemon that promised it; its outcome is counted
+    // by the daemon that records it (fleet-wide: admitted = finished + in flight).
+    if (r.verdict == fleet::enqueued::kind::accepted) c_.jobs->stats().on_admitted(*e.metrics, freshness);
     const std::string location = std::string(jobs_prefix) + r.id;
+    std::string state = "queued";
+    if (r.verdict == fleet::enqueued::kind::duplicate) {
+      // The first job's state now: a repeat of a finished job says so.
+      try {
+        if (const auto first = queue_.find(context(), r.id)) state = std::string(first->state());
+      } catch (const std::exception&) {  // the id is what the client needs; its state it can GET
+      }
+    }
     support::json_object body;
-    body.add("id", r.id).add("state", "queued").add("location", location);
+    body.add("id", r.id).add("state", state).add("location", location);
     if (r.verdict == fleet::enqueued::kind::duplicate) body.add("duplicate", true);
     response res = make_response(202, body.str(), json_type);
     res.set(http::field::location, location);
+    res.set("Server-Timing", server_timing({}));  // nothing spent yet; GET reports the job's own
     return res;
+  }
+
+  // What the outcome recorded of the job's time, for Server-Timing.
+  static job_timings timings_of(const fleet::fleet_job& j) {
+    job_timings t;
+    const auto ms = [](std::string_view v) {
+      return std::chrono::duration_cast<duration>(std::chrono::duration<double, std::milli>(millis_field(v)));
+    };
+    t.queue_delay = ms(j.field("queued_ms"));
+    t.ran = !j.field("run_ms").empty();
+    if (t.ran) t.run_time = ms(j.field("run_ms"));
+    return t;
   }
 
   static std::string fleet_job_json(const fleet::fleet_job& j) {

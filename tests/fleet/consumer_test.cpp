@@ -372,6 +372,80 @@ TEST_F(Consumer, APendingEntryDeletedFromTheStreamRaisesTheLossAlarm) {
   EXPECT_FALSE(runner.find(a.id));
 }
 
+TEST_F(Consumer, ARunningJobsEntryDeletedFromTheStreamRaisesTheLossAlarmAtTheNextRenewal) {
+  const added a = add_job("block", broker_ms());
+  consumer c(queue, reads, jobs, runner.get(), named("a"));
+  c.start(context());
+  ASSERT_TRUE(eventually([&] { return runner.running.load() == 1; }));
+  raw({"XDEL", queue.key("stream"), a.entry});  // what a MAXLEN trim does to pending entries
+  EXPECT_TRUE(eventually([&] { return c.stats().lost_entries == 1; })) << "renewals every 200 ms";
+  runner.released = true;
+  EXPECT_TRUE(eventually([&] { return state(a.id) == "ok"; })) << "its record survived: " << state(a.id);
+}
+
+TEST_F(Consumer, DeletingFinishedEntriesNeverRaisesTheLossAlarmWhileAConsumerLags) {
+  // A daemon that died holding the oldest entries lags behind everything
+  // finished after them: the finish script deletes only its own entry, so
+  // the lagging ones are all still there when they are reclaimed.
+  const long long t0 = broker_ms();
+  std::vector<added> all;
+  for (int i = 0; i < 3; ++i) all.push_back(add_job("echo", t0 + i));
+  deliver_to("ghost", 3);
+  for (int i = 3; i < 30; ++i) all.push_back(add_job("echo", t0 + i));
+  consumer c(queue, reads, jobs, runner.get(), named("a", 4));
+  c.start(context());
+  ASSERT_TRUE(eventually([&] {
+    for (const added& a : all) {
+      if (state(a.id) != "ok") return false;
+    }
+    return true;
+  }));
+  EXPECT_EQ(c.stats().lost_entries, 0u);
+  EXPECT_EQ(c.stats().reclaimed, 3u);
+  EXPECT_EQ(xlen(), 0);
+  EXPECT_EQ(pending(), 0);
+}
+
+TEST_F(Consumer, EachRecordedOutcomeIsCountedOnceByStageAndADeadLetterAsAnError) {
+  const long long now = broker_ms();
+  const added late_reclaim = add_job("echo", now - 10000, 5s);  // its worker died; waited 10 s of 5
+  const added dead = add_job("echo", now - 9999);               // its workers died 3 times
+  deliver_to("ghost", 2);
+  raw({"HSET", queue.key("job:" + late_reclaim.id), "state", "running", "deliveries", "1"});
+  raw({"HSET", queue.key("job:" + dead.id), "state", "running", "deliveries", "3"});
+  const added late_queue = add_job("echo", now - 9998, 5s);  // never delivered; waited 10 s of 5
+  const added fine = add_job("echo", now - 1);
+  hourglass::metrics m;
+  consumer_options o = named("a");
+  o.metrics = &m;
+  consumer c(queue, reads, jobs, runner.get(), o);
+  c.start(context());
+  ASSERT_TRUE(eventually([&] {
+    const handler_snapshot* h = m.snapshot().find("echo");
+    return h != nullptr && h->finished_ok + h->finished_error + h->finished_deadline_exceeded == 4;
+  }));
+  const handler_snapshot h = *m.snapshot().find("echo");
+  EXPECT_EQ(h.finished_ok, 1u) << state(fine.id);
+  EXPECT_EQ(h.finished_error, 1u) << "dead-lettered: " << state(dead.id);
+  EXPECT_EQ(h.expired_queue, 1u) << state(late_queue.id);
+  EXPECT_EQ(h.expired_reclaim, 1u) << state(late_reclaim.id);
+  EXPECT_EQ(h.finished_deadline_exceeded, 2u);
+  EXPECT_EQ(h.admitted, 0u) << "admitted where the 202 was given, not here";
+  EXPECT_EQ(h.rejected_queue_full + h.rejected_shutting_down, 0u);
+  EXPECT_EQ(m.run_duration.snapshot().count, 0u) << "the executor timed the run, in its own registry";
+}
+
+TEST_F(Consumer, WithFreshnessJudgingOffAJobPastItsFreshnessStillRuns) {
+  const added stale = add_job("echo", broker_ms() - 10000, 5s);
+  consumer_options o = named("a");
+  o.judge_freshness = false;  // --policy fifo
+  consumer c(queue, reads, jobs, runner.get(), o);
+  c.start(context());
+  ASSERT_TRUE(eventually([&] { return state(stale.id) == "ok"; })) << state(stale.id);
+  EXPECT_TRUE(runner.find(stale.id));
+  EXPECT_EQ(c.stats().expired_queue, 0u);
+}
+
 TEST_F(Consumer, ADaemonThatCannotRenewItsLeaseStopsItsOwnJobs) {
   const added a = add_job("block", broker_ms());
   consumer_options o = named("a");

@@ -63,6 +63,14 @@ TEST(FleetAdmission, PredictedWaitIsBacklogTimesMeanOverSlots) {
   EXPECT_EQ(fleet_predicted_wait(UINT64_MAX, 1h, 1), duration::max());
 }
 
+TEST(FleetAdmission, TheStoredFreshnessLosesTheEnqueuesRoundTripsSoItErrsEarly) {
+  EXPECT_EQ(freshness_at_entry(1s, 3ms), 994ms) << "the round trip so far, and one more for the XADD";
+  EXPECT_EQ(freshness_at_entry(1s, 0ms), 1s);
+  EXPECT_EQ(freshness_at_entry(5ms, 3ms), 0ms) << "never below zero: it is refused, or expires at once";
+  EXPECT_EQ(freshness_at_entry(duration::max(), 3ms), duration::max()) << "no freshness bound";
+  EXPECT_EQ(freshness_at_entry(1s, duration::max()), 0ms);
+}
+
 TEST(FleetAdmission, FreshnessMustCoverTheWaitAndTheMinimumBudget) {
   EXPECT_TRUE(admit_at_enqueue(1s, 500ms, 500ms));
   EXPECT_FALSE(admit_at_enqueue(1s, 500ms, 500ms + 1ns));

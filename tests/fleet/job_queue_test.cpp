@@ -31,7 +31,8 @@ struct JobQueue : ::testing::Test {
   io_thread io;
   redis_connection redis{io.io, server.endpoint()};
   redis_connection inspect{io.io, server.endpoint()};
-  job_queue queue{redis, {}};
+  manual_clock clk;  // an enqueue's round trips take no time: freshness is stored exactly
+  job_queue queue{redis, {.clock = &clk}};
 };
 
 job_spec echo(std::string payload = "x") {
@@ -122,8 +123,12 @@ TEST_F(JobQueue, TheFirstOutcomeWinsAndItsEntryLeavesTheStream) {
 
 TEST_F(JobQueue, CancelFinishesAQueuedJobAtOnceAndMarksARunningOne) {
   const enqueued queued = queue.enqueue(context(), echo());
-  const auto c = queue.cancel(context(), queued.id);
+  bool cancelled_here = false;
+  const auto c = queue.cancel(context(), queued.id, &cancelled_here);
   ASSERT_TRUE(c);
+  EXPECT_TRUE(cancelled_here) << "this call recorded its outcome";
+  queue.cancel(context(), queued.id, &cancelled_here);
+  EXPECT_FALSE(cancelled_here) << "a second cancel finds it finished";
   EXPECT_EQ(c->state(), "cancelled");
   EXPECT_EQ(c->field("cause"), "requested");
   EXPECT_EQ(xlen(), 0);
@@ -132,11 +137,33 @@ TEST_F(JobQueue, CancelFinishesAQueuedJobAtOnceAndMarksARunningOne) {
 
   const enqueued running = queue.enqueue(context(), echo());
   raw({"HSET", queue.key("job:" + running.id), "state", "running"});
-  const auto m = queue.cancel(context(), running.id);
+  const auto m = queue.cancel(context(), running.id, &cancelled_here);
   ASSERT_TRUE(m);
+  EXPECT_FALSE(cancelled_here) << "its worker records the outcome when it stops";
   EXPECT_EQ(m->state(), "running");
   EXPECT_EQ(m->field("cancel_requested"), "1");
   EXPECT_EQ(xlen(), 1) << "its worker acknowledges it when it stops";
+}
+
+TEST_F(JobQueue, AStartCalledAgainWithItsTokenAfterALostReplyCountsOneDelivery) {
+  const enqueued e = queue.enqueue(context(), echo("p"));
+  const std::string entry(queue.find(context(), e.id)->field("entry"));
+  raw({"XREADGROUP", "GROUP", std::string(job_queue::group), "c1", "COUNT", "1", "STREAMS", queue.key("stream"), ">"});
+  using verdict = job_queue::start_answer::verdict;
+  const job_queue::start_answer first = queue.start(context(), {entry, e.id}, "c1", 1, "life-1/" + entry);
+  ASSERT_EQ(first.v, verdict::run);
+  EXPECT_EQ(first.deliveries, 1u);
+  EXPECT_EQ(first.payload, "p");
+  // Its reply was lost: the same start again runs, and is not a second delivery
+  // (with max_deliveries 1 it would otherwise be dead-lettered).
+  const job_queue::start_answer again = queue.start(context(), {entry, e.id}, "c1", 1, "life-1/" + entry);
+  ASSERT_EQ(again.v, verdict::run);
+  EXPECT_EQ(again.deliveries, 1u);
+  EXPECT_EQ(again.payload, "p");
+  EXPECT_EQ(queue.find(context(), e.id)->field("deliveries"), "1");
+  // Another life of the consumer (its worker died): a delivery of its own.
+  EXPECT_EQ(queue.start(context(), {entry, e.id}, "c1", 3, "life-2/" + entry).deliveries, 2u);
+  EXPECT_EQ(queue.start(context(), {entry, e.id}, "c1", 2, "life-3/" + entry).v, verdict::dead);
 }
 
 TEST_F(JobQueue, UnknownAndMalformedIdsAreNotFound) {

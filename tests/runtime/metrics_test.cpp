@@ -400,6 +400,10 @@ TEST(metrics_recorders, OnFinishedTouchesExactlyTheDocumentedCounters) {
        expected({{&H::rejected_queue_full, 1}}), 0},
       {"rejected shutting_down", status::rejected(reject_reason::shutting_down), 0ns, false,
        expected({{&H::rejected_shutting_down, 1}}), 0},
+      {"rejected broker_unavailable", status::rejected(reject_reason::broker_unavailable), 0ns, false,
+       expected({{&H::rejected_broker_unavailable, 1}}), 0},
+      {"expired reclaim", status::expired(expiry_stage::reclaim), 0ns, false,
+       expected({{&H::expired_reclaim, 1}, {&H::finished_deadline_exceeded, 1}}), 0},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.what);
@@ -413,6 +417,21 @@ TEST(metrics_recorders, OnFinishedTouchesExactlyTheDocumentedCounters) {
       EXPECT_EQ(s.run_duration.sum_ns, static_cast<std::uint64_t>(c.run.count()));
     }
     expect_globals_untouched(s);
+  }
+}
+
+TEST(metrics_recorders, OnRecordedCountsAsOnFinishedWithoutAHistogram) {
+  // Fleet mode: the executor that ran the job timed it already.
+  for (const status st : {status::ok(), status::error(), status::expired(expiry_stage::run),
+                          status::expired(expiry_stage::reclaim), status::cancelled(cancel_cause::requested)}) {
+    SCOPED_TRACE(describe(st));
+    metrics finished;
+    finished.on_finished(finished.handler("h"), st, duration::zero(), false);
+    metrics recorded;
+    recorded.on_recorded(recorded.handler("h"), st);
+    const auto s = recorded.snapshot();
+    EXPECT_EQ(s.handlers, finished.snapshot().handlers);
+    EXPECT_EQ(counts_of(s), histogram_counts{});
   }
 }
 
@@ -461,8 +480,8 @@ TEST(render_prometheus, EveryKnownLabelValueOfAnExistingHandlerIsEmitted) {
   const auto e = parse_exposition(render_prometheus(m.snapshot()));
   const std::map<std::string, std::vector<std::string>> families = {
       {"hourglass_jobs_rejected_total",
-       {"queue_full", "insufficient_budget", "invalid_timeout", "shutting_down", "cancelled"}},
-      {"hourglass_jobs_expired_total", {"queue", "run"}},
+       {"queue_full", "insufficient_budget", "invalid_timeout", "shutting_down", "broker_unavailable", "cancelled"}},
+      {"hourglass_jobs_expired_total", {"queue", "run", "reclaim"}},
       {"hourglass_jobs_finished_total", {"ok", "error", "deadline_exceeded", "cancelled"}},
   };
   const std::map<std::string, std::string> label_of = {{"hourglass_jobs_rejected_total", "reason"},

@@ -157,6 +157,70 @@ TEST(Config, BadValuesAreLoud) {
   }
 }
 
+TEST(Config, FleetOptionsFollowTheProtocolFromTheCommandLineAndTheFile) {
+  const auto d = parse({});
+  ASSERT_TRUE(d.result.options) << d.err;
+  EXPECT_EQ(d.result.options->broker, "") << "memory mode unless --broker";
+  EXPECT_EQ(d.result.options->queue, "default");
+  EXPECT_EQ(d.result.options->consumer, "") << "<hostname>:<port> once the port is known";
+  EXPECT_EQ(d.result.options->lease, 10s);
+  EXPECT_EQ(d.result.options->max_deliveries, 3u);
+  EXPECT_EQ(d.result.options->result_ttl, 24h);
+  EXPECT_EQ(d.result.options->idempotency_ttl, 24h);
+
+  const auto c = parse({"--broker", "redis://10.0.0.5:6380/2", "--queue", "mail", "--consumer", "host-a:1",
+                        "--lease", "3s", "--max-deliveries", "5", "--result-ttl", "1h", "--idempotency-ttl", "2h",
+                        "--broker-password-file", "/etc/hourglassd/redis"});
+  ASSERT_TRUE(c.result.options) << c.err;
+  const server_options& o = *c.result.options;
+  EXPECT_EQ(o.broker, "redis://10.0.0.5:6380/2");
+  EXPECT_EQ(o.queue, "mail");
+  EXPECT_EQ(o.consumer, "host-a:1");
+  EXPECT_EQ(o.lease, 3s);
+  EXPECT_EQ(o.max_deliveries, 5u);
+  EXPECT_EQ(o.result_ttl, 1h);
+  EXPECT_EQ(o.idempotency_ttl, 2h);
+  EXPECT_EQ(o.broker_password_file, "/etc/hourglassd/redis");
+
+  temp_file f(R"(
+broker = "redis://127.0.0.1:6390"
+queue = "q1"
+consumer = "b"
+lease = "2s"
+max-deliveries = 4
+result-ttl = "10m"
+idempotency-ttl = "20m"
+broker-password-file = "/run/secret"
+)");
+  const auto t = parse({"--config", f.path(), "--lease", "4s"});
+  ASSERT_TRUE(t.result.options) << t.err;
+  EXPECT_EQ(t.result.options->broker, "redis://127.0.0.1:6390");
+  EXPECT_EQ(t.result.options->queue, "q1");
+  EXPECT_EQ(t.result.options->consumer, "b");
+  EXPECT_EQ(t.result.options->lease, 4s) << "the command line wins";
+  EXPECT_EQ(t.result.options->max_deliveries, 4u);
+  EXPECT_EQ(t.result.options->result_ttl, 10min);
+  EXPECT_EQ(t.result.options->idempotency_ttl, 20min);
+  EXPECT_EQ(t.result.options->broker_password_file, "/run/secret");
+}
+
+TEST(Config, BadFleetValuesAreLoud) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--broker", "http://127.0.0.1:6379"},
+           {"--broker", "redis://127.0.0.1:6379/16"},
+           {"--broker", "redis://user:pw@127.0.0.1:6379"},  // a secret belongs in --broker-password-file
+           {"--broker", "redis://127.0.0.1:6379", "--lease", "10ms"},
+           {"--broker", "redis://127.0.0.1:6379", "--max-deliveries", "0"},
+           {"--broker", "redis://127.0.0.1:6379", "--result-ttl", "0s"},
+           {"--broker", "redis://127.0.0.1:6379", "--queue", "a}b"},
+       }) {
+    const auto p = parse(args);
+    EXPECT_FALSE(p.result.options) << args.back();
+    EXPECT_EQ(p.result.exit_code, 2) << args.back();
+    EXPECT_FALSE(p.err.empty()) << args.back();
+  }
+}
+
 TEST(Config, NonLoopbackIsAllowedWhenAskedFor) {
   EXPECT_TRUE(parse({"--listen", "0.0.0.0:8080", "--allow-unauthenticated"}).result.options);
   EXPECT_TRUE(parse({"--listen", "0.0.0.0:8080", "--auth-token-file", "/etc/hourglassd/token"}).result.options);

@@ -5,8 +5,11 @@
 
 #include <csignal>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "fleet/redis_server.hpp"
+#include "hourglass/fleet/redis.hpp"
 #include "test_support.hpp"
 
 namespace hourglass::server::testing {
@@ -46,6 +49,19 @@ struct FleetDaemon : ::testing::Test {
     EXPECT_EQ(r.status, 202u) << r.body;
     return json_string(r.body, "id");
   }
+  // Submits a sleep of `ms` to an in-process daemon and waits until it runs; its id.
+  std::string running_on_server(test_server& s, int ms) {
+    const std::string id = submit(s.port(), "sleep", "{\"ms\": " + std::to_string(ms) + "}");
+    wait_state(s.port(), id, "running");
+    return id;
+  }
+  // Submits a sleep of `ms` to a daemon process and waits until it runs there; its id.
+  std::string running_on(daemon_process& d, std::uint16_t port, int ms) {
+    EXPECT_NE(port, 0) << d.output();
+    const std::string id = submit(port, "sleep", "{\"ms\": " + std::to_string(ms) + "}");
+    wait_state(port, id, "running");
+    return id;
+  }
 
   redis_server redis;
 };
@@ -65,6 +81,54 @@ TEST_F(FleetDaemon, AnAsyncJobGoesThroughTheBrokerAndEveryDaemonAnswersForIt) {
   EXPECT_NE(metrics.find("hourglass_fleet_backlog "), std::string::npos);
   EXPECT_NE(metrics.find("hourglass_fleet_duplicate_outcomes_total 0"), std::string::npos);
   EXPECT_NE(metrics.find("hourglass_fleet_broker_errors_total{op=\"enqueue\"} 0"), std::string::npos);
+}
+
+TEST_F(FleetDaemon, EveryAcceptedJobIsCountedOnceInTheFleetsMetrics) {
+  // Admitted on the daemon that answered 202; finished on the one that
+  // recorded its outcome: summed over the fleet, admitted = finished.
+  test_server a(fleet_options("a"));
+  test_server b(fleet_options("b"));
+  std::vector<std::pair<std::string, std::string>> want;  // id, final state
+  for (int i = 0; i < 6; ++i) want.emplace_back(submit(i % 2 ? a.port() : b.port(), "sleep", R"({"ms": 1})"), "ok");
+  want.emplace_back(submit(a.port(), "sleep", R"({"ms": -5})"), "error");
+  const std::string stopped = running_on_server(a, 60000);
+  ASSERT_EQ(client(b.port()).request("DELETE", "/v1/jobs/" + stopped).status, 202u);
+  want.emplace_back(stopped, "cancelled");
+  for (const auto& [id, state] : want) EXPECT_EQ(json_string(wait_state(a.port(), id, state), "state"), state) << id;
+  const auto fleet_sum = [&](std::uint64_t handler_snapshot::*field) {
+    return a.handler("sleep").*field + b.handler("sleep").*field;
+  };
+  EXPECT_EQ(fleet_sum(&handler_snapshot::admitted), 8u);
+  EXPECT_EQ(a.handler("sleep").admitted, 5u) << "counted where the 202 was given";
+  EXPECT_TRUE(wait_until([&] {
+    return fleet_sum(&handler_snapshot::finished_ok) == 6u && fleet_sum(&handler_snapshot::finished_error) == 1u &&
+           fleet_sum(&handler_snapshot::finished_cancelled) == 1u;
+  })) << "ok " << fleet_sum(&handler_snapshot::finished_ok) << ", error "
+      << fleet_sum(&handler_snapshot::finished_error) << ", cancelled "
+      << fleet_sum(&handler_snapshot::finished_cancelled);
+  EXPECT_EQ(fleet_sum(&handler_snapshot::finished_deadline_exceeded), 0u);
+  EXPECT_EQ(fleet_sum(&handler_snapshot::rejected_queue_full), 0u) << "the executors' own counts stay out of it";
+}
+
+TEST_F(FleetDaemon, AJobTheFleetsBacklogCannotStartInTimeGets504AtAdmission) {
+  test_server a(fleet_options("a"));  // 2 workers
+  for (int i = 0; i < 2; ++i) running_on_server(a, 60000);
+  for (int i = 0; i < 10; ++i) submit(a.port(), "sleep", R"({"ms": 1})");  // the backlog: not delivered
+  {
+    fleet::testing::io_thread io;
+    fleet::redis_connection c(io.io, redis.endpoint());
+    c.call(context(), {"HSET", "hg:{default}:stats", "mean_run_us", "1000000"});
+  }
+  // predicted wait: 10 x 1 s / 2 live slots = 5 s
+  const reply tight = post(a.port(), "/v1/jobs/sleep", R"({"ms": 1})",
+                           {{"Prefer", "respond-async"}, {"Job-Freshness", "1S"}});
+  EXPECT_EQ(tight.status, 504u) << tight.body;
+  EXPECT_EQ(json_string(tight.body, "error"), "deadline_exceeded");
+  EXPECT_EQ(json_string(tight.body, "stage"), "admission");
+  EXPECT_EQ(a.handler("sleep").rejected_insufficient_budget, 1u);
+  const reply enough = post(a.port(), "/v1/jobs/sleep", R"({"ms": 1})",
+                            {{"Prefer", "respond-async"}, {"Job-Freshness", "60S"}});
+  EXPECT_EQ(enough.status, 202u) << enough.body;
 }
 
 TEST_F(FleetDaemon, AnIdempotencyKeyAnswersTheFirstJobAgain) {
@@ -90,6 +154,8 @@ TEST_F(FleetDaemon, WithTheBrokerDownAJobGets503AndNever202) {
   EXPECT_EQ(down.status, 503u) << down.body;
   EXPECT_EQ(json_string(down.body, "error"), "broker_unavailable");
   EXPECT_EQ(get(a.port(), "/v1/jobs/00000000000000000000000000000000").status, 503u);
+  EXPECT_EQ(a.handler("echo").rejected_broker_unavailable, 1u) << "a refusal, counted as one";
+  EXPECT_EQ(a.handler("echo").admitted, 0u);
   EXPECT_EQ(post(a.port(), "/v1/jobs/echo", "sync", {}).status, 200u) << "sync jobs never touch the broker";
   redis.restart();
   std::string id;
@@ -116,10 +182,7 @@ TEST_F(FleetDaemon, ADeleteOnOneDaemonStopsTheJobRunningOnAnother) {
 
 TEST_F(FleetDaemon, AJobOfADaemonKilledWithSigkillIsFinishedByAnother) {
   daemon_process a(daemon_args("a"));
-  const std::uint16_t pa = a.wait_for_port();
-  ASSERT_NE(pa, 0) << a.output();
-  const std::string id = submit(pa, "sleep", R"({"ms": 300})");
-  wait_state(pa, id, "running");
+  const std::string id = running_on(a, a.wait_for_port(), 300);
   a.signal(SIGKILL);
   a.wait_exit(5s);
   daemon_process b(daemon_args("b"));
@@ -132,10 +195,7 @@ TEST_F(FleetDaemon, AJobOfADaemonKilledWithSigkillIsFinishedByAnother) {
 
 TEST_F(FleetDaemon, SigtermHandsUnfinishedJobsBackForAnotherDaemonAtOnce) {
   daemon_process a(daemon_args("a"));
-  const std::uint16_t pa = a.wait_for_port();
-  ASSERT_NE(pa, 0) << a.output();
-  const std::string id = submit(pa, "sleep", R"({"ms": 60000})");
-  wait_state(pa, id, "running");
+  const std::string id = running_on(a, a.wait_for_port(), 60000);
   a.signal(SIGTERM);
   EXPECT_EQ(a.wait_exit(10s), 0) << a.output();
   test_server b(fleet_options("b"));

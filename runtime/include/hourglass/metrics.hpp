@@ -28,6 +28,7 @@
 //                                   unless budget == duration::max() (no deadline).
 //   on_rejected(h, reason)          queue_full: h.rejected_queue_full += 1;
 //                                   shutting_down: h.rejected_shutting_down += 1;
+//                                   broker_unavailable: h.rejected_broker_unavailable += 1;
 //                                   reject_reason::none: nothing.
 //   on_insufficient_budget(h)       h.rejected_insufficient_budget += 1.
 //   on_invalid_timeout(h)           h.rejected_invalid_timeout += 1.
@@ -47,13 +48,18 @@
 //       queue                       h.expired_queue += 1; h.finished_deadline_exceeded += 1
 //       run                         h.expired_run += 1; h.finished_deadline_exceeded += 1;
 //                                   run_duration.record(run)
+//       reclaim                     h.expired_reclaim += 1; h.finished_deadline_exceeded += 1
+//                                   (fleet mode: it never ran)
 //       downstream, none            h.finished_deadline_exceeded += 1; run_duration.record(run)
-//                                   (the protocol's stage label has only queue and run)
+//                                   (the protocol's stage label has queue, run and reclaim)
 //     cancelled                     h.finished_cancelled += 1; run_duration.record(run) only if
 //                                   run > 0 (a job cancelled while queued passes zero)
 //     invalid                       h.rejected_invalid_timeout += 1; no finished count
 //     rejected                      as on_rejected(h, st.reason); no finished count
 //                                   (a rejected job was never admitted).
+//   on_recorded(h, st)              the counters of on_finished(h, st, 0, false), no histogram:
+//                                   an outcome recorded for a job that ran elsewhere or whose
+//                                   run the executor timed already (fleet mode).
 //     and, whatever the code, if late: h.completed_late += 1; h.completed_late_ns += run.
 //   on_retry_attempt()              retries.attempts += 1
 //   on_retry_denied_deadline()      retries.denied_deadline += 1
@@ -148,10 +154,12 @@ struct alignas(64) handler_metrics {
   counter rejected_insufficient_budget;
   counter rejected_invalid_timeout;
   counter rejected_shutting_down;
+  counter rejected_broker_unavailable;
   counter rejected_cancelled;
   // written when a job ends (workers; cancel() for a job cancelled while queued)
   alignas(64) counter expired_queue;
   counter expired_run;
+  counter expired_reclaim;
   counter finished_ok;
   counter finished_error;
   counter finished_deadline_exceeded;
@@ -168,9 +176,11 @@ struct handler_snapshot {
   std::uint64_t rejected_insufficient_budget = 0;
   std::uint64_t rejected_invalid_timeout = 0;
   std::uint64_t rejected_shutting_down = 0;
+  std::uint64_t rejected_broker_unavailable = 0;
   std::uint64_t rejected_cancelled = 0;
   std::uint64_t expired_queue = 0;
   std::uint64_t expired_run = 0;
+  std::uint64_t expired_reclaim = 0;
   std::uint64_t finished_ok = 0;
   std::uint64_t finished_error = 0;
   std::uint64_t finished_deadline_exceeded = 0;
@@ -232,6 +242,7 @@ class metrics {
   void on_refused(handler_metrics& h, const status& st) noexcept;
   void on_dispatch(duration queue_delay, duration remaining_at_dispatch) noexcept;
   void on_finished(handler_metrics& h, const status& st, duration run_time, bool completed_late) noexcept;
+  void on_recorded(handler_metrics& h, const status& st) noexcept;
   void on_retry_attempt() noexcept;
   void on_retry_denied_deadline() noexcept;
   void on_retry_denied_budget() noexcept;
@@ -258,6 +269,8 @@ class metrics {
  private:
   handler_metrics& create_locked(std::string_view name);
   handler_metrics& overflow_locked();
+  // The counters of a finish; true when it ran (its run time belongs in run_duration).
+  bool count_finish(handler_metrics& h, const status& st, duration run_time) noexcept;
 
   metrics_options options_;
   mutable std::shared_mutex mutex_;

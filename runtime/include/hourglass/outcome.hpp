@@ -17,10 +17,12 @@ namespace hourglass {
 enum class outcome : std::uint8_t { ok, error, rejected, deadline_exceeded, cancelled, invalid };
 
 // Why admission refused a job before it was queued (outcome `rejected`).
-enum class reject_reason : std::uint8_t { none, queue_full, shutting_down };
+// broker_unavailable: fleet mode, the broker could not take the job.
+enum class reject_reason : std::uint8_t { none, queue_full, shutting_down, broker_unavailable };
 
-// Where a budget ran out (outcome `deadline_exceeded`).
-enum class expiry_stage : std::uint8_t { none, admission, queue, run, downstream };
+// Where a budget ran out (outcome `deadline_exceeded`). reclaim: fleet mode,
+// the job's worker died and its freshness ran out before another took it.
+enum class expiry_stage : std::uint8_t { none, admission, queue, run, downstream, reclaim };
 
 // Who asked for a cancellation (outcome `cancelled`). The first cause wins.
 enum class cancel_cause : std::uint8_t {
@@ -78,6 +80,7 @@ constexpr std::string_view to_string(reject_reason r) noexcept {
     case reject_reason::none: return "none";
     case reject_reason::queue_full: return "queue_full";
     case reject_reason::shutting_down: return "shutting_down";
+    case reject_reason::broker_unavailable: return "broker_unavailable";
   }
   return "unknown";
 }
@@ -89,6 +92,7 @@ constexpr std::string_view to_string(expiry_stage s) noexcept {
     case expiry_stage::queue: return "queue";
     case expiry_stage::run: return "run";
     case expiry_stage::downstream: return "downstream";
+    case expiry_stage::reclaim: return "reclaim";
   }
   return "unknown";
 }

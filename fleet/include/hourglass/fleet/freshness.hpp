@@ -52,6 +52,13 @@ bool worth_starting(time_point start_by, duration min_budget, time_point now) no
 // worker slots. With no live slot nothing will start it: `duration::max()`.
 duration fleet_predicted_wait(std::uint64_t backlog, duration mean_run, std::uint64_t live_slots) noexcept;
 
+// The freshness to store with a job enqueued `round_trip` after its
+// freshness began counting (one round trip of our own so far): its age
+// counts from its entry id, stamped while the enqueue script runs, part of
+// a round trip later still. Both come off (the next estimated by the
+// first), so the fleet errs early, never late; never below zero.
+duration freshness_at_entry(duration freshness, duration round_trip) noexcept;
+
 // Admission at enqueue: the freshness must cover the predicted wait plus the
 // minimum useful budget. False: refused (504 deadline_exceeded/admission),
 // never entering the stream.

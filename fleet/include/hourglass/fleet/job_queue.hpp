@@ -37,6 +37,7 @@ struct queue_options {
   std::string name = "default";  // --queue
   duration result_ttl = std::chrono::hours(24);
   duration idempotency_ttl = std::chrono::hours(24);
+  hourglass::clock* clock = nullptr;  // times an enqueue's own round trips; nullptr: real_clock()
 };
 
 struct job_spec {
@@ -46,6 +47,7 @@ struct job_spec {
   duration freshness = duration::max();  // how long it may wait to start
   duration min_budget = duration::zero();
   std::string idempotency_key;  // empty: none
+  bool admission = true;        // false (--policy fifo): never refused by the fleet's predicted wait
 };
 
 struct enqueued {
@@ -78,8 +80,9 @@ class job_queue {
 
   enqueued enqueue(const context& ctx, const job_spec& job);
   std::optional<fleet_job> find(const context& ctx, std::string_view id);
-  // Cancels a queued job at once or marks a running one; the job as it is afterwards.
-  std::optional<fleet_job> cancel(const context& ctx, std::string_view id);
+  // Cancels a queued job at once or marks a running one; the job as it is
+  // afterwards. *cancelled_here: this call recorded its outcome (it was queued).
+  std::optional<fleet_job> cancel(const context& ctx, std::string_view id, bool* cancelled_here = nullptr);
 
   // Records the job's outcome (`fields`: state and the outcome's details)
   // unless one is recorded already. `run_time`: how long it ran, for the
@@ -105,12 +108,16 @@ class job_queue {
     unsigned deliveries = 0;         // starts so far, this one included
     std::string handler, payload, content_type, idempotency_key;
   };
-  start_answer start(const context& ctx, const held_entry& e, std::string_view consumer, unsigned max_deliveries);
+  // `token` names this delivery (e.g. the consumer's lease token and the
+  // entry): called again with it after a lost reply, the start is counted once.
+  start_answer start(const context& ctx, const held_entry& e, std::string_view consumer, unsigned max_deliveries,
+                     std::string_view token);
 
   struct renew_answer {
     bool fenced = false;              // another process holds the consumer name
     std::vector<std::string> marked;  // entries whose job a DELETE marked
     std::vector<std::string> lost;    // entries this consumer no longer holds
+    std::vector<std::string> deleted;  // held entries deleted from the stream: the loss alarm
     std::int64_t broker_now_us = 0;
     std::int64_t backlog = 0;  // the queue's entries not yet delivered
     std::int64_t pending = 0;  // delivered, not finished

@@ -1,0 +1,164 @@
+// The consumer's reader thread: this name's own pending entries first, then
+// new ones (XREADGROUP), and reclaims (XAUTOCLAIM) of entries idle past the
+// lease; each delivery judged on the broker's TIME before it is queued.
+#include <algorithm>
+#include <charconv>
+
+#include "consumer_impl.hpp"
+
+namespace hourglass::fleet {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+duration ms_field(std::string_view text, duration if_missing) {
+  long long v = 0;
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || p != text.data() + text.size() || v < 0) return if_missing;
+  return std::chrono::milliseconds(v);
+}
+
+}  // namespace
+
+void consumer::impl::deliver(const std::vector<stream_entry>& entries, bool reclaimed) {
+  if (entries.empty()) return;
+  const time_point sent = clk.now();
+  const std::int64_t broker_now = broker_time();
+  for (const stream_entry& e : entries) {
+    const std::string job_id = e.field("id");
+    const std::optional<stream_id> sid = parse_stream_id(e.id);
+    if (e.deleted || job_id.empty() || !sid) {
+      // In our pending list with its data gone: something trimmed the
+      // stream (our finish acknowledges and deletes together). Loss alarm.
+      {
+        std::lock_guard lock(mu);
+        ++st.lost_entries;
+      }
+      log("fleet: loss alarm: pending entry " + e.id + " of queue " + queue.options().name +
+          " has no job (deleted from the stream)");
+      continue;
+    }
+    const duration freshness = ms_field(e.field("freshness_ms"), duration::max());
+    const duration min_budget = ms_field(e.field("min_budget_ms"), duration::zero());
+    const job_age age = age_on_broker(*sid, broker_now);
+    const time_point start_by =
+        opts.judge_freshness ? start_by_on_our_clock(age, freshness, sent) : never;
+    {
+      std::lock_guard lock(mu);
+      if (held_entries.count(e.id) != 0) continue;  // ours already (reclaimed while we renewed late)
+      held& h = held_entries[e.id];
+      h.job_id = job_id;
+      h.handler = e.field("handler");
+      h.reclaimed = reclaimed;
+      h.queued = age.waited;
+      ++(reclaimed ? st.reclaimed : st.delivered);
+      if (age.negative) ++st.negative_ages;  // the broker's clock stepped back: judged as waited zero
+      if (opts.judge_freshness && !worth_starting(start_by, min_budget, clk.now())) {
+        ++(reclaimed ? st.expired_reclaim : st.expired_queue);
+        const status late = status::expired(reclaimed ? expiry_stage::reclaim : expiry_stage::queue);
+        push_outcome_locked(e.id, h, std::nullopt, detail::expired_fields(h.queued, late.stage), late);
+        continue;
+      }
+    }
+    submit(e.id, job_id, e.field("handler"), start_by, freshness, min_budget, *sid);
+  }
+}
+
+// The broker's TIME; call it right after taking our own clock's reading.
+std::int64_t consumer::impl::broker_time() {
+  const redis_reply t = queue.connection().call(stop_reading.get(), {"TIME"});
+  if (!t.is_array() || t.elements.size() != 2) throw redis_unavailable("redis: TIME: unexpected reply");
+  const auto now_us = parse_broker_time(t.elements[0].str, t.elements[1].str);
+  if (!now_us) throw redis_unavailable("redis: TIME is not a time");
+  note_offset(*now_us);
+  return *now_us;
+}
+
+void consumer::impl::note_offset(std::int64_t broker_now_us) {
+  const auto ours = std::chrono::duration_cast<std::chrono::microseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+  std::lock_guard lock(mu);
+  st.broker_clock_offset_us = broker_now_us - ours;
+}
+
+std::size_t consumer::impl::wait_for_room() {
+  std::unique_lock lock(mu);
+  while (!stop_reading.get().done()) {
+    const std::size_t busy = busy_locked();
+    if (!self_fenced && busy < opts.slots) return opts.slots - busy;
+    slot_freed.wait_for(lock, 50ms);
+  }
+  return 0;
+}
+
+void consumer::impl::read_loop() {
+  const context& ctx = stop_reading.get();
+  std::string own_from = "0";  // our own pending entries (an earlier life's) come first
+  bool own_done = false;
+  std::string claim_cursor = "0-0";
+  time_point next_reclaim = clk.now();
+  const std::string stream = queue.key("stream");
+  const std::string group(job_queue::group);
+  duration backoff = 50ms;
+  while (!ctx.done()) {
+    const std::size_t room = wait_for_room();
+    if (room == 0) break;
+    const std::string count = std::to_string(room);
+    try {
+      if (!own_done) {
+        const redis_reply r = reader.call(
+            ctx, {"XREADGROUP", "GROUP", group, opts.name, "COUNT", count, "STREAMS", stream, own_from});
+        std::vector<stream_entry> entries = read_entries(r);
+        if (entries.empty()) {
+          own_done = true;
+          continue;
+        }
+        own_from = entries.back().id;
+        deliver(entries, true);
+        continue;
+      }
+      if (clk.now() >= next_reclaim) {
+        next_reclaim = clk.now() + timing.reclaim_every;
+        const redis_reply r = queue.connection().call(
+            ctx, {"XAUTOCLAIM", stream, group, opts.name,
+                  std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(timing.lease).count()),
+                  claim_cursor, "COUNT", count});
+        const auto_claimed c = read_auto_claim(r);
+        claim_cursor = c.cursor;
+        if (!c.deleted.empty()) {
+          {
+            std::lock_guard lock(mu);
+            st.lost_entries += c.deleted.size();
+          }
+          log("fleet: loss alarm: " + std::to_string(c.deleted.size()) + " pending entries of queue " +
+              queue.options().name + " were deleted before they finished");
+        }
+        deliver(c.entries, true);
+        if (!c.entries.empty()) continue;
+      }
+      const auto block = std::clamp<duration>(next_reclaim - clk.now(), 1ms, opts.read_block);
+      const redis_reply r = reader.call(
+          ctx,
+          {"XREADGROUP", "GROUP", group, opts.name, "COUNT", count, "BLOCK",
+           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(block).count()), "STREAMS", stream,
+           ">"},
+          true);
+      deliver(read_entries(r), false);
+      backoff = 50ms;
+    } catch (const stopped_error&) {
+      break;
+    } catch (const std::exception& e) {  // redis_unavailable, or a reply we cannot read
+      {
+        std::lock_guard lock(mu);
+        ++st.broker_errors;
+      }
+      log(std::string("fleet: reading queue ") + queue.options().name + ": " + e.what());
+      ctx.sleep_for(backoff);
+      backoff = std::min<duration>(backoff * 2, 2s);
+    }
+  }
+}
+
+}  // namespace hourglass::fleet

@@ -1,0 +1,82 @@
+#include "settlement.hpp"
+
+#include <charconv>
+
+namespace hourglass::fleet::detail {
+
+std::string ms_text(duration d) {
+  const double ms = std::chrono::duration<double, std::milli>(d).count();
+  char buf[32];
+  const auto [p, ec] = std::to_chars(buf, buf + sizeof buf, ms, std::chars_format::fixed, 3);
+  return ec == std::errc() ? std::string(buf, p) : "0";
+}
+
+field_list expired_fields(duration queued, expiry_stage stage) {
+  return {{"state", "deadline_exceeded"}, {"stage", std::string(to_string(stage))}, {"queued_ms", ms_text(queued)}};
+}
+
+namespace {
+
+using tally = settlement::tally;
+
+settlement write(field_list f, status recorded, tally t = tally::none) {
+  return {settlement::action::write, std::move(f), t, recorded};
+}
+settlement hand_back() { return {settlement::action::hand_back, {}, tally::none, {}}; }
+settlement forget(tally t = tally::none, status recorded = {}) { return {settlement::action::forget, {}, t, recorded}; }
+
+}  // namespace
+
+settlement settle(const delivery_facts& d, job_result<run_value>&& r,
+                  const std::function<error_record(std::exception_ptr)>& describe) {
+  // Late before a start: stage reclaim when its first worker died.
+  const status late = status::expired(d.reclaimed ? expiry_stage::reclaim : expiry_stage::queue);
+  settlement s;
+  switch (r.st.code) {
+    case outcome::ok: {
+      run_value& v = *r.result;
+      switch (v.k) {
+        case run_value::kind::dead: return forget(tally::dead_lettered, status::error());
+        case run_value::kind::cancelled:
+          return forget(tally::cancelled_at_start, status::cancelled(cancel_cause::requested));
+        case run_value::kind::skipped: return forget();
+        case run_value::kind::expired: return write(expired_fields(d.queued, late.stage), late, tally::expired);
+        case run_value::kind::ran: break;
+      }
+      s = write({{"state", "ok"}, {"content_type", std::move(v.out.content_type)}, {"result", std::move(v.out.body)}},
+                status::ok());
+      break;
+    }
+    case outcome::error: {
+      // The start script failed (the broker went away): no outcome from us;
+      // the entry is reclaimed after a lease, by us or another.
+      if (!d.started) return forget(tally::broker_error);
+      const error_record e = describe(r.error);
+      s = write({{"state", "error"},
+                 {"error", e.code},
+                 {"message", e.message},
+                 {"http_status", std::to_string(e.http_status)}},
+                status::error());
+      break;
+    }
+    case outcome::deadline_exceeded:
+      // This daemon's executor refused it (its own backlog): another daemon
+      // may start it in time. Not the job's outcome.
+      if (r.st.stage == expiry_stage::admission) return hand_back();
+      if (r.st.stage == expiry_stage::queue) return write(expired_fields(d.queued, late.stage), late, tally::expired);
+      s = write(expired_fields(d.queued, r.st.stage), r.st);
+      break;
+    case outcome::cancelled:
+      // Stopped before it started, and not by a DELETE: the job is not done.
+      if (!d.started && r.st.cause != cancel_cause::requested) return hand_back();
+      s = write({{"state", "cancelled"}, {"cause", std::string(to_string(r.st.cause))}}, r.st);
+      break;
+    default:  // refused by the executor (full, shutting down): back to the fleet at once
+      return hand_back();
+  }
+  if (s.fields.front().second != "deadline_exceeded") s.fields.emplace_back("queued_ms", ms_text(d.queued));
+  if (d.run) s.fields.emplace_back("run_ms", ms_text(*d.run));
+  return s;
+}
+
+}  // namespace hourglass::fleet::detail

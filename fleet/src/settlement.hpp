@@ -1,0 +1,68 @@
+// What becomes of a delivered entry once our executor is done with its job:
+// its outcome to record, a hand-back to the fleet, or nothing from us. A
+// pure function of the job's result and what we knew of the delivery, so
+// each rule is tested without a broker or threads.
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "hourglass/fleet/consumer.hpp"
+#include "hourglass/job.hpp"
+
+namespace hourglass::fleet::detail {
+
+using field_list = std::vector<std::pair<std::string, std::string>>;
+
+// Milliseconds with three decimals, as outcomes record them.
+std::string ms_text(duration d);
+
+// What the job's function (the start script, then the handler) returns.
+struct run_value {
+  enum class kind {
+    ran,      // the handler ran: `out` is its result
+    expired,  // the start script's TIME said its freshness had run out
+    skipped,    // not ours any more, or an outcome is recorded already
+    dead,       // max_deliveries reached: the start script dead-lettered it
+    cancelled,  // a DELETE marked it: the start script recorded it cancelled
+  };
+  kind k = kind::skipped;
+  job_output out;
+};
+
+// What we knew of the delivery when its job ended.
+struct delivery_facts {
+  bool reclaimed = false;      // taken over from a dead holder: late is stage reclaim
+  bool started = false;        // the start script said run
+  duration queued{};           // the broker's age of the job when it started (or expired)
+  std::optional<duration> run; // how long the handler ran, when it did
+};
+
+struct settlement {
+  enum class action {
+    write,      // record `fields` as the job's outcome
+    hand_back,  // not the job's outcome: back to the fleet at once, delivery uncounted
+    forget,     // nothing from us: recorded by the start script, not ours, or left to reclaim
+  };
+  enum class tally { none, expired, dead_lettered, cancelled_at_start, broker_error };
+  action what = action::forget;
+  field_list fields;
+  tally counted = tally::none;
+  // The job's outcome as the metrics count it: for write, once the finish
+  // says it was the first; for dead_lettered and cancelled_at_start, at once
+  // (the start script recorded it).
+  status recorded;
+};
+
+// The fields of a job recorded deadline_exceeded before it ran.
+field_list expired_fields(duration queued, expiry_stage stage);
+
+settlement settle(const delivery_facts& d, job_result<run_value>&& r,
+                  const std::function<error_record(std::exception_ptr)>& describe);
+
+}  // namespace hourglass::fleet::detail

@@ -1,0 +1,151 @@
+// settle(): what a job's result becomes, without a broker or threads.
+#include "settlement.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <stdexcept>
+
+namespace hourglass::fleet::detail::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::map<std::string, std::string> as_map(const field_list& f) { return {f.begin(), f.end()}; }
+
+error_record as_bad_input(std::exception_ptr e) {
+  error_record r;
+  r.http_status = 422;
+  r.code = "bad_input";
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    r.message = ex.what();
+  }
+  return r;
+}
+
+job_result<run_value> ran(std::string body) {
+  job_result<run_value> r;
+  r.result = run_value{run_value::kind::ran, {std::move(body), "text/plain"}};
+  return r;
+}
+job_result<run_value> returned(run_value::kind k) {
+  job_result<run_value> r;
+  r.result = run_value{k, {}};
+  return r;
+}
+job_result<run_value> ended(status st) {
+  job_result<run_value> r;
+  r.st = st;
+  return r;
+}
+status cancelled_by(cancel_cause c) { return {outcome::cancelled, reject_reason::none, expiry_stage::none, c}; }
+
+const delivery_facts started{false, true, 40ms, 7500us};
+const delivery_facts queued_only{false, false, 40ms, std::nullopt};
+const delivery_facts reclaimed_only{true, false, 40ms, std::nullopt};
+
+TEST(Settle, AHandlersResultIsWrittenWithItsQueueAndRunTimes) {
+  const settlement s = settle(started, ran("hi"), as_bad_input);
+  ASSERT_EQ(s.what, settlement::action::write);
+  EXPECT_EQ(s.counted, settlement::tally::none);
+  const auto f = as_map(s.fields);
+  EXPECT_EQ(f.at("state"), "ok");
+  EXPECT_EQ(f.at("result"), "hi");
+  EXPECT_EQ(f.at("content_type"), "text/plain");
+  EXPECT_EQ(f.at("queued_ms"), "40.000");
+  EXPECT_EQ(f.at("run_ms"), "7.500");
+  EXPECT_EQ(s.fields.front().first, "state") << "the finish script reads the state first";
+}
+
+TEST(Settle, AHandlersExceptionIsRecordedAsItsErrorRecordSays) {
+  job_result<run_value> r = ended(status::error());
+  r.error = std::make_exception_ptr(std::runtime_error("no such user"));
+  const settlement e = settle(started, std::move(r), as_bad_input);
+  ASSERT_EQ(e.what, settlement::action::write);
+  const auto f = as_map(e.fields);
+  EXPECT_EQ(f.at("state"), "error");
+  EXPECT_EQ(f.at("error"), "bad_input");
+  EXPECT_EQ(f.at("message"), "no such user");
+  EXPECT_EQ(f.at("http_status"), "422");
+  EXPECT_EQ(f.at("run_ms"), "7.500");
+}
+
+TEST(Settle, AFailedStartScriptLeavesTheEntryToReclaimAndCountsABrokerError) {
+  job_result<run_value> r = ended(status::error());
+  r.error = std::make_exception_ptr(std::runtime_error("redis: lost the connection"));
+  const settlement s = settle(queued_only, std::move(r), as_bad_input);
+  EXPECT_EQ(s.what, settlement::action::forget);
+  EXPECT_EQ(s.counted, settlement::tally::broker_error);
+}
+
+TEST(Settle, ExpiredAtTheStartScriptIsStageQueueOrReclaimAndNeverRan) {
+  const settlement q = settle(queued_only, returned(run_value::kind::expired), as_bad_input);
+  ASSERT_EQ(q.what, settlement::action::write);
+  EXPECT_EQ(q.counted, settlement::tally::expired);
+  EXPECT_EQ(as_map(q.fields), (std::map<std::string, std::string>{
+                                  {"state", "deadline_exceeded"}, {"stage", "queue"}, {"queued_ms", "40.000"}}));
+  const settlement r = settle(reclaimed_only, returned(run_value::kind::expired), as_bad_input);
+  EXPECT_EQ(as_map(r.fields).at("stage"), "reclaim");
+}
+
+TEST(Settle, ExpiredInOurExecutorsQueueIsStageQueueOrReclaim) {
+  const settlement q = settle(queued_only, ended(status::expired(expiry_stage::queue)), as_bad_input);
+  EXPECT_EQ(q.counted, settlement::tally::expired);
+  EXPECT_EQ(as_map(q.fields).at("stage"), "queue");
+  EXPECT_EQ(as_map(settle(reclaimed_only, ended(status::expired(expiry_stage::queue)), as_bad_input).fields).at("stage"),
+            "reclaim");
+}
+
+TEST(Settle, ARunOutOfBudgetIsRecordedWithItsStageAndRunTime) {
+  const settlement s = settle(started, ended(status::expired(expiry_stage::run)), as_bad_input);
+  ASSERT_EQ(s.what, settlement::action::write);
+  EXPECT_EQ(s.counted, settlement::tally::none) << "only expiry before a run counts as expired in queue";
+  const auto f = as_map(s.fields);
+  EXPECT_EQ(f.at("state"), "deadline_exceeded");
+  EXPECT_EQ(f.at("stage"), "run");
+  EXPECT_EQ(f.at("run_ms"), "7.500");
+}
+
+TEST(Settle, RefusedByThisDaemonsAdmissionGoesBackToTheFleet) {
+  const settlement s = settle(queued_only, ended(status::expired(expiry_stage::admission)), as_bad_input);
+  EXPECT_EQ(s.what, settlement::action::hand_back) << "another daemon may start it in time";
+  EXPECT_TRUE(s.fields.empty());
+}
+
+TEST(Settle, RefusedByAFullOrStoppingExecutorGoesBackToTheFleet) {
+  EXPECT_EQ(settle(queued_only, ended(status::rejected(reject_reason::queue_full)), as_bad_input).what,
+            settlement::action::hand_back);
+  EXPECT_EQ(settle(queued_only, ended(status::rejected(reject_reason::shutting_down)), as_bad_input).what,
+            settlement::action::hand_back);
+}
+
+TEST(Settle, StoppedBeforeItStartedGoesBackUnlessADeleteAskedForIt) {
+  EXPECT_EQ(settle(queued_only, ended(cancelled_by(cancel_cause::shutdown)), as_bad_input).what,
+            settlement::action::hand_back);
+  const settlement asked = settle(queued_only, ended(cancelled_by(cancel_cause::requested)), as_bad_input);
+  ASSERT_EQ(asked.what, settlement::action::write);
+  EXPECT_EQ(as_map(asked.fields).at("state"), "cancelled");
+  EXPECT_EQ(as_map(asked.fields).at("cause"), "requested");
+}
+
+TEST(Settle, ACancelledRunIsRecordedWithItsCause) {
+  const settlement s = settle(started, ended(cancelled_by(cancel_cause::shutdown)), as_bad_input);
+  ASSERT_EQ(s.what, settlement::action::write);
+  const auto f = as_map(s.fields);
+  EXPECT_EQ(f.at("cause"), "shutdown");
+  EXPECT_EQ(f.at("run_ms"), "7.500");
+}
+
+TEST(Settle, DeadLetteredOrNotOursLeavesNothingToWrite) {
+  const settlement dead = settle(queued_only, returned(run_value::kind::dead), as_bad_input);
+  EXPECT_EQ(dead.what, settlement::action::forget) << "the start script recorded state dead";
+  EXPECT_EQ(dead.counted, settlement::tally::dead_lettered);
+  const settlement skipped = settle(queued_only, returned(run_value::kind::skipped), as_bad_input);
+  EXPECT_EQ(skipped.what, settlement::action::forget);
+  EXPECT_EQ(skipped.counted, settlement::tally::none);
+}
+
+}  // namespace
+}  // namespace hourglass::fleet::detail::testing
