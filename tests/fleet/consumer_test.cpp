@@ -421,7 +421,8 @@ TEST_F(Consumer, EachRecordedOutcomeIsCountedOnceByStageAndADeadLetterAsAnError)
   consumer c(queue, reads, jobs, runner.get(), o);
   c.start(context());
   ASSERT_TRUE(eventually([&] {
-    const handler_snapshot* h = m.snapshot().find("echo");
+    const metrics_snapshot now = m.snapshot();
+    const handler_snapshot* h = now.find("echo");
     return h != nullptr && h->finished_ok + h->finished_error + h->finished_deadline_exceeded == 4;
   }));
   const handler_snapshot h = *m.snapshot().find("echo");
