@@ -1,0 +1,32 @@
+// The JSON bodies of the built-in handlers sleep and spin, on a context
+// already past its deadline so nothing waits. Property: a body is either
+// refused with a handler_error (400 invalid_argument) or accepted, and then
+// the job stops at once with a stopped_error; nothing else escapes.
+#include <cstdint>
+#include <string_view>
+
+#include "fuzz_check.hpp"
+#include "hourglass/clock.hpp"
+#include "hourglass/context.hpp"
+#include "hourglass/server/builtin_handlers.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  static const hourglass::server::handler_fn handlers[] = {hourglass::server::sleep_handler(),
+                                                           hourglass::server::spin_handler()};
+  hourglass::manual_clock clk;
+  const hourglass::context_source expired = hourglass::context_source::with_timeout(clk, hourglass::duration::zero());
+  hourglass::server::request_view req;
+  req.body = std::string_view(reinterpret_cast<const char*>(data), size);
+  req.content_type = "application/json";
+  for (const auto& handler : handlers) {
+    try {
+      (void)handler(expired.get(), req);
+      FUZZ_CHECK(false && "an expired context must stop the job");
+    } catch (const hourglass::server::handler_error& e) {
+      FUZZ_CHECK(e.http_status() == 400);
+      FUZZ_CHECK(e.code() == "invalid_argument");
+    } catch (const hourglass::stopped_error&) {
+    }
+  }
+  return 0;
+}
