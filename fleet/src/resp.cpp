@@ -42,10 +42,43 @@ redis_reply copy_reply(const redisReply& r) {
   return out;
 }
 
+// hiredis allocates an array's element pointers from its header alone, so
+// "*277777777\r\n" asks for 2 GB before a byte of the elements arrives
+// (found by fuzz/resp_reply_fuzz; hiredis 1.0 has maxelements, Debian's 0.14
+// does not). The default functions, but an array whose elements could not
+// fit in the reply limit (4 bytes each at least: ":1\r\n") is refused.
+void* bounded_array(const redisReadTask* task, int elements);
+
+const redisReplyObjectFunctions& bounded_functions() {
+  static const redisReplyObjectFunctions fns = [] {
+    redisReader* probe = redisReaderCreate();
+    if (probe == nullptr) throw std::bad_alloc();
+    redisReplyObjectFunctions f = *probe->fn;
+    redisReaderFree(probe);
+    return f;
+  }();
+  return fns;
+}
+
+redisReplyObjectFunctions bounded_table() {
+  redisReplyObjectFunctions f = bounded_functions();
+  f.createArray = bounded_array;
+  return f;
+}
+
+void* bounded_array(const redisReadTask* task, int elements) {
+  const auto* limit = static_cast<const std::size_t*>(task->privdata);
+  if (limit != nullptr && elements > 0 && static_cast<std::size_t>(elements) > *limit / 4) return nullptr;  // "Out of memory"
+  return bounded_functions().createArray(task, elements);
+}
+
 }  // namespace
 
-reply_reader::reply_reader(std::size_t max_buffered) : reader_(redisReaderCreate()), max_buffered_(max_buffered) {
+reply_reader::reply_reader(std::size_t max_buffered) : max_buffered_(max_buffered) {
+  static redisReplyObjectFunctions table = bounded_table();
+  reader_ = redisReaderCreateWithFunctions(&table);
   if (reader_ == nullptr) throw std::bad_alloc();
+  reader_->privdata = &max_buffered_;
 }
 
 reply_reader::~reply_reader() { redisReaderFree(reader_); }
@@ -58,7 +91,8 @@ void reply_reader::feed(const char* data, std::size_t n) {
 std::optional<redis_reply> reply_reader::next() {
   void* raw = nullptr;
   if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
-    throw redis_unavailable("redis: protocol error: " + std::string(reader_->errstr));
+    throw redis_unavailable("redis: protocol error (or an array larger than the reply limit): " +
+                            std::string(reader_->errstr));
   }
   if (raw == nullptr) return std::nullopt;
   redisReply* r = static_cast<redisReply*>(raw);
