@@ -67,7 +67,7 @@ void consumer::impl::push_outcome_locked(const std::string& entry, held& h, std:
 }
 
 void consumer::impl::hand_back_locked(const std::string& entry, held& h) {
-  to_hand_back.push_back({entry, h.job_id, h.started});
+  to_hand_back.push_back({entry, h.job_id});
   h.writing = true;  // held until handed back
   work_ready.notify_one();
   slot_freed.notify_one();
@@ -154,7 +154,7 @@ consumer::impl::run_value consumer::impl::start_and_run(const context& ctx, cons
     std::lock_guard lock(mu);
     const auto it = held_entries.find(entry);
     if (it == held_entries.end()) return v;
-    it->second.started = true;  // the start script counted it: a hand-back must undo that
+    it->second.started = true;
     // Handed back, fenced or lost while the start script ran: the handler
     // must not run (a handler that ignores its context would run it twice).
     if (it->second.abandoned || ctx.done()) return v;

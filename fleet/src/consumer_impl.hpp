@@ -70,7 +70,7 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
   std::condition_variable work_ready;        // the writer waits for outcomes to write
   std::map<std::string, held> held_entries;  // by entry id
   std::deque<outcome_to_write> outbox;
-  std::vector<job_queue::held_entry> to_hand_back;  // started: this daemon's start script ran for it
+  std::vector<job_queue::held_entry> to_hand_back;  // to the fleet at once, by the writer
   lease_value lease_v;
   time_point last_renewed{};
   bool self_fenced = false;

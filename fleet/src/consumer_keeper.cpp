@@ -127,7 +127,7 @@ bool consumer::impl::flush(const context& ctx) {
   }
   if (back.empty()) return true;
   try {
-    queue.hand_back(ctx, opts.name, back);
+    queue.hand_back(ctx, opts.name, lease_v.token, back);
   } catch (const std::exception&) {
     std::lock_guard lock(mu);
     ++st.broker_errors;

@@ -244,15 +244,15 @@ job_queue::renew_answer job_queue::renew(const context& ctx, std::string_view co
   return a;
 }
 
-std::size_t job_queue::hand_back(const context& ctx, std::string_view consumer, const std::vector<held_entry>& held) {
+std::size_t job_queue::hand_back(const context& ctx, std::string_view consumer, std::string_view lease_token,
+                                 const std::vector<held_entry>& held) {
   if (held.empty()) return 0;
   std::vector<std::string> keys{key("stream")};
   // Idle far past any daemon's lease (about three years), so the next reclaim takes them.
-  std::vector<std::string> args{std::string(group), std::string(consumer), "100000000000"};
+  std::vector<std::string> args{std::string(group), std::string(consumer), "100000000000", std::string(lease_token)};
   for (const held_entry& h : held) {
     keys.push_back(key("job:" + h.job_id));
     args.push_back(h.entry);
-    args.push_back(h.started ? "1" : "0");
   }
   const redis_reply r = eval(ctx, detail::hand_back_script, keys, args);
   if (!r.is_integer()) broker_error("hand back", r);

@@ -194,23 +194,25 @@ return {'ok', marked, lost, t[1], t[2], len - pending, pending, deleted}
 )lua";
 
 // Drain: entries this consumer holds go back for immediate reclaim by the
-// others: idle set far past any lease, a job this consumer started queued
-// again with its delivery uncounted (a drain is not a failed delivery). A
-// job started by a worker that died before stays as it is: that start counts.
+// others: idle set far past any lease, a job this consumer life started
+// queued again with its delivery uncounted (a drain is not a failed
+// delivery). "Started by us" is the job's start token, so a start whose reply
+// the drain cut off is uncounted too. A job started by a worker that died
+// before stays as it is: that start counts.
 // KEYS: stream, then one job hash per entry
-// ARGV: group, consumer, idle ms, then per entry: its id, "1" if we started it
+// ARGV: group, consumer, idle ms, lease token, then the entry ids
 // -> how many were handed back
 inline constexpr const char* hand_back_script = R"lua(
 local n = 0
 for i = 2, #KEYS do
-  local entry = ARGV[2 * i]
-  local ours = ARGV[2 * i + 1] == '1'
+  local entry = ARGV[i + 3]
   local p = redis.call('XPENDING', KEYS[1], ARGV[1], entry, entry, 1, ARGV[2])
   if #p == 1 then
-    local state = redis.call('HGET', KEYS[i], 'state')
-    if ours and state == 'running' then
+    local f = redis.call('HMGET', KEYS[i], 'state', 'start_token')
+    if f[1] == 'running' and f[2] == ARGV[4] .. '/' .. entry then
       redis.call('HINCRBY', KEYS[i], 'deliveries', -1)
       redis.call('HSET', KEYS[i], 'state', 'queued')
+      redis.call('HDEL', KEYS[i], 'start_token')
     end
     redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, entry, 'IDLE', ARGV[3], 'JUSTID')
     n = n + 1

@@ -166,6 +166,35 @@ TEST_F(JobQueue, AStartCalledAgainWithItsTokenAfterALostReplyCountsOneDelivery) 
   EXPECT_EQ(queue.start(context(), {entry, e.id}, "c1", 2, "life-3/" + entry).v, verdict::dead);
 }
 
+
+// A drain that cuts off a start's reply does not know the start ran: the
+// broker's start token decides, so that delivery is uncounted all the same.
+TEST_F(JobQueue, AHandBackUncountsTheStartsOfThisLifeOnlyWhetherOrNotTheirRepliesArrived) {
+  const enqueued ours = queue.enqueue(context(), echo("ours"));
+  const enqueued earlier = queue.enqueue(context(), echo("earlier"));
+  const enqueued unstarted = queue.enqueue(context(), echo("unstarted"));
+  const std::string e_ours(queue.find(context(), ours.id)->field("entry"));
+  const std::string e_earlier(queue.find(context(), earlier.id)->field("entry"));
+  const std::string e_unstarted(queue.find(context(), unstarted.id)->field("entry"));
+  raw({"XREADGROUP", "GROUP", std::string(job_queue::group), "c1", "COUNT", "3", "STREAMS", queue.key("stream"), ">"});
+  ASSERT_EQ(queue.start(context(), {e_ours, ours.id}, "c1", 5, "life-2/" + e_ours).deliveries, 1u);
+  ASSERT_EQ(queue.start(context(), {e_earlier, earlier.id}, "c1", 5, "life-1/" + e_earlier).deliveries, 1u);
+  const std::size_t n = queue.hand_back(context(), "c1", "life-2",
+                                        {{e_ours, ours.id}, {e_earlier, earlier.id}, {e_unstarted, unstarted.id}});
+  EXPECT_EQ(n, 3u);
+  EXPECT_EQ(queue.find(context(), ours.id)->field("deliveries"), "0");
+  EXPECT_EQ(queue.find(context(), ours.id)->field("state"), "queued");
+  EXPECT_EQ(queue.find(context(), earlier.id)->field("deliveries"), "1") << "a start of a life that died counts";
+  EXPECT_EQ(queue.find(context(), earlier.id)->field("state"), "running");
+  EXPECT_EQ(queue.find(context(), unstarted.id)->field("state"), "queued");
+  // Handed back once: the same hand-back again uncounts nothing more.
+  queue.hand_back(context(), "c1", "life-2", {{e_ours, ours.id}});
+  EXPECT_EQ(queue.find(context(), ours.id)->field("deliveries"), "0");
+  // The next start of the job is its first delivery.
+  EXPECT_EQ(queue.start(context(), {e_ours, ours.id}, "c2-not-owner", 5, "life-9/" + e_ours).v,
+            job_queue::start_answer::verdict::not_owner);
+  EXPECT_EQ(queue.start(context(), {e_ours, ours.id}, "c1", 5, "life-3/" + e_ours).deliveries, 1u);
+}
 TEST_F(JobQueue, UnknownAndMalformedIdsAreNotFound) {
   EXPECT_FALSE(queue.find(context(), new_job_id()));
   EXPECT_FALSE(queue.find(context(), "nope"));

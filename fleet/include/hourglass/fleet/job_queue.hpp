@@ -96,7 +96,6 @@ class job_queue {
   struct held_entry {
     std::string entry;
     std::string job_id;
-    bool started = false;  // hand back: this consumer's start script counted a delivery
   };
 
   // The last check before a worker starts a delivered job, atomic with
@@ -126,7 +125,10 @@ class job_queue {
                      std::size_t slots, const std::vector<held_entry>& held);
 
   // Drain: the held entries back for immediate reclaim; how many were still held.
-  std::size_t hand_back(const context& ctx, std::string_view consumer, const std::vector<held_entry>& held);
+  // A delivery whose start ran under this lease token (its reply may have been
+  // lost) is uncounted: the broker's record decides, not the caller's memory.
+  std::size_t hand_back(const context& ctx, std::string_view consumer, std::string_view lease_token,
+                        const std::vector<held_entry>& held);
   // The consumer name's lease and slots, if `token` still holds them.
   void release(const context& ctx, std::string_view consumer, std::string_view token);
   // The lease key's value ("" when there is none).
