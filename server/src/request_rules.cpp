@@ -1,8 +1,10 @@
 #include "request_rules.hpp"
 
 #include <boost/beast/core/string.hpp>
+#include <boost/beast/http/rfc7230.hpp>
 
 #include <optional>
+#include <vector>
 
 #include "hourglass/budget_codec.hpp"
 
@@ -61,6 +63,20 @@ route route_request(http::verb m, std::string_view target) noexcept {
     }
   }
   return {};
+}
+
+framing judge_framing(const http::fields& req) {
+  const std::size_t lengths = req.count(http::field::content_length);
+  if (lengths > 1) return framing::ambiguous;
+  if (lengths == 1 && req[http::field::content_length].find(',') != std::string_view::npos) return framing::ambiguous;
+  const auto [first, last] = req.equal_range(http::field::transfer_encoding);
+  if (first == last) return framing::ok;
+  std::vector<std::string_view> codings;
+  for (auto it = first; it != last; ++it) {
+    for (const auto& coding : http::token_list(it->value())) codings.emplace_back(coding.data(), coding.size());
+  }
+  if (codings.empty() || !iequals(codings.back(), "chunked")) return framing::ambiguous;
+  return codings.size() == 1 ? framing::ok : framing::unsupported;
 }
 
 bool bearer_authorized(std::string_view auth, std::string_view token) noexcept {

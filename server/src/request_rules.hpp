@@ -40,6 +40,19 @@ struct route {
 // `target` is the request target as sent (a query string is ignored).
 route route_request(boost::beast::http::verb method, std::string_view target) noexcept;
 
+// ---- framing ---------------------------------------------------------------------
+
+// How a request's body is delimited, judged before anything else reads it:
+// the shapes behind request smuggling, where two servers on one path would
+// split the same bytes into different requests (RFC 9112 section 6). Beast
+// already refuses Content-Length beside Transfer-Encoding, and bad values.
+enum class framing {
+  ok,
+  ambiguous,    // 400: more than one Content-Length (even equal), a list, or chunked not the last coding
+  unsupported,  // 501: a transfer coding other than chunked (none is decoded here)
+};
+framing judge_framing(const boost::beast::http::fields& req);
+
 // ---- auth ---------------------------------------------------------------------
 
 // `Authorization: Bearer <token>` (scheme case-insensitive, spaces trimmed),

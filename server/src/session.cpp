@@ -127,6 +127,15 @@ void session::on_header(error_code ec) {
   }
   headers_at_ = core_.clk.now();
   const auto& req = header_parser_->get();
+  switch (judge_framing(req)) {
+    case framing::ok: break;
+    case framing::ambiguous:
+      req_keep_alive_ = false;
+      return send_error(400, "bad_request", "ambiguous message framing (Content-Length, Transfer-Encoding)");
+    case framing::unsupported:
+      req_keep_alive_ = false;
+      return send_error(501, "not_implemented", "transfer coding other than chunked");
+  }
   req_keep_alive_ = req.keep_alive();
   req_head_ = req.method() == http::verb::head;
   route();
@@ -153,7 +162,9 @@ void session::route() {
       return send(make_response(ready ? 200 : 503, ready ? "ready\n" : "draining\n", "text/plain; charset=utf-8"));
     }
     case route_kind::metrics:
-      return send(make_response(200, render_prometheus(core_.jobs->stats().snapshot()) + core_.async->metrics_text(),
+      return send(make_response(200,
+                                render_prometheus(core_.jobs->stats().snapshot()) + core_.async->metrics_text() +
+                                    connection_metrics(core_.connections->size(), core_.opts.max_connections),
                                 "text/plain; version=0.0.4; charset=utf-8"));
     case route_kind::submit_job: return start_job(r.name);
     case route_kind::get_job:

@@ -49,6 +49,37 @@ TEST(RouteRequest, EveryPathAndMethod) {
   }
 }
 
+TEST(JudgeFraming, OneLengthOrChunkedLastAndAlone) {
+  struct row {
+    std::vector<std::pair<http::field, const char*>> fields;
+    framing want;
+  };
+  const std::vector<row> rows = {
+      {{}, framing::ok},
+      {{{http::field::content_length, "3"}}, framing::ok},
+      {{{http::field::transfer_encoding, "chunked"}}, framing::ok},
+      {{{http::field::transfer_encoding, "Chunked"}}, framing::ok},
+      {{{http::field::content_length, "3"}, {http::field::content_length, "3"}}, framing::ambiguous},
+      {{{http::field::content_length, "3"}, {http::field::content_length, "4"}}, framing::ambiguous},
+      {{{http::field::content_length, "3, 3"}}, framing::ambiguous},
+      {{{http::field::transfer_encoding, "chunked, gzip"}}, framing::ambiguous},
+      {{{http::field::transfer_encoding, "chunked"}, {http::field::transfer_encoding, "gzip"}}, framing::ambiguous},
+      {{{http::field::transfer_encoding, "identity"}}, framing::ambiguous},
+      {{{http::field::transfer_encoding, ""}}, framing::ambiguous},
+      {{{http::field::transfer_encoding, "gzip, chunked"}}, framing::unsupported},
+      {{{http::field::transfer_encoding, "gzip"}, {http::field::transfer_encoding, "chunked"}}, framing::unsupported},
+  };
+  for (const row& r : rows) {
+    http::fields f;
+    std::string shown;
+    for (const auto& [name, value] : r.fields) {
+      f.insert(name, value);
+      shown += std::string(http::to_string(name)) + ": " + value + "; ";
+    }
+    EXPECT_EQ(judge_framing(f), r.want) << shown;
+  }
+}
+
 TEST(BearerAuthorized, SchemeTokenAndNoAuth) {
   EXPECT_TRUE(bearer_authorized("", ""));  // no token configured: open
   EXPECT_TRUE(bearer_authorized("Bearer s3cret", "s3cret"));
