@@ -27,12 +27,6 @@ namespace {
 
 using fleet::testing::redis_server;
 
-// A sample's value in Prometheus text ("\nNAME VALUE"); NaN when absent.
-double metric_value(const std::string& metrics, const std::string& name) {
-  const auto at = metrics.find("\n" + name + " ");
-  return at == std::string::npos ? std::nan("") : std::atof(metrics.c_str() + at + name.size() + 2);
-}
-
 struct FleetFaults : ::testing::Test {
   std::vector<std::string> args(const std::string& consumer, const std::string& extra_deliveries = "20") {
     return {"--listen",        "127.0.0.1:0", "--broker",         "redis://127.0.0.1:" + std::to_string(redis.port()),

@@ -216,6 +216,12 @@ double json_number(const std::string& json, const std::string& key) {
   return support::number_member(json, key).value_or(std::nan(""));
 }
 
+double metric_value(const std::string& metrics, const std::string& name) {
+  const std::string text = "\n" + metrics;
+  const auto at = text.find("\n" + name + " ");
+  return at == std::string::npos ? std::nan("") : std::atof(text.c_str() + at + name.size() + 2);
+}
+
 std::string json_string(const std::string& json, const std::string& key) {
   return support::string_member(json, key).value_or("");
 }

@@ -135,6 +135,8 @@ handler_fn report_handler();
 // A number from a flat JSON object ({"key": 12.5, ...}); NaN when absent.
 double json_number(const std::string& json, const std::string& key);
 std::string json_string(const std::string& json, const std::string& key);
+// A sample's value in Prometheus text ("NAME VALUE" on a line of its own); NaN when absent.
+double metric_value(const std::string& metrics, const std::string& name);
 
 // The real hourglassd binary, spawned with `args`; stderr and stdout go to a file.
 class daemon_process {
