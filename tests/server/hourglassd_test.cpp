@@ -57,6 +57,68 @@ TEST(Hourglassd, SigtermDuringLoadAnswersEveryRequestAndExitsZero) {
   EXPECT_EQ(*code, 0) << d.output();
 }
 
+// At full load: hundreds of connections, each waiting on a job, plus idle
+// keep-alive ones. Every waiting one gets its answer; the idle ones are
+// closed; the exit code is 0.
+TEST(Hourglassd, SigtermWithHundredsOfConnectionsAnswersEveryOneAndExitsZero) {
+  constexpr int kWaiting = 300;
+  constexpr int kIdle = 200;
+  daemon_process d(base_args({"--workers", "32", "--drain-timeout", "20s", "--queue-capacity", "1024"}));
+  const std::uint16_t port = d.wait_for_port();
+  ASSERT_NE(port, 0) << d.output();
+  std::vector<std::unique_ptr<client>> idle;
+  for (int i = 0; i < kIdle; ++i) {
+    idle.push_back(std::make_unique<client>(port));
+    ASSERT_EQ(idle.back()->get("/healthz").status, 200u);
+  }
+  std::vector<std::future<reply>> calls;
+  for (int i = 0; i < kWaiting; ++i) {
+    calls.push_back(std::async(std::launch::async, [port] {
+      return post(port, "/v1/jobs/sleep", R"({"ms": 100})", {{"Request-Timeout", "60S"}}, std::chrono::seconds(60));
+    }));
+  }
+  const std::string all_in = "hourglass_jobs_admitted_total{handler=\"sleep\"} " + std::to_string(kWaiting) + "\n";
+  ASSERT_TRUE(wait_until([&] { return idle[0]->get("/metrics").body.find(all_in) != std::string::npos; }, 30s))
+      << d.output();
+  d.signal(SIGTERM);
+  int ok = 0;
+  for (auto& c : calls) {
+    const reply r = c.get();
+    ASSERT_TRUE(r.ok) << "a request lost its answer: " << r.error;
+    ok += r.status == 200u ? 1 : 0;
+  }
+  EXPECT_EQ(ok, kWaiting) << "every admitted job finished inside the drain timeout";
+  const auto code = d.wait_exit(std::chrono::seconds(30));
+  ASSERT_TRUE(code.has_value()) << d.output();
+  EXPECT_EQ(*code, 0) << d.output();
+  for (auto& c : idle) EXPECT_FALSE(c->get("/healthz", {}, 2s).ok) << "an idle connection outlived the daemon";
+}
+
+// kill -9 leaves nothing that stops a new daemon from listening on the same
+// port at once (SO_REUSEADDR over the old connections in TIME_WAIT).
+TEST(Hourglassd, AfterSigkillARestartOnTheSamePortServesAtOnce) {
+  auto d = std::make_unique<daemon_process>(base_args());
+  const std::uint16_t port = d->wait_for_port();
+  ASSERT_NE(port, 0) << d->output();
+  std::vector<std::future<reply>> calls;
+  for (int i = 0; i < 50; ++i) {
+    calls.push_back(std::async(std::launch::async, [port] {
+      return post(port, "/v1/jobs/sleep", R"({"ms": 5000})", {{"Request-Timeout", "20S"}}, std::chrono::seconds(20));
+    }));
+  }
+  ASSERT_TRUE(wait_until([&] { return get(port, "/metrics").body.find("hourglass_jobs_admitted_total{handler=\"sleep\"} 50") != std::string::npos; }));
+  d->signal(SIGKILL);
+  d->wait_exit(5s);
+  for (auto& c : calls) EXPECT_FALSE(c.get().ok) << "killed with their jobs";
+  d = std::make_unique<daemon_process>(
+      std::vector<std::string>{"--listen", "127.0.0.1:" + std::to_string(port), "--workers", "4"});
+  ASSERT_EQ(d->wait_for_port(), port) << d->output();
+  const reply r = post(port, "/v1/jobs/echo", "again");
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.status, 200u);
+  EXPECT_EQ(r.body, "again");
+}
+
 TEST(Hourglassd, SigintCancelsWhatTheDrainTimeoutCannotWaitFor) {
   daemon_process d(base_args({"--drain-timeout", "200ms"}));
   const std::uint16_t port = d.wait_for_port();

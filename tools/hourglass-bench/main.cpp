@@ -1,5 +1,5 @@
 // hourglass-bench: the load-test and benchmark tool (protocol.md, "hourglass-bench").
-// A thin main: the experiments live in bench/overload/.
+// A thin main: the experiments live in bench/ (overload/, http/, soak/, fleet/).
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <fstream>
@@ -15,6 +15,7 @@
 #include "overload/overload.hpp"
 #include "overload/report.hpp"
 #include "overload/throughput.hpp"
+#include "soak/soak.hpp"
 
 namespace {
 
@@ -120,6 +121,61 @@ int main(int argc, char** argv) {
   hp->add_option("--connections", hpo.connections, "keep-alive connections")->capture_default_str();
   hp->add_flag("--json", hp_json, "print one JSON object as the last line of standard output");
 
+  // ---- soak ----
+  auto* sk = app.add_subcommand(
+      "soak",
+      "a running hourglassd at a multiple of its capacity for minutes: fails if its RSS, fds, "
+      "threads or async store grow, or if any request goes unanswered");
+  hourglass::bench::soak_options sko;  // its defaults are the flags' defaults
+  std::string sk_csv, sk_svg;
+  bool sk_json = false;
+  sk->add_option("--url", sko.url, "the daemon, e.g. http://127.0.0.1:8080")->required();
+  sk->add_option("--pid", sko.pid, "the daemon's process id (its /proc/PID is sampled)")->required();
+  add_duration(*sk, "--duration", sko.length, "how long the load runs");
+  sk->add_option("--capacity", sko.capacity, "the daemon's capacity in jobs/s (default: measured first, closed loop)");
+  add_duration(*sk, "--capacity-probe", sko.capacity_probe, "length of the capacity measurement");
+  sk->add_option("--load", sko.load, "offered jobs per second, as a multiple of capacity")->capture_default_str();
+  sk->add_option("--async-share", sko.async_share, "share of the offered jobs sent async (Prefer: respond-async)")
+      ->capture_default_str();
+  sk->add_option("--spin-us", sko.spin_us, "CPU time of each job (the spin handler's {\"us\": N})")
+      ->capture_default_str();
+  add_duration(*sk, "--budget", sko.budget, "sync jobs' budget, sent as Request-Timeout");
+  add_duration(*sk, "--freshness", sko.freshness, "async jobs' Job-Freshness");
+  add_duration(*sk, "--poll-interval", sko.poll_interval, "between GETs of an accepted async job");
+  sk->add_option("--slow-rate", sko.slow_rate,
+                 "misbehaving connections opened per second, in turn: headers trickled, body trickled, "
+                 "responses never read, sync job abandoned")
+      ->capture_default_str();
+  add_duration(*sk, "--slow-hold", sko.slow_hold,
+               "the daemon must close a slow client within this (above its --header-timeout and --body-timeout)");
+  add_duration(*sk, "--async-ttl", sko.async_ttl,
+               "the daemon's --async-ttl: finished jobs are checked to be forgotten after it, and a 404 for a "
+               "job seen unfinished less than it ago is a lost job (0s: neither is judged)");
+  sk->add_option("--sync-connections", sko.sync_connections,
+                 "keep-alive connections of the sync load (default: 1.25 x sync rate x budget + 32)");
+  sk->add_option("--async-connections", sko.async_connections, "keep-alive connections for async jobs and polls")
+      ->capture_default_str();
+  sk->add_option("--store-metric", sko.store_metric, "the daemon's gauge of stored async jobs, sampled if exported")
+      ->capture_default_str();
+  sk->add_option("--max-growth", sko.max_growth, "allowed growth of a resource's late mean over its early mean")
+      ->capture_default_str();
+  sk->add_option("--csv", sk_csv, "write one row per second to FILE");
+  sk->add_option("--svg", sk_svg, "write a chart of RSS and open fds over time to FILE");
+  sk->add_flag("--json", sk_json, "print one JSON object as the last line of standard output");
+  sk->add_flag("-v,--verbose", sko.verbose, "also the sync load's own progress lines");
+  sk->footer(
+      "Verdict: the run fails (exit 1) if the daemon exits, if any request of the soak got no answer at all (any "
+      "HTTP status is an answer; the misbehaving connections are not requests and must instead be closed by the "
+      "daemon within --slow-hold), if an accepted async job is lost, never finishes or outlives --async-ttl, if jobs "
+      "are still in flight once all is quiet, or if a resource grows: the mean of its samples (one a second) in the "
+      "late window above the mean in the early window by more than --max-growth and by more than a small absolute "
+      "slack (RSS 2048 KiB, fds 5, threads 1, async store 50 jobs).\n"
+      "Windows: for --duration of 3 minutes or more, early = the second minute (60, 120] s and late = the last "
+      "minute; below 3 minutes, early = the second third and late = the last third. The first minute (or third) "
+      "is warm-up and is not compared.\n"
+      "fds are judged less the soak's own established connections to the daemon (read in /proc/self), so a daemon "
+      "that keeps closed connections open shows, and more load does not.");
+
 #ifdef HOURGLASS_BENCH_FLEET
   // ---- fleet ----
   auto* fl = app.add_subcommand("fleet",
@@ -153,6 +209,33 @@ int main(int argc, char** argv) {
 #ifdef HOURGLASS_BENCH_FLEET
     if (*fl) return run_and_print("fleet", fl_json, [&] { return hourglass::bench::run_fleet(flo, progress_to_stderr); });
 #endif
+    if (*sk) {
+      hourglass::bench::soak_report report;
+      try {
+        report = hourglass::bench::run_soak(sko, progress_to_stderr);
+      } catch (const std::invalid_argument& e) {
+        throw CLI::ValidationError("soak", e.what());
+      } catch (const std::exception& e) {
+        std::cerr << "hourglass-bench soak: " << e.what() << "\n";
+        return 1;
+      }
+      hourglass::bench::print_table(std::cout, report);
+      int rc = report.passed() ? 0 : 1;
+      if (!sk_csv.empty()) {
+        std::ostringstream csv;
+        hourglass::bench::write_csv(csv, report);
+        if (!write_file(sk_csv, csv.str())) std::cerr << "cannot write " << sk_csv << "\n", rc = 1;
+      }
+      if (!sk_svg.empty()) {
+        if (write_file(sk_svg, hourglass::bench::to_svg(report))) {
+          std::cout << "chart: " << sk_svg << "\n";
+        } else {
+          std::cerr << "cannot write " << sk_svg << "\n", rc = 1;
+        }
+      }
+      if (sk_json) std::cout << hourglass::bench::to_json(report) << std::endl;
+      return rc;
+    }
     if (*hp) return run_and_print("http", hp_json, [&] { return hourglass::bench::run_http(hpo, progress_to_stderr); });
     if (*ov) {
       hourglass::bench::overload_options o = ovo;
