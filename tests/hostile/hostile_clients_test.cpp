@@ -31,6 +31,15 @@ namespace {
 
 using steady = std::chrono::steady_clock;
 
+// Under the sanitizers a connection costs several times more and timing
+// means little: fewer attackers, longer timeouts, and latency is judged in
+// the Release build only (the figures are printed in every build).
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
 std::size_t open_fds() {
   std::size_t n = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
@@ -144,11 +153,11 @@ std::vector<std::optional<steady::time_point>> trickle_until_closed(const std::v
 // ---- slowloris ---------------------------------------------------------------
 
 TEST(HostileClients, SlowlorisAtAThousandConnectionsIsCutOffByTheHeaderTimeoutAndLegitLatencyHolds) {
-  constexpr std::size_t kAttackers = 1000;
+  constexpr std::size_t kAttackers = kSanitized ? 250 : 1000;
   constexpr int kLegit = 250;  // a p99 that is not just the worst sample
   ASSERT_TRUE(allow_fds(4 * kAttackers + 512)) << "this test needs a descriptor limit of " << 4 * kAttackers + 512;
   server_options o = test_options();
-  o.header_timeout = 6s;  // the legit requests all run before the first attacker is cut off
+  o.header_timeout = kSanitized ? 10s : 6s;  // the legit requests all run before the first attacker is cut off
   o.max_connections = kAttackers + 64;  // the bound is not the defence here: the header timeout is
   o.workers = 4;
   test_server srv(o);
@@ -197,7 +206,9 @@ TEST(HostileClients, SlowlorisAtAThousandConnectionsIsCutOffByTheHeaderTimeoutAn
             << p99_during << " ms during (x" << p99_during / p99_before << "); attack ready "
             << std::chrono::duration<double, std::milli>(attack_ready - first_byte.front()).count()
             << " ms after the first connect\n";
-  EXPECT_LE(p99_during, 2 * p99_before) << "legit p99 within 2x of the same requests without the attack";
+  if (!kSanitized) {
+    EXPECT_LE(p99_during, 2 * p99_before) << "legit p99 within 2x of the same requests without the attack";
+  }
   // Every descriptor comes back: the server closed its side of each.
   EXPECT_TRUE(wait_until([&] { return open_fds() <= fds_before + 4; })) << open_fds() << " vs " << fds_before;
   EXPECT_EQ(srv.handler("echo").admitted, 0u);
@@ -208,7 +219,7 @@ TEST(HostileClients, SlowlorisAtAThousandConnectionsIsCutOffByTheHeaderTimeoutAn
 
 TEST(HostileClients, AClientThatNeverReadsItsAnswerIsCutOffByTheWriteTimeoutWithoutHoldingAWorker) {
   server_options o = test_options();
-  o.body_timeout = 2s;  // also each response write's bound (the body must arrive in it too, under sanitizers)
+  o.body_timeout = kSanitized ? 8s : 2s;  // also each response write's bound (the body must arrive in it too, under sanitizers)
   o.max_body = 64u << 20;
   test_server srv(o);
   // An answer far larger than both sockets' buffers can hold.
@@ -216,12 +227,12 @@ TEST(HostileClients, AClientThatNeverReadsItsAnswerIsCutOffByTheWriteTimeoutWith
   raw_socket s(srv.port());
   ASSERT_TRUE(s.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nRequest-Timeout: 20S\r\nContent-Length: " +
                      std::to_string(body.size()) + "\r\n\r\n" + body));
-  ASSERT_TRUE(wait_until([&] { return srv.handler("echo").finished_ok == 1; }, 10s));
+  ASSERT_TRUE(wait_until([&] { return srv.handler("echo").finished_ok == 1; }, 20s));
   const auto t0 = steady::now();
   EXPECT_EQ(srv.metrics().workers_busy, 0) << "the stalled write holds no worker";
-  ASSERT_TRUE(wait_until([&] { return connections_open(srv.port()) == 1.0; }, 10s))
+  ASSERT_TRUE(wait_until([&] { return connections_open(srv.port()) == 1.0; }, 20s))
       << "the stalled connection was never closed";
-  EXPECT_LT(steady::now() - t0, 5s);
+  EXPECT_LT(steady::now() - t0, o.body_timeout + 3s);
   // What the client finds when it finally reads: a cut-off answer.
   const auto [got, was_closed] = s.read_until_close(5s);
   EXPECT_TRUE(was_closed);
