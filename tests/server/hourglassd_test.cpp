@@ -229,7 +229,7 @@ std::uint16_t free_port() {
 }
 
 // Replaces every `from` in `text`, scanning on after each replacement (the
-// replacement may contain `from`: /tmp/x/build/release/server/hourglassd
+// replacement may contain `from`: /tmp/x/build/release/tools/hourglassd
 // does). Returns how many were replaced.
 int replace_all(std::string& text, const std::string& from, const std::string& to) {
   int n = 0;
@@ -279,7 +279,7 @@ TEST(Hourglassd, ReadmeExampleRunsAsWritten) {
   const std::string first = "127.0.0.1:" + std::to_string(free_port());
   std::string second = first;
   while (second == first) second = "127.0.0.1:" + std::to_string(free_port());
-  const std::string binary = "build/release/server/hourglassd";
+  const std::string binary = "build/release/tools/hourglassd";
   ASSERT_EQ(replace_all(script, binary + " --workers 4", binary + " --listen " + first + " --workers 4"), 1)
       << "the README's first daemon line changed; update this test";
   ASSERT_EQ(replace_all(script, binary, HOURGLASSD_PATH), 2);
@@ -311,7 +311,7 @@ TEST(Hourglassd, ReadmeFleetExampleRunsAsWritten) {
     const std::string p = std::to_string(free_port());
     if (std::find(ports.begin(), ports.end(), p) == ports.end()) ports.push_back(p);
   }
-  ASSERT_EQ(replace_all(script, "build/release/server/hourglassd", HOURGLASSD_PATH), 1);
+  ASSERT_EQ(replace_all(script, "build/release/tools/hourglassd", HOURGLASSD_PATH), 1);
   ASSERT_EQ(replace_all(script, "6390", ports[0]), 3) << "the README's Redis port lines changed";
   for (int i = 0; i < 3; ++i) ASSERT_GT(replace_all(script, std::to_string(8090 + i), ports[i + 1]), 2);
   const auto [out, rc] = run_script(script, 90, "kill -9");
