@@ -6,6 +6,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 
+#include <unistd.h>
+
 #include <condition_variable>
 #include <future>
 #include <stdexcept>
@@ -27,6 +29,7 @@ struct http_server::impl {
   impl(server_options o, hourglass::clock& clk) : c(std::move(o), clk) {}
 
   void accept();
+  void serve(tcp::socket socket);
   void stop_io();
   void drain(duration grace);
 
@@ -45,6 +48,16 @@ struct http_server::impl {
   bool stopped = false;
 };
 
+// One accepted connection: served, or closed at once past --max-connections.
+void http_server::impl::serve(tcp::socket socket) {
+  auto s = std::make_shared<detail::session>(c, std::move(socket));
+  if (c.connections->add(s, c.opts.max_connections)) {
+    s->start();
+  } else {
+    c.log->warn("connection refused: {} connections open (--max-connections)", c.opts.max_connections);
+  }
+}
+
 void http_server::impl::accept() {
   acceptor->async_accept(net::make_strand(c.io), [this](boost::system::error_code ec, tcp::socket socket) {
     if (ec == net::error::operation_aborted || !acceptor->is_open()) return;
@@ -57,12 +70,7 @@ void http_server::impl::accept() {
       });
       return;
     }
-    auto s = std::make_shared<detail::session>(c, std::move(socket));
-    if (c.connections->add(s, c.opts.max_connections)) {
-      s->start();
-    } else {
-      c.log->warn("connection refused: {} connections open (--max-connections)", c.opts.max_connections);
-    }
+    serve(std::move(socket));
     accept();
   });
 }
@@ -220,6 +228,24 @@ void http_server::start() {
   c.log->info("hourglassd listening on {} (workers={}, io-threads={}, policy={}, queue-capacity={}, auth={})",
               m.address, c.jobs->workers(), c.opts.io_threads, c.fifo() ? "fifo" : "hourglass", c.opts.queue_capacity,
               c.token.empty() ? "off" : "bearer");
+}
+
+void http_server::adopt_connection(int fd) {
+  auto& m = *impl_;
+  if (!m.started.load() || m.c.draining.load()) {
+    ::close(fd);
+    throw std::logic_error("http_server::adopt_connection outside start() .. drain()");
+  }
+  // The session only reads, writes and shuts down: any connected stream
+  // socket will do (a Unix-domain one has no TCP endpoint to report).
+  tcp::socket socket(net::make_strand(m.c.io));
+  boost::system::error_code ec;
+  socket.assign(tcp::v4(), fd, ec);
+  if (ec) {
+    ::close(fd);
+    throw std::runtime_error("adopt_connection: " + ec.message());
+  }
+  m.serve(std::move(socket));
 }
 
 std::uint16_t http_server::port() const noexcept { return impl_->port; }

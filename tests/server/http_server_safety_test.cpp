@@ -3,6 +3,8 @@
 #include "hourglass/server/http_server.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -226,6 +228,32 @@ TEST(HttpServerSafety, OpenConnectionsAreBounded) {
   EXPECT_EQ(a.post("/v1/jobs/echo", "a").status, 200u) << "open connections keep working";
   a.close();
   ASSERT_TRUE(wait_until([&] { return get(srv.port(), "/healthz").status == 200u; }));
+}
+
+// A connection accepted elsewhere (here one end of a socketpair) is served
+// like an accepted one, under the same limits.
+TEST(HttpServerSafety, AnAdoptedConnectionIsServedLikeAnAcceptedOne) {
+  test_server srv;
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  srv.get().adopt_connection(sv[0]);
+  const std::string req =
+      "POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello"
+      "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+  ASSERT_EQ(::send(sv[1], req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(sv[1], buf, sizeof buf, 0)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+  ::close(sv[1]);
+  EXPECT_EQ(got.rfind("HTTP/1.1 200 OK", 0), 0u) << got;
+  EXPECT_NE(got.find("hello"), std::string::npos) << got;
+  EXPECT_NE(got.find("ok\n"), std::string::npos) << got;
+  EXPECT_EQ(srv.handler("echo").finished_ok, 1u);
+  server_options o = test_options();
+  http_server not_started(o);
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  EXPECT_THROW(not_started.adopt_connection(sv[0]), std::logic_error);
+  ::close(sv[1]);
 }
 
 TEST(HttpServerSafety, KeepAliveAndPipeliningWork) {

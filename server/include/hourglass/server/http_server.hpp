@@ -76,6 +76,12 @@ class http_server {
   // file cannot be read.
   void start();
 
+  // Serves a connected stream socket accepted elsewhere (socket activation,
+  // an in-process peer on a socketpair, the request fuzzer) exactly as if
+  // the listener had accepted it, under the same limits. Takes `fd`.
+  // Throws std::logic_error before start() or after a drain began.
+  void adopt_connection(int fd);
+
   // The bound port and "addr:port" (after start()).
   std::uint16_t port() const noexcept;
   std::string local_address() const;

@@ -1,0 +1,154 @@
+// A whole HTTP/1.1 byte stream through the daemon's real request path:
+// parser, limits, framing, routing, auth, budget headers, handler input.
+// Each input goes down one end of a socketpair whose other end the server
+// adopts (http_server::adopt_connection), followed by a closing request to
+// /healthz; the fuzzer reads every answer until the server hangs up.
+//
+// Properties:
+//  - the server always hangs up (every path ends in an answer or a timeout);
+//  (HEAD is turned into an unknown method: see below.)
+//  - what comes back parses as a sequence of HTTP/1.1 responses;
+//  - a request refused with a 4xx enqueues nothing: the jobs admitted while
+//    this input was served are exactly the answers that are job outcomes
+//    (2xx with Server-Timing, or an error body naming an outcome that only
+//    an admitted job has), plus the 202s of async jobs.
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/json/parse.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "fuzz_check.hpp"
+#include "hourglass/server/http_server.hpp"
+
+namespace {
+
+namespace http = boost::beast::http;
+using namespace std::chrono_literals;
+
+constexpr const char* token = "fuzz-token";
+
+hourglass::server::http_server& server() {
+  static hourglass::server::http_server* s = [] {
+    const std::string token_path = "/tmp/hourglass-fuzz-token-" + std::to_string(::getpid());
+    std::ofstream(token_path) << token << "\n";
+    hourglass::server::server_options o;
+    o.listen = "127.0.0.1:0";
+    o.auth_token_file = token_path;
+    o.workers = 2;
+    o.io_threads = 1;
+    o.log_level = "off";
+    // Every exec bounded: jobs, and requests that never complete.
+    o.default_budget = 50ms;
+    o.max_budget = 50ms;
+    o.header_timeout = 100ms;
+    o.body_timeout = 100ms;
+    o.idle_timeout = 100ms;
+    o.max_body = 64 * 1024;
+    o.async_ttl = 1s;
+    auto* srv = new hourglass::server::http_server(o);  // lives for the process
+    srv->start();
+    return srv;
+  }();
+  return *s;
+}
+
+std::uint64_t admitted() {
+  std::uint64_t n = 0;
+  for (const auto& h : server().jobs().stats().snapshot().handlers) n += h.admitted;
+  return n;
+}
+
+// Whether an answer is the outcome of an admitted job (and not a refusal).
+bool is_job_outcome(const http::response<http::string_body>& res) {
+  const unsigned status = res.result_int();
+  if (status == 202) return true;  // async: admitted
+  if (res.find("Server-Timing") == res.end()) return false;  // routing, limits, auth: never a job
+  if (status / 100 == 2) return true;
+  // Errors with Server-Timing carry our JSON body: refusals name themselves.
+  boost::system::error_code ec;
+  const boost::json::value v = boost::json::parse(res.body(), ec);
+  FUZZ_CHECK(!ec && v.is_object());
+  const auto& o = v.as_object();
+  const auto field = [&](const char* k) -> std::string {
+    const auto* f = o.if_contains(k);
+    return f != nullptr && f->is_string() ? std::string(f->as_string()) : std::string();
+  };
+  if (field("outcome") == "rejected" || field("outcome") == "invalid") return false;  // 503 queue_full, 400
+  if (field("stage") == "admission") return false;  // 504: too little budget to admit
+  return true;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  auto& srv = server();
+  int sv[2];
+  FUZZ_CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+  const std::uint64_t before = admitted();
+  srv.adopt_connection(sv[0]);
+  std::string out(reinterpret_cast<const char*>(data), size);
+  // The answer to HEAD has a Content-Length and no body: from the bytes alone
+  // it cannot be told from the next answer. HEAD is not fuzzed here (it is
+  // only routed to /healthz, /readyz and /metrics, never to a job).
+  for (std::size_t at; (at = out.find("HEAD")) != std::string::npos;) out[at + 3] = 'X';
+  out += "\r\nGET /healthz HTTP/1.1\r\nHost: f\r\nConnection: close\r\n\r\n";
+  // The server may stop reading (a refused request): what is not taken is dropped.
+  for (std::size_t sent = 0; sent < out.size();) {
+    pollfd p{sv[1], POLLOUT, 0};
+    if (::poll(&p, 1, 2000) <= 0) break;
+    const ssize_t n = ::send(sv[1], out.data() + sent, out.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n <= 0) break;
+    sent += static_cast<std::size_t>(n);
+  }
+  std::string in;
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  for (;;) {
+    pollfd p{sv[1], POLLIN, 0};
+    FUZZ_CHECK(std::chrono::steady_clock::now() < end && "the server always hangs up");
+    if (::poll(&p, 1, 1000) <= 0) continue;
+    char buf[16384];
+    const ssize_t n = ::recv(sv[1], buf, sizeof buf, 0);
+    if (n <= 0) break;
+    in.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(sv[1]);
+
+  std::uint64_t outcomes = 0;
+  boost::beast::flat_buffer buffer;
+  if (!in.empty()) {  // nothing at all: a request that timed out and swallowed the last one
+    auto b = buffer.prepare(in.size());
+    std::memcpy(b.data(), in.data(), in.size());
+    buffer.commit(in.size());
+  }
+  while (buffer.size() > 0) {
+    http::response_parser<http::string_body> p;
+    p.body_limit(boost::none);
+    p.eager(true);
+    boost::system::error_code ec;
+    const std::size_t used = p.put(buffer.data(), ec);
+    buffer.consume(used);
+    if (ec == http::error::need_more) {
+      FUZZ_CHECK(false && "a response cut short");
+    }
+    FUZZ_CHECK(!ec);
+    if (!p.is_done()) {
+      FUZZ_CHECK(buffer.size() == 0);
+      FUZZ_CHECK(false && "a response cut short");
+    }
+    if (p.get().result_int() == 100) continue;  // 100 Continue, then the real answer
+    if (is_job_outcome(p.get())) ++outcomes;
+  }
+  // Jobs are counted at admission, before their answer is written.
+  FUZZ_CHECK(admitted() - before == outcomes);
+  return 0;
+}
