@@ -283,6 +283,8 @@ TEST_F(Consumer, ANameWhoseLeaseIsStillRenewedIsRefused) {
       std::this_thread::sleep_for(20ms);
     }
   });
+  // The holder's first renewal is in before we start (its thread may not have run yet).
+  ASSERT_TRUE(eventually([&] { return !raw({"GET", queue.key("lease:a")}).is_nil(); }));
   consumer c(queue, reads, jobs, runner.get(), named("a"));
   EXPECT_THROW(c.start(context()), name_taken);
   done = true;
