@@ -275,6 +275,11 @@ TEST(HostileClients, AFloodPastMaxConnectionsIsShedWhileTheAdmittedConnectionsKe
 
 TEST(HostileClients, TheAcceptLoopSurvivesRunningOutOfDescriptorsAndServesOnceTheyComeBack) {
   // A daemon of its own, with 64 descriptors: far fewer than the connections below.
+  // Not under the sanitizers: UBSan's vptr check probes memory through a
+  // pipe, which a process out of descriptors cannot open, so it reports the
+  // EMFILE error's category as "invalid vptr" and, built not to recover,
+  // kills the daemon. Reported as skipped (SKIP_REGULAR_EXPRESSION), not passed.
+  if (kSanitized) GTEST_SKIP() << "needs descriptors the sanitizer runtime takes for itself";
   daemon_process d({"--listen", "127.0.0.1:0", "--workers", "2"}, {"prlimit", "--nofile=64:64"});
   const std::uint16_t port = d.wait_for_port();
   ASSERT_NE(port, 0) << d.output();
@@ -331,7 +336,7 @@ TEST(HostileClients, MalformedOversizeAndSmugglingShapesAreRefusedAndEnqueueNoth
       {"a coding before chunked", post_echo + "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501},
       {"a space before the colon", post_echo + "Content-Length : 3\r\n\r\nabc", 400},
       {"a space in a field name", post_echo + "Bad Name: x\r\nContent-Length: 3\r\n\r\nabc", 400},
-      {"a NUL in a field value", post_echo + std::string("X-A: a\0b\r\nContent-Length: 3\r\n\r\nabc", 36), 400},
+      {"a NUL in a field value", post_echo + std::string("X-A: a\0b\r\nContent-Length: 3\r\n\r\nabc", 34), 400},
       {"bare LF line ends", "POST /v1/jobs/echo HTTP/1.1\nHost: t\nContent-Length: 3\n\nabc", 400},
       {"a bad HTTP version", "POST /v1/jobs/echo HTTP/9.9x\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc", 400},
   };
