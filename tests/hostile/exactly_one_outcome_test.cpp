@@ -135,6 +135,18 @@ void send_one(std::uint16_t port, client& c, int i, tally& t) {
   }
 }
 
+// An async job's state once it has ended (polled); empty if it never did.
+std::string final_state(client& poll, const std::string& id) {
+  std::string state;
+  const bool ended = wait_until(
+      [&] {
+        state = json_string(poll.get("/v1/jobs/" + id).body, "state");
+        return state != "queued" && state != "running";
+      },
+      30s);
+  return ended ? state : std::string();
+}
+
 TEST(ExactlyOneOutcome, TwentyThousandMixedRequestsReconcileWithTheMetrics) {
   constexpr int kRequests = 20000;
   constexpr int kClients = 16;
@@ -160,14 +172,8 @@ TEST(ExactlyOneOutcome, TwentyThousandMixedRequestsReconcileWithTheMetrics) {
   std::uint64_t async_ok = 0;
   std::uint64_t async_expired = 0;
   for (const std::string& id : t.async_ids) {
-    std::string state;
-    ASSERT_TRUE(wait_until(
-        [&] {
-          state = json_string(poll.get("/v1/jobs/" + id).body, "state");
-          return state != "queued" && state != "running";
-        },
-        30s))
-        << id << " " << state;
+    const std::string state = final_state(poll, id);
+    ASSERT_FALSE(state.empty()) << id << " never ended";
     if (state == "ok") {
       ++async_ok;
     } else if (state == "deadline_exceeded") {
@@ -177,14 +183,8 @@ TEST(ExactlyOneOutcome, TwentyThousandMixedRequestsReconcileWithTheMetrics) {
     }
   }
   for (const std::string& id : t.deleted_ids) {
-    std::string state;
-    ASSERT_TRUE(wait_until(
-        [&] {
-          state = json_string(poll.get("/v1/jobs/" + id).body, "state");
-          return state != "queued" && state != "running";
-        },
-        30s))
-        << id << " " << state;
+    const std::string state = final_state(poll, id);
+    ASSERT_FALSE(state.empty()) << id << " never ended";
     if (state == "cancelled") {
       ++t.deletes_cancelled;
     } else {
