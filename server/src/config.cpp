@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <ostream>
@@ -154,10 +155,11 @@ class option_table {
   // of the right type. A key also given on the command line is left as the
   // command line set it, except upstreams, which merge (the command line's
   // win per name, as they are added afterwards).
-  void read_file(const std::string& path) const {
+  void read_file(const std::string& path, const config_file_reader& read) const {
     toml::table table;
+    const std::string text = read(path);
     try {
-      table = toml::parse_file(path);
+      table = toml::parse(text, path);
     } catch (const toml::parse_error& e) {
       std::ostringstream msg;
       msg << "config file " << path << ": " << e.description() << " (line " << e.source().begin.line << ")";
@@ -197,82 +199,110 @@ class option_table {
 
 }  // namespace
 
-command_line_result parse_command_line(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
-  server_options o;
+std::string read_config_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  if (in) text << in.rdbuf();
+  if (!in || in.bad()) throw std::invalid_argument("config file " + path + ": cannot be read");
+  return std::move(text).str();
+}
 
-  CLI::App app{
-      "hourglassd: a deadline-aware job daemon. Jobs are POSTed to /v1/jobs/{handler} with their budget "
-      "in Request-Timeout (gRPC syntax), grpc-timeout or X-Envoy-Expected-Rq-Timeout-Ms.\n"
-      "Durations are written like 250ms, 2s, 1m.",
-      "hourglassd"};
-  app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.get_formatter()->column_width(40);
+// The CLI11 app and the option table, built once (the fuzzer parses
+// thousands of command lines a second with one). Each parse starts from
+// default server_options; CLI11 clears its own results on a second parse.
+struct command_line_parser::impl {
+  impl()
+      : app_("hourglassd: a deadline-aware job daemon. Jobs are POSTed to /v1/jobs/{handler} with their budget "
+             "in Request-Timeout (gRPC syntax), grpc-timeout or X-Envoy-Expected-Rq-Timeout-Ms.\n"
+             "Durations are written like 250ms, 2s, 1m.",
+             "hourglassd"),
+        t_(app_) {
+    app_.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    app_.get_formatter()->column_width(40);
 
-  std::string config;
-  std::vector<std::string> upstreams;
-  option_table t(app);
+    app_.add_option("--config", config_, "TOML file with the same keys, without the dashes (the command line wins)")
+        ->type_name("FILE")
+        ->always_capture_default(false);
+    t_.text("listen", o_.listen, "ADDR:PORT to listen on ([v6]:PORT for IPv6; port 0 picks one)")->type_name("ADDR:PORT");
+    t_.count("workers", o_.workers, "worker threads running jobs (default: one per CPU)", 1, 4096);
+    t_.count("io-threads", o_.io_threads, "threads serving sockets", 1, 256);
+    t_.count("queue-capacity", o_.queue_capacity, "jobs that may wait; more are shed with 503 queue_full", 1, 100'000'000);
+    t_.time("default-budget", o_.default_budget, "budget of a request without a budget header");
+    t_.time("max-budget", o_.max_budget, "larger budgets are clamped to this; also async jobs' run limit");
+    t_.time("min-budget", o_.min_budget, "less left at admission: 504 deadline_exceeded/admission");
+    t_.upstreams("upstream", upstreams_, o_.upstreams,
+                "NAME=URL the call handler may reach (repeatable; http://host:port[/prefix])")
+        ->type_name("NAME=URL");
+    t_.time("call-reserve", o_.call_reserve, "kept back from the remaining budget on outgoing calls");
+    t_.time("drain-timeout", o_.drain_timeout, "on SIGTERM/SIGINT, how long running jobs may finish");
+    t_.count("max-body", o_.max_body, "largest request body in bytes (413 above)")->type_name("BYTES");
+    t_.scheduling("policy", o_.scheduling, "hourglass, or fifo: every deadline check off (for comparisons)")
+        ->type_name("POLICY");
+    t_.text("auth-token-file", o_.auth_token_file, "file holding the bearer token every request but /healthz must carry")
+        ->type_name("FILE")
+        ->always_capture_default(false);
+    t_.flag("allow-unauthenticated", o_.allow_unauthenticated,
+           "allow a non-loopback --listen address without --auth-token-file");
+    t_.time("header-timeout", o_.header_timeout, "time to receive a request's headers (slow clients are cut off)");
+    t_.time("body-timeout", o_.body_timeout, "time to receive a request's body, and to write a response");
+    t_.time("idle-timeout", o_.idle_timeout, "keep-alive connections idle longer are closed");
+    t_.count("max-connections", o_.max_connections, "open connections; more are closed at once", 1, 1'000'000);
+    t_.time("async-ttl", o_.async_ttl, "how long a finished async job's result is kept");
+    t_.count("async-max-jobs", o_.async_max_jobs, "async jobs remembered at once (finished or not)", 1, 100'000'000);
+    t_.text("broker", o_.broker, "redis://HOST:PORT[/DB]: fleet mode, async jobs on a durable Redis queue")
+        ->type_name("URL")
+        ->always_capture_default(false);
+    t_.text("queue", o_.queue, "fleet: the queue's name")->type_name("NAME");
+    t_.text("consumer", o_.consumer, "fleet: this daemon's unique name (default: <hostname>:<port>)")
+        ->type_name("NAME")
+        ->always_capture_default(false);
+    t_.time("lease", o_.lease, "fleet: a daemon silent this long is presumed dead and its jobs reclaimed");
+    t_.count("max-deliveries", o_.max_deliveries, "fleet: starts of a job whose workers died before it is dead-lettered", 1,
+            1000);
+    t_.time("result-ttl", o_.result_ttl, "fleet: how long a job's outcome is kept");
+    t_.time("idempotency-ttl", o_.idempotency_ttl, "fleet: how long an Idempotency-Key names its job");
+    t_.text("broker-password-file", o_.broker_password_file, "fleet: file holding the broker's AUTH password")
+        ->type_name("FILE")
+        ->always_capture_default(false);
+    t_.text("log-level", o_.log_level, "trace, debug, info (one line per job), warn, error, critical, off",
+           {"trace", "debug", "info", "warn", "error", "critical", "off"})
+        ->type_name("LEVEL");
+  }
 
-  app.add_option("--config", config, "TOML file with the same keys, without the dashes (the command line wins)")
-      ->type_name("FILE")
-      ->always_capture_default(false);
-  t.text("listen", o.listen, "ADDR:PORT to listen on ([v6]:PORT for IPv6; port 0 picks one)")->type_name("ADDR:PORT");
-  t.count("workers", o.workers, "worker threads running jobs (default: one per CPU)", 1, 4096);
-  t.count("io-threads", o.io_threads, "threads serving sockets", 1, 256);
-  t.count("queue-capacity", o.queue_capacity, "jobs that may wait; more are shed with 503 queue_full", 1, 100'000'000);
-  t.time("default-budget", o.default_budget, "budget of a request without a budget header");
-  t.time("max-budget", o.max_budget, "larger budgets are clamped to this; also async jobs' run limit");
-  t.time("min-budget", o.min_budget, "less left at admission: 504 deadline_exceeded/admission");
-  t.upstreams("upstream", upstreams, o.upstreams,
-              "NAME=URL the call handler may reach (repeatable; http://host:port[/prefix])")
-      ->type_name("NAME=URL");
-  t.time("call-reserve", o.call_reserve, "kept back from the remaining budget on outgoing calls");
-  t.time("drain-timeout", o.drain_timeout, "on SIGTERM/SIGINT, how long running jobs may finish");
-  t.count("max-body", o.max_body, "largest request body in bytes (413 above)")->type_name("BYTES");
-  t.scheduling("policy", o.scheduling, "hourglass, or fifo: every deadline check off (for comparisons)")
-      ->type_name("POLICY");
-  t.text("auth-token-file", o.auth_token_file, "file holding the bearer token every request but /healthz must carry")
-      ->type_name("FILE")
-      ->always_capture_default(false);
-  t.flag("allow-unauthenticated", o.allow_unauthenticated,
-         "allow a non-loopback --listen address without --auth-token-file");
-  t.time("header-timeout", o.header_timeout, "time to receive a request's headers (slow clients are cut off)");
-  t.time("body-timeout", o.body_timeout, "time to receive a request's body, and to write a response");
-  t.time("idle-timeout", o.idle_timeout, "keep-alive connections idle longer are closed");
-  t.count("max-connections", o.max_connections, "open connections; more are closed at once", 1, 1'000'000);
-  t.time("async-ttl", o.async_ttl, "how long a finished async job's result is kept");
-  t.count("async-max-jobs", o.async_max_jobs, "async jobs remembered at once (finished or not)", 1, 100'000'000);
-  t.text("broker", o.broker, "redis://HOST:PORT[/DB]: fleet mode, async jobs on a durable Redis queue")
-      ->type_name("URL")
-      ->always_capture_default(false);
-  t.text("queue", o.queue, "fleet: the queue's name")->type_name("NAME");
-  t.text("consumer", o.consumer, "fleet: this daemon's unique name (default: <hostname>:<port>)")
-      ->type_name("NAME")
-      ->always_capture_default(false);
-  t.time("lease", o.lease, "fleet: a daemon silent this long is presumed dead and its jobs reclaimed");
-  t.count("max-deliveries", o.max_deliveries, "fleet: starts of a job whose workers died before it is dead-lettered", 1,
-          1000);
-  t.time("result-ttl", o.result_ttl, "fleet: how long a job's outcome is kept");
-  t.time("idempotency-ttl", o.idempotency_ttl, "fleet: how long an Idempotency-Key names its job");
-  t.text("broker-password-file", o.broker_password_file, "fleet: file holding the broker's AUTH password")
-      ->type_name("FILE")
-      ->always_capture_default(false);
-  t.text("log-level", o.log_level, "trace, debug, info (one line per job), warn, error, critical, off",
-         {"trace", "debug", "info", "warn", "error", "critical", "off"})
-      ->type_name("LEVEL");
+  server_options o_;
+  std::string config_;
+  std::vector<std::string> upstreams_;
+  CLI::App app_;
+  option_table t_;
+};
 
+command_line_parser::command_line_parser() : impl_(std::make_unique<impl>()) {}
+command_line_parser::~command_line_parser() = default;
+
+command_line_result command_line_parser::parse(int argc, const char* const* argv, std::ostream& out,
+                                               std::ostream& err, const config_file_reader& read_file) {
+  auto& p = *impl_;
+  p.o_ = server_options{};
+  p.config_.clear();
+  p.upstreams_.clear();
   try {
-    app.parse(argc, argv);
-    if (!config.empty()) t.read_file(config);
-    for (const auto& u : upstreams) add_upstream(o.upstreams, u);
-    validate(o);
+    p.app_.parse(argc, argv);
+    if (!p.config_.empty()) p.t_.read_file(p.config_, read_file);
+    for (const auto& u : p.upstreams_) add_upstream(p.o_.upstreams, u);
+    validate(p.o_);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e, out, err);
+    const int code = p.app_.exit(e, out, err);
     return {std::nullopt, code == 0 ? 0 : 2};
   } catch (const std::invalid_argument& e) {
     err << "hourglassd: error: " << e.what() << "\n";
     return {std::nullopt, 2};
   }
-  return {o, 0};
+  return {p.o_, 0};
+}
+
+command_line_result parse_command_line(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
+                                       const config_file_reader& read_file) {
+  return command_line_parser().parse(argc, argv, out, err, read_file);
 }
 
 }  // namespace hourglass::server

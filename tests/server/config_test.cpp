@@ -340,5 +340,51 @@ TEST(Config, BadDurationNamesTheOptionAndTheGrammar) {
   EXPECT_NE(p.err.find("10"), std::string::npos) << p.err;
 }
 
+// The file's text can come from somewhere other than the disk (the fuzzer
+// hands it over from memory); the reader is asked for the path given.
+TEST(Config, TheFileIsReadThroughTheReaderGiven) {
+  std::vector<std::string> asked;
+  const auto from_memory = [&asked](const std::string& path) {
+    asked.push_back(path);
+    return std::string("workers = 3\ndefault-budget = \"750ms\"\n");
+  };
+  const char* argv[] = {"hourglassd", "--config", "in-memory.toml"};
+  std::ostringstream out, err;
+  const auto r = parse_command_line(3, argv, out, err, from_memory);
+  ASSERT_TRUE(r.options) << err.str();
+  EXPECT_EQ(r.options->workers, 3u);
+  EXPECT_EQ(r.options->default_budget, 750ms);
+  EXPECT_EQ(asked, std::vector<std::string>{"in-memory.toml"});
+}
+
+// A parser built once and used again starts each parse from the defaults:
+// nothing of the last command line or file is left behind.
+TEST(Config, AReusedParserForgetsTheLastParse) {
+  command_line_parser parser;
+  std::ostringstream out, err;
+  const auto file = [](const std::string&) { return std::string("upstream = [\"a=http://127.0.0.1:1\"]\n"); };
+  const char* first[] = {"hourglassd", "--workers", "7", "--policy", "fifo", "--allow-unauthenticated",
+                         "--config", "f.toml"};
+  const auto a = parser.parse(8, first, out, err, file);
+  ASSERT_TRUE(a.options) << err.str();
+  EXPECT_EQ(a.options->workers, 7u);
+  EXPECT_EQ(a.options->upstreams.size(), 1u);
+
+  const char* second[] = {"hourglassd"};
+  const auto b = parser.parse(1, second, out, err, file);
+  ASSERT_TRUE(b.options) << err.str();
+  const server_options defaults = *parse({}).result.options;
+  EXPECT_EQ(b.options->workers, defaults.workers);
+  EXPECT_EQ(b.options->scheduling, policy::hourglass);
+  EXPECT_FALSE(b.options->allow_unauthenticated);
+  EXPECT_TRUE(b.options->upstreams.empty());
+
+  const char* bad[] = {"hourglassd", "--workers", "0"};
+  EXPECT_FALSE(parser.parse(3, bad, out, err, file).options);
+  const auto c = parser.parse(1, second, out, err, file);
+  ASSERT_TRUE(c.options) << err.str();
+  EXPECT_EQ(c.options->workers, defaults.workers);
+}
+
 }  // namespace
 }  // namespace hourglass::server

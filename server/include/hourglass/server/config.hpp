@@ -18,8 +18,11 @@
 // or out of the range the flag accepts.
 #pragma once
 
+#include <functional>
 #include <iosfwd>
+#include <memory>
 #include <optional>
+#include <string>
 
 #include "hourglass/server/options.hpp"
 
@@ -30,7 +33,31 @@ struct command_line_result {
   int exit_code = 0;                      // unset options: exit with this (0 after --help)
 };
 
+// Reads the text of the --config file. The default reads it from disk
+// (std::invalid_argument naming the path if it cannot); the fuzzer passes
+// one that hands back text from memory.
+using config_file_reader = std::function<std::string(const std::string& path)>;
+std::string read_config_file(const std::string& path);
+
 // Parses argv; writes --help to `out` and errors to `err`.
-command_line_result parse_command_line(int argc, const char* const* argv, std::ostream& out, std::ostream& err);
+command_line_result parse_command_line(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
+                                       const config_file_reader& read_file = read_config_file);
+
+// The same, with the option table built once for many parses (each starts
+// from default options). One thread at a time.
+class command_line_parser {
+ public:
+  command_line_parser();
+  ~command_line_parser();
+  command_line_parser(const command_line_parser&) = delete;
+  command_line_parser& operator=(const command_line_parser&) = delete;
+
+  command_line_result parse(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
+                            const config_file_reader& read_file = read_config_file);
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
 
 }  // namespace hourglass::server
