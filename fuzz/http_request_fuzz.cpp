@@ -68,7 +68,8 @@ hourglass::server::http_server& server() {
 std::uint64_t admitted() {
   static const auto counters = [] {
     std::vector<const hourglass::counter*> c;
-    for (const char* name : {"echo", "sleep", "spin", "call"}) c.push_back(&server().jobs().stats().handler(name).admitted);
+    for (const char* name : {"echo", "sleep", "spin", "call"})
+      c.push_back(&server().jobs().stats().handler(name).admitted);
     return c;
   }();
   std::uint64_t n = 0;
@@ -79,7 +80,7 @@ std::uint64_t admitted() {
 // Whether an answer is the outcome of an admitted job (and not a refusal).
 bool is_job_outcome(const http::response<http::string_body>& res) {
   const unsigned status = res.result_int();
-  if (status == 202) return true;  // async: admitted
+  if (status == 202) return true;                            // async: admitted
   if (res.find("Server-Timing") == res.end()) return false;  // routing, limits, auth: never a job
   if (status / 100 == 2) return true;
   // Errors with Server-Timing carry our JSON body: refusals name themselves.
@@ -92,7 +93,7 @@ bool is_job_outcome(const http::response<http::string_body>& res) {
     return f != nullptr && f->is_string() ? std::string(f->as_string()) : std::string();
   };
   if (field("outcome") == "rejected" || field("outcome") == "invalid") return false;  // 503 queue_full, 400
-  if (field("stage") == "admission") return false;  // 504: too little budget to admit
+  if (field("stage") == "admission") return false;                                    // 504: too little budget to admit
   return true;
 }
 

@@ -212,10 +212,11 @@ std::string read_config_file(const std::string& path) {
 // default server_options; CLI11 clears its own results on a second parse.
 struct command_line_parser::impl {
   impl()
-      : app_("hourglassd: a deadline-aware job daemon. Jobs are POSTed to /v1/jobs/{handler} with their budget "
-             "in Request-Timeout (gRPC syntax), grpc-timeout or X-Envoy-Expected-Rq-Timeout-Ms.\n"
-             "Durations are written like 250ms, 2s, 1m.",
-             "hourglassd"),
+      : app_(
+            "hourglassd: a deadline-aware job daemon. Jobs are POSTed to /v1/jobs/{handler} with their budget "
+            "in Request-Timeout (gRPC syntax), grpc-timeout or X-Envoy-Expected-Rq-Timeout-Ms.\n"
+            "Durations are written like 250ms, 2s, 1m.",
+            "hourglassd"),
         t_(app_) {
     app_.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     app_.get_formatter()->column_width(40);
@@ -223,26 +224,29 @@ struct command_line_parser::impl {
     app_.add_option("--config", config_, "TOML file with the same keys, without the dashes (the command line wins)")
         ->type_name("FILE")
         ->always_capture_default(false);
-    t_.text("listen", o_.listen, "ADDR:PORT to listen on ([v6]:PORT for IPv6; port 0 picks one)")->type_name("ADDR:PORT");
+    t_.text("listen", o_.listen, "ADDR:PORT to listen on ([v6]:PORT for IPv6; port 0 picks one)")
+        ->type_name("ADDR:PORT");
     t_.count("workers", o_.workers, "worker threads running jobs (default: one per CPU)", 1, 4096);
     t_.count("io-threads", o_.io_threads, "threads serving sockets", 1, 256);
-    t_.count("queue-capacity", o_.queue_capacity, "jobs that may wait; more are shed with 503 queue_full", 1, 100'000'000);
+    t_.count("queue-capacity", o_.queue_capacity, "jobs that may wait; more are shed with 503 queue_full", 1,
+             100'000'000);
     t_.time("default-budget", o_.default_budget, "budget of a request without a budget header");
     t_.time("max-budget", o_.max_budget, "larger budgets are clamped to this; also async jobs' run limit");
     t_.time("min-budget", o_.min_budget, "less left at admission: 504 deadline_exceeded/admission");
     t_.upstreams("upstream", upstreams_, o_.upstreams,
-                "NAME=URL the call handler may reach (repeatable; http://host:port[/prefix])")
+                 "NAME=URL the call handler may reach (repeatable; http://host:port[/prefix])")
         ->type_name("NAME=URL");
     t_.time("call-reserve", o_.call_reserve, "kept back from the remaining budget on outgoing calls");
     t_.time("drain-timeout", o_.drain_timeout, "on SIGTERM/SIGINT, how long running jobs may finish");
     t_.count("max-body", o_.max_body, "largest request body in bytes (413 above)")->type_name("BYTES");
     t_.scheduling("policy", o_.scheduling, "hourglass, or fifo: every deadline check off (for comparisons)")
         ->type_name("POLICY");
-    t_.text("auth-token-file", o_.auth_token_file, "file holding the bearer token every request but /healthz must carry")
+    t_.text("auth-token-file", o_.auth_token_file,
+            "file holding the bearer token every request but /healthz must carry")
         ->type_name("FILE")
         ->always_capture_default(false);
     t_.flag("allow-unauthenticated", o_.allow_unauthenticated,
-           "allow a non-loopback --listen address without --auth-token-file");
+            "allow a non-loopback --listen address without --auth-token-file");
     t_.time("header-timeout", o_.header_timeout, "time to receive a request's headers (slow clients are cut off)");
     t_.time("body-timeout", o_.body_timeout, "time to receive a request's body, and to write a response");
     t_.time("idle-timeout", o_.idle_timeout, "keep-alive connections idle longer are closed");
@@ -257,15 +261,15 @@ struct command_line_parser::impl {
         ->type_name("NAME")
         ->always_capture_default(false);
     t_.time("lease", o_.lease, "fleet: a daemon silent this long is presumed dead and its jobs reclaimed");
-    t_.count("max-deliveries", o_.max_deliveries, "fleet: starts of a job whose workers died before it is dead-lettered", 1,
-            1000);
+    t_.count("max-deliveries", o_.max_deliveries,
+             "fleet: starts of a job whose workers died before it is dead-lettered", 1, 1000);
     t_.time("result-ttl", o_.result_ttl, "fleet: how long a job's outcome is kept");
     t_.time("idempotency-ttl", o_.idempotency_ttl, "fleet: how long an Idempotency-Key names its job");
     t_.text("broker-password-file", o_.broker_password_file, "fleet: file holding the broker's AUTH password")
         ->type_name("FILE")
         ->always_capture_default(false);
     t_.text("log-level", o_.log_level, "trace, debug, info (one line per job), warn, error, critical, off",
-           {"trace", "debug", "info", "warn", "error", "critical", "off"})
+            {"trace", "debug", "info", "warn", "error", "critical", "off"})
         ->type_name("LEVEL");
   }
 
@@ -279,8 +283,8 @@ struct command_line_parser::impl {
 command_line_parser::command_line_parser() : impl_(std::make_unique<impl>()) {}
 command_line_parser::~command_line_parser() = default;
 
-command_line_result command_line_parser::parse(int argc, const char* const* argv, std::ostream& out,
-                                               std::ostream& err, const config_file_reader& read_file) {
+command_line_result command_line_parser::parse(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
+                                               const config_file_reader& read_file) {
   auto& p = *impl_;
   p.o_ = server_options{};
   p.config_.clear();

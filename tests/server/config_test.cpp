@@ -168,8 +168,8 @@ TEST(Config, FleetOptionsFollowTheProtocolFromTheCommandLineAndTheFile) {
   EXPECT_EQ(d.result.options->result_ttl, 24h);
   EXPECT_EQ(d.result.options->idempotency_ttl, 24h);
 
-  const auto c = parse({"--broker", "redis://10.0.0.5:6380/2", "--queue", "mail", "--consumer", "host-a:1",
-                        "--lease", "3s", "--max-deliveries", "5", "--result-ttl", "1h", "--idempotency-ttl", "2h",
+  const auto c = parse({"--broker", "redis://10.0.0.5:6380/2", "--queue", "mail", "--consumer", "host-a:1", "--lease",
+                        "3s", "--max-deliveries", "5", "--result-ttl", "1h", "--idempotency-ttl", "2h",
                         "--broker-password-file", "/etc/hourglassd/redis"});
   ASSERT_TRUE(c.result.options) << c.err;
   const server_options& o = *c.result.options;
@@ -364,7 +364,7 @@ TEST(Config, AReusedParserForgetsTheLastParse) {
   std::ostringstream out, err;
   const auto file = [](const std::string&) { return std::string("upstream = [\"a=http://127.0.0.1:1\"]\n"); };
   const char* first[] = {"hourglassd", "--workers", "7", "--policy", "fifo", "--allow-unauthenticated",
-                         "--config", "f.toml"};
+                         "--config",   "f.toml"};
   const auto a = parser.parse(8, first, out, err, file);
   ASSERT_TRUE(a.options) << err.str();
   EXPECT_EQ(a.options->workers, 7u);
