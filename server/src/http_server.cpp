@@ -17,6 +17,7 @@
 #include "fleet_backend.hpp"
 #include "hourglass/server/builtin_handlers.hpp"
 #include "hourglass/support/url.hpp"
+#include "log_throttle.hpp"
 #include "secret_file.hpp"
 #include "session.hpp"
 
@@ -36,6 +37,10 @@ struct http_server::impl {
   detail::core c;
   std::optional<tcp::acceptor> acceptor;
   std::optional<net::steady_timer> accept_retry;
+  // On the acceptor's strand; real time, like the socket timeouts (a log
+  // rate is a transport matter): a flood of refusals logs a line a second.
+  detail::log_throttle accept_failures{std::chrono::seconds(1)};
+  detail::log_throttle refused_connections{std::chrono::seconds(1)};
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   std::vector<std::thread> io_threads;
   std::uint16_t port = 0;
@@ -53,8 +58,9 @@ void http_server::impl::serve(tcp::socket socket) {
   auto s = std::make_shared<detail::session>(c, std::move(socket));
   if (c.connections->add(s, c.opts.max_connections)) {
     s->start();
-  } else {
-    c.log->warn("connection refused: {} connections open (--max-connections)", c.opts.max_connections);
+  } else if (const auto n = refused_connections.admit(std::chrono::steady_clock::now())) {
+    c.log->warn("connection refused: {} connections open (--max-connections); {} refused since the last line",
+                c.opts.max_connections, n);
   }
 }
 
@@ -63,7 +69,9 @@ void http_server::impl::accept() {
     if (ec == net::error::operation_aborted || !acceptor->is_open()) return;
     if (ec) {
       // Out of descriptors or similar: back off briefly instead of spinning.
-      c.log->warn("accept failed: {}", ec.message());
+      if (const auto n = accept_failures.admit(std::chrono::steady_clock::now())) {
+        c.log->warn("accept failed: {}; {} failures since the last line, retrying every 50 ms", ec.message(), n);
+      }
       accept_retry->expires_after(std::chrono::milliseconds(50));
       accept_retry->async_wait([this](boost::system::error_code e) {
         if (!e && acceptor->is_open()) accept();
