@@ -31,6 +31,13 @@ void BM_Context_Child(benchmark::State& state) {
 }
 BENCHMARK(BM_Context_Child)->Arg(0)->Arg(1);
 
+// GCC 12 at -Og (the asan preset) warns that std::stop_source's own
+// constructor, which hands `*this` to its state, may read `parent`
+// uninitialized: a false positive inside <stop_token>, silenced here only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 void BM_StopSource_Callback(benchmark::State& state) {
   std::stop_source parent;
   for (auto _ : state) {
@@ -39,6 +46,9 @@ void BM_StopSource_Callback(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations());
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 BENCHMARK(BM_StopSource_Callback);
 
 // Make N children of a parent, cancel the parent, check every child stopped.
