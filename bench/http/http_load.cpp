@@ -56,6 +56,7 @@ class load_run {
     report_.elapsed_s = std::chrono::duration<double>(steady::now() - start_).count();
     report_.goodput_rps = static_cast<double>(report_.ok_in_deadline) / to_seconds(o_.length);
     report_.latency = latency_.snapshot();
+    report_.expired_past_budget = expired_past_budget_.snapshot();
     return report_;
   }
 
@@ -69,6 +70,7 @@ class load_run {
     bool connected = false;
     bool busy = false;
     steady::time_point scheduled;
+    steady::time_point written;  // the request's write began
   };
 
   steady::time_point arrival(std::uint64_t i) const {
@@ -163,6 +165,7 @@ class load_run {
     c.res = {};
     c.stream.expires_at(give_up_);
     ++report_.sent;
+    c.written = steady::now();
     http::async_write(c.stream, c.req, [this, &c](beast::error_code ec, std::size_t) {
       if (ec) return failed(c);
       http::async_read(c.stream, c.buffer, c.res, [this, &c](beast::error_code ec2, std::size_t) {
@@ -173,7 +176,8 @@ class load_run {
   }
 
   void answered(conn& c) {
-    const auto latency = steady::now() - c.scheduled;
+    const auto now = steady::now();
+    const auto latency = now - c.scheduled;
     const int code = c.res.result_int();
     if (code == 200) {
       ++report_.ok;
@@ -186,6 +190,8 @@ class load_run {
     } else if (code == 504) {
       const std::string stage = json_string_field(c.res.body(), "stage");
       ++report_.deadline_exceeded[stage.empty() ? "unknown" : stage];
+      const auto past = now - (c.written + o_.budget);
+      expired_past_budget_.record(std::max(std::chrono::duration_cast<duration>(past), duration::zero()));
     } else {
       ++report_.errors;
       ++report_.other_statuses[code];
@@ -248,6 +254,7 @@ class load_run {
   bool stopped_ = false;
   http_report report_;
   log_histogram latency_{log_histogram::three_digits_precision};
+  log_histogram expired_past_budget_{log_histogram::three_digits_precision};
 };
 
 double ms(std::uint64_t ns) { return static_cast<double>(ns) / 1e6; }
@@ -265,6 +272,12 @@ std::string json_map(const std::map<std::string, std::uint64_t>& m) {
 }
 
 }  // namespace
+
+void add_latency_json(support::json_writer& j, const histogram_snapshot& h, double unit_ns) {
+  const auto at = [&](double q) { return static_cast<double>(h.value_at_quantile(q)) / unit_ns; };
+  j.begin_object().member("p50", at(0.5)).member("p90", at(0.9)).member("p99", at(0.99));
+  j.member("p999", at(0.999)).member("max", static_cast<double>(h.count ? h.max_ns : 0) / unit_ns).end_object();
+}
 
 http_report run_http(const http_options& options, const std::function<void(const std::string&)>& progress) {
   load_run run(options, progress);
@@ -288,6 +301,13 @@ void print_table(std::ostream& out, const http_report& r) {
                 ms(h.value_at_quantile(0.5)), ms(h.value_at_quantile(0.9)), ms(h.value_at_quantile(0.99)),
                 ms(h.value_at_quantile(0.999)), ms(h.count ? h.max_ns : 0), r.max_send_lag_ms, r.elapsed_s);
   out << line;
+  if (const auto& e = r.expired_past_budget; e.count > 0) {
+    std::snprintf(line, sizeof line,
+                  "504s after the budget (ms): p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  (%llu answers)\n",
+                  ms(e.value_at_quantile(0.5)), ms(e.value_at_quantile(0.9)), ms(e.value_at_quantile(0.99)),
+                  ms(e.value_at_quantile(0.999)), ms(e.max_ns), static_cast<unsigned long long>(e.count));
+    out << line;
+  }
 }
 
 std::string to_json(const http_report& r) {
@@ -298,10 +318,8 @@ std::string to_json(const http_report& r) {
   add_map(j.key("rejected"), r.rejected);
   add_map(j.key("deadline_exceeded"), r.deadline_exceeded);
   j.member("errors", r.errors);
-  j.key("latency_ms").begin_object();
-  j.member("p50", ms(h.value_at_quantile(0.5))).member("p90", ms(h.value_at_quantile(0.9)));
-  j.member("p99", ms(h.value_at_quantile(0.99))).member("p999", ms(h.value_at_quantile(0.999)));
-  j.member("max", ms(h.count ? h.max_ns : 0)).end_object();
+  add_latency_json(j.key("latency_ms"), h, 1e6);
+  add_latency_json(j.key("expired_past_budget_ms"), r.expired_past_budget, 1e6);
   return j.end_object().take();
 }
 

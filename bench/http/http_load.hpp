@@ -15,6 +15,10 @@
 #include "hourglass/histogram.hpp"
 #include "hourglass/time.hpp"
 
+namespace hourglass::support {
+class json_writer;
+}
+
 namespace hourglass::bench {
 
 struct http_options {
@@ -39,7 +43,15 @@ struct http_report {
   double elapsed_s = 0;
   double max_send_lag_ms = 0;                                             // how late the generator itself ran
   histogram_snapshot latency{log_bucket_layout::three_digits_precision};  // ok responses, ns
+  // 504s: from the request's deadline (its write began + the budget) to the
+  // answer read, ns; 0 for one that came early. What hourglass-bench cancel
+  // reports over HTTP: how late past its budget a caller learns it expired.
+  histogram_snapshot expired_past_budget{log_bucket_layout::three_digits_precision};
 };
+
+// Quantiles of a latency histogram in JSON: {"p50", "p90", "p99", "p999",
+// "max"} in units of `unit_ns` (1e6: milliseconds).
+void add_latency_json(support::json_writer& j, const histogram_snapshot& h, double unit_ns);
 
 // Runs the load and returns the report; `progress` gets one line a second.
 // Throws std::invalid_argument for a bad URL or option.

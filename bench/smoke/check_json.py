@@ -2,7 +2,7 @@
 """Runs a hourglass-bench command and checks that the last line of its
 standard output is one JSON object with the keys protocol.md promises.
 
-usage: check_json.py {throughput|overload|http|fleet} -- COMMAND [ARGS...]
+usage: check_json.py {throughput|overload|http|fleet|cancel} -- COMMAND [ARGS...]
 """
 import json
 import subprocess
@@ -14,6 +14,7 @@ KEYS = {
     "http": ["offered", "sent", "ok", "ok_in_deadline", "goodput_rps", "rejected", "deadline_exceeded",
              "errors", "latency_ms"],
     "fleet": ["broker", "capacity_per_s", "throughput", "goodput"],
+    "cancel": ["jobs", "concurrency", "budget_ms", "bare_wait_us", "sleep_for_us", "asio_timer_us", "early", "not_measured"],
 }
 RUN_KEYS = ["policy", "load", "offered_rps", "goodput_rps", "goodput_ratio", "wasted_work_ratio", "p99_ms"]
 LATENCY_KEYS = ["p50", "p90", "p99", "p999", "max"]
@@ -72,9 +73,22 @@ def main():
             if not 0 <= run["wasted_work_ratio"] <= 1:
                 fail("wasted_work_ratio out of [0, 1]: %r" % run["wasted_work_ratio"])
     if kind == "http":
-        missing = [k for k in LATENCY_KEYS if k not in doc["latency_ms"]]
-        if missing:
-            fail("latency_ms misses keys: %s" % missing)
+        for key in ("latency_ms", "expired_past_budget_ms"):
+            missing = [k for k in LATENCY_KEYS if k not in doc.get(key, {})]
+            if missing:
+                fail("%s misses keys: %s" % (key, missing))
+    if kind == "cancel":
+        for key in ("bare_wait_us", "sleep_for_us", "asio_timer_us"):
+            missing = [k for k in LATENCY_KEYS if k not in doc[key]]
+            if missing:
+                fail("%s misses keys: %s" % (key, missing))
+            # Every wait ends by its deadline's timer: past it, and not absurdly.
+            if not 0 <= doc[key]["p50"] <= doc[key]["max"]:
+                fail("%s quantiles out of order: %r" % (key, doc[key]))
+        if doc["early"] != 0:
+            fail("%d waits ended before their deadline" % doc["early"])
+        if doc["not_measured"] >= doc["jobs"]:
+            fail("no job was measured")
     print("check_json: %s JSON ok" % kind)
 
 

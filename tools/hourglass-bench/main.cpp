@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "cancel/cancel_latency.hpp"
 #include "hourglass/cli.hpp"
 #include "http/http_load.hpp"
 #ifdef HOURGLASS_BENCH_FLEET
@@ -109,6 +110,24 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   tp->add_flag("--json", tp_json, "print one JSON object as the last line of standard output");
 
+  // ---- cancel ----
+  auto* cn = app.add_subcommand("cancel",
+                                "how late past its deadline a job learns it expired: in process (ctx.sleep_for, an "
+                                "Asio timer), and with --url over HTTP (the 504 of the daemon's sleep handler)");
+  hourglass::bench::cancel_options cno;  // its defaults are the flags' defaults
+  bool cn_json = false;
+  cn->add_option("--jobs", cno.jobs, "jobs per kind of wait")->capture_default_str();
+  cn->add_option("--concurrency", cno.concurrency, "jobs waiting at once (the executor's workers)")
+      ->capture_default_str();
+  add_duration(*cn, "--budget", cno.budget, "each job's deadline: submission + budget + up to one more budget");
+  cn->add_option("--url", cno.url,
+                 "a running hourglassd, e.g. http://127.0.0.1:8080 (give it --workers >= "
+                 "--connections): also time its 504s");
+  cn->add_option("--requests", cno.requests, "over HTTP: requests to the sleep handler")->capture_default_str();
+  cn->add_option("--connections", cno.connections, "over HTTP: requests in flight at once")->capture_default_str();
+  add_duration(*cn, "--http-budget", cno.http_budget, "over HTTP: each request's budget (Request-Timeout)");
+  cn->add_flag("--json", cn_json, "print one JSON object as the last line of standard output");
+
   // ---- http ----
   auto* hp = app.add_subcommand("http", "open-loop HTTP load against hourglassd; latency from the scheduled send time");
   hourglass::bench::http_options hpo;  // its defaults are the flags' defaults
@@ -207,7 +226,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
 #ifdef HOURGLASS_BENCH_FLEET
-    if (*fl) return run_and_print("fleet", fl_json, [&] { return hourglass::bench::run_fleet(flo, progress_to_stderr); });
+    if (*fl)
+      return run_and_print("fleet", fl_json, [&] { return hourglass::bench::run_fleet(flo, progress_to_stderr); });
 #endif
     if (*sk) {
       hourglass::bench::soak_report report;
@@ -235,6 +255,9 @@ int main(int argc, char** argv) {
       }
       if (sk_json) std::cout << hourglass::bench::to_json(report) << std::endl;
       return rc;
+    }
+    if (*cn) {
+      return run_and_print("cancel", cn_json, [&] { return hourglass::bench::run_cancel(cno, progress_to_stderr); });
     }
     if (*hp) return run_and_print("http", hp_json, [&] { return hourglass::bench::run_http(hpo, progress_to_stderr); });
     if (*ov) {
