@@ -15,10 +15,6 @@
 #include <thread>
 #include <vector>
 
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
-
 #include "hourglass/asio_bridge.hpp"
 #include "hourglass/executor.hpp"
 #include "hourglass/support/json.hpp"
@@ -80,9 +76,7 @@ histogram_snapshot measure_bare_waits(const cancel_options& o, tally& t) {
   const std::size_t per_thread = (o.jobs + o.concurrency - 1) / o.concurrency;
   for (std::size_t i = 0; i < o.concurrency; ++i) {
     threads.emplace_back([&o, &t, per_thread, i] {
-#ifdef __linux__
-      ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-#endif
+      request_precise_timed_waits();  // as hourglass's timer thread and workers do
       std::mt19937_64 rng(i);
       std::uniform_int_distribution<std::int64_t> spread(0, o.budget.count());
       std::mutex mu;

@@ -8,6 +8,12 @@
 
 namespace hourglass {
 
+void request_precise_timed_waits() noexcept {
+#ifdef __linux__
+  ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+#endif
+}
+
 void clock::sleep_until(time_point when) {
   std::mutex mu;
   std::condition_variable cv;
@@ -68,12 +74,7 @@ bool steady_clock_service::cancel(timer_id id) noexcept {
 }
 
 void steady_clock_service::run() {
-#ifdef __linux__
-  // Linux lets a timed wait of a normal thread end up to 50 us late (timer
-  // slack) to batch wake-ups; every deadline of the process fires from this
-  // thread, so it asks for 1 ns instead.
-  ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-#endif
+  request_precise_timed_waits();  // every deadline of the process fires from this thread
   std::unique_lock lock(mu_);
   while (!stopping_) {
     if (auto fn = timers_.pop_due(now())) {

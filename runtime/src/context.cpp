@@ -1,6 +1,8 @@
 #include "hourglass/context.hpp"
 
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <optional>
 
 namespace hourglass {
@@ -99,6 +101,24 @@ bool context::sleep_until(time_point t) const {
       cv.notify_all();
     }
   };
+  if (clk.is_steady_clock()) {
+    // One wake-up: this thread's own timed wait ends at `t` or the deadline,
+    // whichever is first, without a hop through the timer thread (which
+    // doubled the time from a deadline to a sleeper's waking). A cancel
+    // still wakes it through the token.
+    waiter w;
+    const time_point until = earliest(t, state_->deadline);
+    {
+      cancellation_callback on_stop(state_->token, [&w]() noexcept { w.wake(); });
+      std::unique_lock lock(w.mu);
+      if (until == never) {
+        w.cv.wait(lock, [&] { return w.woken; });
+      } else {
+        w.cv.wait_until(lock, until, [&] { return w.woken; });
+      }
+    }  // the callback is deregistered (or has finished) before `w` goes
+    return !state_->token.stop_requested() && clk.now() >= t;
+  }
   auto w = std::make_shared<waiter>();
   const timer_id id = clk.schedule(t, [w]() noexcept { w->wake(); });
   {

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 
 #include "hourglass/time.hpp"
 
@@ -20,8 +19,8 @@ class log_throttle {
   // events the line logged now stands for (this one and those held back).
   std::uint64_t admit(time_point now) noexcept {
     ++held_;
-    if (last_ && now - *last_ < interval_) return 0;
-    last_ = now;
+    if (now < next_) return 0;
+    next_ = now + interval_;
     const std::uint64_t n = held_;
     held_ = 0;
     return n;
@@ -29,7 +28,7 @@ class log_throttle {
 
  private:
   duration interval_;
-  std::optional<time_point> last_;
+  time_point next_ = time_point::min();  // the earliest time the next line may go out
   std::uint64_t held_ = 0;
 };
 

@@ -179,6 +179,36 @@ TEST(Context, SleepPastDeadlineIsCutShort) {
   EXPECT_EQ(ctx.get().stop_status(), kDeadline);
 }
 
+// On the real clock a sleeper waits with a timeout of its own (no timer
+// thread between the deadline and its waking). Real time, so only the order
+// of events is asserted, with generous slack.
+TEST(Context, OnTheSteadyClockASleepEndsAtItsTimeAtTheDeadlineOrOnCancel) {
+  steady_clock_service& clk = real_clock();
+  ASSERT_TRUE(clk.is_steady_clock());
+  EXPECT_FALSE(manual_clock().is_steady_clock());
+
+  context_source far = context_source::with_timeout(clk, 1h);
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(far.get().sleep_for(20ms));  // its own time: true, and not early
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 20ms);
+
+  context_source near = context_source::with_timeout(clk, 30ms);
+  t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(near.get().sleep_for(1h));  // cut short by the deadline
+  const auto slept = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(slept, 29ms);
+  EXPECT_LT(slept, 30s);
+  EXPECT_EQ(near.get().stop_status(), kDeadline);
+
+  std::atomic<int> result{-1};
+  std::thread sleeper([&] { result = far.get().sleep_for(1h) ? 1 : 0; });
+  std::this_thread::sleep_for(10ms);  // most likely asleep by now; either order must work
+  far.cancel();
+  sleeper.join();
+  EXPECT_EQ(result.load(), 0);
+  EXPECT_FALSE(far.get().sleep_for(1ms));
+}
+
 // The 800 ms chain from the seeds: each hop sees what is left of one budget.
 TEST(Context, ChainSpendsOneBudget) {
   manual_clock clk;

@@ -222,6 +222,7 @@ std::size_t executor::batch_limit() const noexcept {
 }
 
 void executor::worker_loop(std::size_t index) {
+  request_precise_timed_waits();  // a job's ctx.sleep_for wakes at its deadline, not 50 us after
   worker_slot* slot = slots_[index].get();
   queued_job* batch[max_batch];
   worker_clock wc;

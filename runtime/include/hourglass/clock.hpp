@@ -50,7 +50,18 @@ class clock {
   // Blocks the calling thread until `when`. Prefer context::sleep_until,
   // which also wakes on cancellation.
   void sleep_until(time_point when);
+
+  // True when now() is std::chrono::steady_clock's: a thread may then wait
+  // for a time of this clock with a timed wait of its own (one wake-up, no
+  // timer thread in between) instead of scheduling a timer.
+  virtual bool is_steady_clock() const noexcept { return false; }
 };
+
+// Asks the OS to end the calling thread's timed waits on time: Linux lets a
+// normal thread's wait end up to 50 us late (timer slack) to batch wake-ups;
+// this sets 1 ns. The timer thread and the executor's workers call it. A
+// no-op elsewhere.
+void request_precise_timed_waits() noexcept;
 
 // Ordered timer storage shared by both clocks. Not thread-safe by itself.
 class timer_queue {
@@ -78,6 +89,7 @@ class steady_clock_service final : public clock {
   time_point now() const noexcept override { return std::chrono::steady_clock::now(); }
   timer_id schedule(time_point when, std::function<void()> fn) override;
   bool cancel(timer_id id) noexcept override;
+  bool is_steady_clock() const noexcept override { return true; }
 
  private:
   void run();
