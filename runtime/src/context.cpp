@@ -73,11 +73,14 @@ bool context::done() const noexcept {
 }
 
 status context::stop_status() const noexcept {
+  if (state_->deadline == never) return state_->token.reason();
+  return stop_status(state_->clk->now());
+}
+
+status context::stop_status(time_point now) const noexcept {
   status s = state_->token.reason();
   if (!s.is_ok()) return s;
-  if (state_->deadline != never && state_->clk->now() >= state_->deadline) {
-    return status::expired(expiry_stage::run);
-  }
+  if (state_->deadline != never && now >= state_->deadline) return status::expired(expiry_stage::run);
   return status::ok();
 }
 
@@ -166,6 +169,23 @@ context_source context_source::with_timeout(hourglass::clock& clk, duration budg
 
 bool context_source::cancel(cancel_cause cause) noexcept {
   return ctx_.state_->source.request_stop(status::cancelled(cause));
+}
+
+context_source context_source::watched(hourglass::clock& clk, time_point deadline, time_point now) {
+  auto s = std::make_shared<detail::context_state>(clk, deadline);
+  if (deadline != never && deadline <= now) s->source.request_stop(status::expired(expiry_stage::run));
+  return context_source(context(std::move(s)));
+}
+
+bool context_source::arm_if_shared() {
+  detail::context_state& s = *ctx_.state_;
+  if (ctx_.state_.use_count() <= 1 || s.timer || s.deadline == never || s.token.stop_requested()) return false;
+  if (s.deadline <= s.clk->now()) {
+    s.source.request_stop(status::expired(expiry_stage::run));
+    return false;
+  }
+  s.arm_timer();
+  return true;
 }
 
 bool context_source::expire(expiry_stage stage) noexcept {

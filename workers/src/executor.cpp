@@ -82,11 +82,68 @@ class held_batch {
 };
 }  // namespace
 
+// A worker's running job, and the one timer that fires its deadline: the
+// watch. Each job that starts with a deadline earlier than the watch's arms it
+// there; one with a later deadline (the usual case: equal budgets, FIFO)
+// leaves it, and when it fires it expires the job then running if its
+// deadline has come, or moves to that job's deadline. So a loaded worker arms
+// about one timer per budget, not one per job, and a job's context still
+// stops by itself at its deadline. Shared with the timer's callback, which
+// may run after the executor is gone (it then finds nothing running).
+struct worker_watch {
+  std::mutex mu;
+  detail::job_record* current = nullptr;  // running, with a context
+  timer_id timer;                         // the watch, at armed_at
+  time_point armed_at = never;
+  std::uint64_t generation = 0;  // of the timer armed last: an older one that fires does nothing
+  bool closed = false;           // shut down: arm no more
+};
+
+namespace {
+void fire_watch(const std::shared_ptr<worker_watch>& w, clock& clk, std::uint64_t generation) noexcept;
+
+// With w->mu held.
+void arm_watch(const std::shared_ptr<worker_watch>& w, clock& clk, time_point at) {
+  if (w->closed) return;
+  const timer_id old = w->timer;
+  const std::uint64_t generation = ++w->generation;
+  w->timer = clk.schedule(at, [w, &clk, generation]() noexcept { fire_watch(w, clk, generation); });
+  w->armed_at = at;
+  if (old) clk.cancel(old);
+}
+
+// With w->mu held.
+void disarm_watch(worker_watch& w, clock& clk) noexcept {
+  if (w.timer) clk.cancel(w.timer);
+  w.timer = {};
+  w.armed_at = never;
+  ++w.generation;
+}
+
+void fire_watch(const std::shared_ptr<worker_watch>& w, clock& clk, std::uint64_t generation) noexcept {
+  std::lock_guard lock(w->mu);
+  if (generation != w->generation) return;  // re-armed since: that timer is the watch now
+  w->timer = {};
+  w->armed_at = never;
+  detail::job_record* rec = w->current;
+  if (rec == nullptr || !rec->ctx) return;  // idle: the next job with a deadline arms it
+  const time_point deadline = rec->ctx->get().deadline();
+  if (deadline == never) return;
+  if (deadline <= clk.now()) {
+    rec->ctx->expire();
+  } else {
+    try {
+      arm_watch(w, clk, deadline);
+    } catch (...) {  // out of memory for the timer: the job still sees its deadline in done()
+    }
+  }
+}
+}  // namespace
+
 // On lines of its own: only its worker writes `busy` and fills `batch`.
 struct alignas(64) executor::worker_slot {
   std::atomic<std::size_t> busy{0};
-  std::mutex mu;
-  detail::job_record* current = nullptr;
+  std::shared_ptr<worker_watch> watch = std::make_shared<worker_watch>();
   alignas(64) held_batch batch;
   static_assert(held_batch::capacity >= max_batch, "a bulk pop fits in a batch");
 };
@@ -387,17 +444,29 @@ void executor::run_one(detail::job_record* rec, worker_slot* slot, worker_clock*
     run_deadline = earliest(rec->bounds.deadline, saturating_add(start, rec->run_limit));
     if (run_deadline != never) run_deadline = saturating_sub(run_deadline, rec->reserve);
   }
+  // A worker's job without a parent is watched (worker_watch); a child of a
+  // parent context, or a job run by run_pending, keeps a timer of its own.
+  const bool watched = slot != nullptr && !rec->parent && run_deadline != never;
   if (rec->wants_context() || run_deadline != never || rec->parent) {
-    rec->ctx.emplace(rec->parent ? rec->parent->child_until(run_deadline) : context_source(*clock_, run_deadline));
+    if (rec->parent) {
+      rec->ctx.emplace(rec->parent->child_until(run_deadline));
+    } else if (watched) {
+      rec->ctx.emplace(context_source::watched(*clock_, run_deadline, start));
+    } else {
+      rec->ctx.emplace(*clock_, run_deadline);
+    }
   }
   t.remaining_at_dispatch = remaining(rec->bounds.deadline, start);
   metrics_->on_dispatch(t.queue_delay, t.remaining_at_dispatch);
   rec->state.store(detail::job_state::running, std::memory_order_release);
-  // Only a job with a context can be cancelled by shutdown(): only it needs
-  // to be seen in the slot (two uncontended mutex round trips saved otherwise).
+  // Only a job with a context can be cancelled by shutdown() or expired by
+  // the watch: only it needs to be seen in the slot (two uncontended mutex
+  // round trips saved otherwise).
   if (slot != nullptr && rec->ctx) {
-    std::lock_guard lock(slot->mu);
-    slot->current = rec;
+    worker_watch& w = *slot->watch;
+    std::lock_guard lock(w.mu);
+    w.current = rec;
+    if (watched && run_deadline < w.armed_at) arm_watch(slot->watch, *clock_, run_deadline);
   }
   // Either shutdown() saw us in the slot, or we see its flag: no job escapes the drain.
   if (stopping_now_.load(std::memory_order_seq_cst) && rec->ctx) rec->ctx->cancel(cancel_cause::shutdown);
@@ -428,14 +497,18 @@ void executor::run_one(detail::job_record* rec, worker_slot* slot, worker_clock*
     busy_.fetch_sub(1, std::memory_order_relaxed);
   }
   if (slot != nullptr && rec->ctx) {
-    std::lock_guard lock(slot->mu);
-    slot->current = nullptr;
+    worker_watch& w = *slot->watch;
+    std::lock_guard lock(w.mu);
+    w.current = nullptr;
+    // Nothing waiting for this worker: no timer is kept for a job to come.
+    if (w.timer && queue_.depth() == 0 && slot->batch.empty()) disarm_watch(w, *clock_);
   }
+  if (watched) rec->ctx->arm_if_shared();  // someone kept the context: it fires by itself now
   t.run_time = elapsed(start, end);
   queue_.observe_service_time(t.run_time);
 
   // One outcome (run_outcome.hpp).
-  facts.context = rec->ctx ? rec->ctx->get().stop_status() : status::ok();
+  facts.context = rec->ctx ? rec->ctx->get().stop_status(end) : status::ok();
   facts.past_deadline = rec->bounds.deadline != never && end > rec->bounds.deadline;
   const run_verdict verdict = run_outcome(facts);
   t.completed_late = verdict.completed_late;
@@ -497,8 +570,9 @@ void executor::shutdown(time_point drain_deadline) {
     changed_.notify_all();
   }
   for (auto& slot : slots_) {
-    std::lock_guard lock(slot->mu);
-    if (slot->current != nullptr && slot->current->ctx) slot->current->ctx->cancel(cancel_cause::shutdown);
+    worker_watch& w = *slot->watch;
+    std::lock_guard lock(w.mu);
+    if (w.current != nullptr && w.current->ctx) w.current->ctx->cancel(cancel_cause::shutdown);
   }
   if (worker_count_ == 0) {
     run_pending();  // manual mode: outcomes for what is left (cancelled/shutdown)
@@ -506,6 +580,12 @@ void executor::shutdown(time_point drain_deadline) {
   queue_.wake(worker_count_);
   for (auto& th : threads_) th.join();
   threads_.clear();
+  for (auto& slot : slots_) {  // no watch outlives the executor's workers
+    worker_watch& w = *slot->watch;
+    std::lock_guard lock(w.mu);
+    w.closed = true;
+    disarm_watch(w, *clock_);
+  }
   // Anything a worker left behind, and anything a submit that passed the
   // closed check before close() is still pushing (it fails or lands in the
   // queue within a few instructions).

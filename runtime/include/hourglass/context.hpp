@@ -69,6 +69,9 @@ class context {
   // status::ok() while running; otherwise why it stopped. The deadline is
   // reported as deadline_exceeded/run; executors restate the stage they saw.
   status stop_status() const noexcept;
+  // The same, judged at `now`, the caller's reading of this context's clock
+  // (an executor has one at a job's end: a clock read saved per job).
+  status stop_status(time_point now) const noexcept;
   void check() const;  // throws stopped_error when done()
 
   // The cancellation side only (fires on cancel and at the deadline).
@@ -102,6 +105,19 @@ class context_source {
   // Stops the context as if its deadline had passed (used by executors that
   // notice expiry before the timer does).
   bool expire(expiry_stage stage = expiry_stage::run) noexcept;
+
+  // A root context whose deadline its owner fires (expire()), not a timer of
+  // its own. done(), stop_status() and sleeps see the deadline as usual; the
+  // token stops at it only when the owner expires it. The executor makes its
+  // running jobs' contexts so, and watches each worker with one timer, not
+  // one per job (arming and cancelling a timer per job was most of what a
+  // deadline cost).
+  // `now`: the caller's reading of clk (one clock read saved per job).
+  static context_source watched(hourglass::clock& clk, time_point deadline, time_point now);
+  // The owner stops watching (its job ended): if anyone else still holds the
+  // context (a copy, a child) and it has not stopped, it gets a deadline
+  // timer of its own after all. Returns whether one was armed.
+  bool arm_if_shared();
 
  private:
   friend class context;
