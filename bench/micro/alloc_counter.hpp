@@ -7,4 +7,5 @@
 
 namespace hourglass::bench {
 std::uint64_t thread_allocations() noexcept;
+std::uint64_t thread_allocated_bytes() noexcept;  // bytes asked of operator new, freed or not
 }  // namespace hourglass::bench
