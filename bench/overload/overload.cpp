@@ -248,6 +248,10 @@ std::string fmt(const char* f, auto... args) {
 
 // Closed loop, saturating: `in_flight` jobs always submitted; each good
 // completion submits the next. Returns completions per second.
+// Set while this thread is inside measure_capacity's ex.submit: a completion
+// called from there is a refusal at admission, delivered synchronously.
+thread_local bool submitting_capacity_job = false;
+
 double measure_capacity(const run_setup& setup, duration length) {
   executor_options eo;
   eo.workers = setup.workers;
@@ -256,12 +260,19 @@ double measure_capacity(const run_setup& setup, duration length) {
   handler_metrics* h = &ex.handler("capacity");
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> done{0};
+  // Places in the loop whose job was refused at admission, handed back to
+  // the main thread. Resubmitting them from the refusal's own callback
+  // recursed: a CPU stall makes the predicted wait refuse every job at once,
+  // and the stack overflowed (the SIGSEGV seen once in five runs of
+  // bench.overload_smoke under TSan; reproduced in Release with --repeat).
+  std::atomic<std::uint64_t> owed{0};
   std::function<void()> submit_one = [&] {
     job_options o;
     o.metrics = h;
     o.deadline = sclock::now() + setup.budget;
     o.min_budget = setup.min_budget;
     const duration s = setup.service;
+    submitting_capacity_job = true;
     ex.submit(
         o,
         [s](const context& ctx) {
@@ -273,13 +284,27 @@ double measure_capacity(const run_setup& setup, duration length) {
           if (r.ok()) done.fetch_add(1, std::memory_order_relaxed);
           // A failed job (late on a loaded machine) still hands its place in
           // the loop on, or the loop would die out; a refusal at shutdown
-          // must not, or it would recurse.
-          if (!stop.load(std::memory_order_relaxed) && r.st.code != outcome::rejected) submit_one();
+          // ends it; a refusal inside our own submit is owed, not recursed.
+          if (stop.load(std::memory_order_relaxed) || r.st.code == outcome::rejected) return;
+          if (submitting_capacity_job) {
+            owed.fetch_add(1, std::memory_order_relaxed);
+          } else {
+            submit_one();
+          }
         });
+    submitting_capacity_job = false;
+  };
+  // Sleeps `d`, paying what is owed each millisecond.
+  const auto wait = [&](duration d) {
+    const auto until = sclock::now() + d;
+    while (sclock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      for (auto n = owed.exchange(0, std::memory_order_relaxed); n > 0; --n) submit_one();
+    }
   };
   const std::size_t in_flight = 2 * setup.workers;
   for (std::size_t i = 0; i < in_flight; ++i) submit_one();
-  std::this_thread::sleep_for(std::min<duration>(length / 4, std::chrono::milliseconds(250)));  // warm-up
+  wait(std::min<duration>(length / 4, std::chrono::milliseconds(250)));  // warm-up
   // Best of three windows: on a shared machine noise only ever lowers a
   // window's rate, and the capacity is what the workers can do, not what a
   // neighbour's compile left them.
@@ -287,7 +312,7 @@ double measure_capacity(const run_setup& setup, duration length) {
   for (int w = 0; w < 3; ++w) {
     const auto n0 = done.load();
     const auto t0 = sclock::now();
-    std::this_thread::sleep_for(length / 3);
+    wait(length / 3);
     const auto n1 = done.load();
     const auto t1 = sclock::now();
     best = std::max(best, static_cast<double>(n1 - n0) / to_seconds(t1 - t0));
