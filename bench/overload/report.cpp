@@ -118,6 +118,38 @@ void print_table(std::ostream& out, const overload_report& r) {
   }
 }
 
+void write_run_json(support::json_writer& j, const run_result& x, std::optional<int> repeat) {
+  const auto& c = x.counts;
+  j.begin_object().member("policy", x.policy);
+  if (repeat) j.member("repeat", *repeat);
+  number_fields(j, {{"load", x.load},
+                    {"offered_rps", x.offered_rps},
+                    {"goodput_rps", x.goodput_rps},
+                    {"goodput_ratio", x.goodput_ratio},
+                    {"wasted_work_ratio", x.wasted_work_ratio},
+                    {"p99_ms", x.p99_ms},
+                    {"p50_ms", x.p50_ms},
+                    {"p999_ms", x.p999_ms},
+                    {"max_ms", x.max_ms}});
+  j.member("offered", c.offered).member("ok_in_deadline", c.good);
+  j.key("rejected").begin_object();
+  j.member("queue_full", c.rejected_queue_full).member("insufficient_budget", c.rejected_budget);
+  j.member("shutting_down", c.rejected_other).end_object();
+  j.key("deadline_exceeded").begin_object();
+  j.member("admission", c.rejected_budget).member("queue", c.expired_queue);
+  j.member("run", c.cancelled_run + c.completed_late).end_object();
+  j.member("completed_late", c.completed_late).member("cancelled_mid_run", c.cancelled_run);
+  j.member("cut_off", c.cut_off).member("errors", c.errors);
+  number_fields(j, {{"busy_s", x.busy_s},
+                    {"wasted_s", x.wasted_s},
+                    {"wasted_wall_ratio", x.wasted_wall_ratio},
+                    {"nominal_rps", x.nominal_rps},
+                    {"send_lag_p99_ms", x.send_lag_p99_ms},
+                    {"send_lag_max_ms", x.send_lag_max_ms},
+                    {"send_ratio", x.send_ratio}});
+  j.member("valid", x.valid).end_object();
+}
+
 std::string to_json(const overload_report& r) {
   const auto& o = r.options;
   const double none = std::nan("");  // written as null
@@ -125,36 +157,7 @@ std::string to_json(const overload_report& r) {
   j.begin_object();
   number(j, "capacity_rps", r.capacity_rps);
   j.key("runs").begin_array();
-  for (const auto& x : r.runs) {
-    const auto& c = x.counts;
-    j.begin_object().member("policy", x.policy);
-    number_fields(j, {{"load", x.load},
-                      {"offered_rps", x.offered_rps},
-                      {"goodput_rps", x.goodput_rps},
-                      {"goodput_ratio", x.goodput_ratio},
-                      {"wasted_work_ratio", x.wasted_work_ratio},
-                      {"p99_ms", x.p99_ms},
-                      {"p50_ms", x.p50_ms},
-                      {"p999_ms", x.p999_ms},
-                      {"max_ms", x.max_ms}});
-    j.member("offered", c.offered).member("ok_in_deadline", c.good);
-    j.key("rejected").begin_object();
-    j.member("queue_full", c.rejected_queue_full).member("insufficient_budget", c.rejected_budget);
-    j.member("shutting_down", c.rejected_other).end_object();
-    j.key("deadline_exceeded").begin_object();
-    j.member("admission", c.rejected_budget).member("queue", c.expired_queue);
-    j.member("run", c.cancelled_run + c.completed_late).end_object();
-    j.member("completed_late", c.completed_late).member("cancelled_mid_run", c.cancelled_run);
-    j.member("cut_off", c.cut_off).member("errors", c.errors);
-    number_fields(j, {{"busy_s", x.busy_s},
-                      {"wasted_s", x.wasted_s},
-                      {"wasted_wall_ratio", x.wasted_wall_ratio},
-                      {"nominal_rps", x.nominal_rps},
-                      {"send_lag_p99_ms", x.send_lag_p99_ms},
-                      {"send_lag_max_ms", x.send_lag_max_ms},
-                      {"send_ratio", x.send_ratio}});
-    j.member("valid", x.valid).end_object();
-  }
+  for (const auto& x : r.runs) write_run_json(j, x);
   j.end_array();
   if (!r.steps.empty()) {
     j.key("step").begin_object();

@@ -72,6 +72,19 @@ def main():
                 fail("unknown policy %r" % run["policy"])
             if not 0 <= run["wasted_work_ratio"] <= 1:
                 fail("wasted_work_ratio out of [0, 1]: %r" % run["wasted_work_ratio"])
+        if "repeat" in doc:  # --repeat N: every run of every repetition, and a summary
+            pairs = {(r["policy"], r["load"]) for r in doc["runs"]}
+            if len(doc["runs"]) != doc["repeat"] * len(pairs):
+                fail("%d runs for %d repetitions of %d (policy, load)" % (len(doc["runs"]), doc["repeat"], len(pairs)))
+            if {(s["policy"], s["load"]) for s in doc["summary"]} != pairs:
+                fail("the summary does not cover each (policy, load) once")
+            for s in doc["summary"]:
+                g = s["goodput_ratio"]
+                mine = sorted(r["goodput_ratio"] for r in doc["runs"] if (r["policy"], r["load"]) == (s["policy"], s["load"]))
+                if s["runs"] != doc["repeat"] or abs(g["min"] - mine[0]) > 1e-4 or abs(g["max"] - mine[-1]) > 1e-4:
+                    fail("summary %r does not match its runs %r" % (s, mine))
+                if not g["min"] <= g["median"] <= g["max"]:
+                    fail("median outside min-max: %r" % s)
     if kind == "http":
         for key in ("latency_ms", "expired_past_budget_ms"):
             missing = [k for k in LATENCY_KEYS if k not in doc.get(key, {})]

@@ -14,6 +14,7 @@
 #include "fleet/fleet_bench.hpp"
 #endif
 #include "overload/overload.hpp"
+#include "overload/repeat.hpp"
 #include "overload/report.hpp"
 #include "overload/throughput.hpp"
 #include "soak/soak.hpp"
@@ -98,6 +99,12 @@ int main(int argc, char** argv) {
   ov->add_option("--csv", csv_path, "write one row per (policy, load) to FILE");
   ov->add_option("--svg", svg_path, "write a chart to FILE");
   ov->add_flag("-q,--quiet", quiet, "no progress lines on standard error");
+  int repeat = 1;
+  ov->add_option("--repeat", repeat,
+                 "run the whole experiment N times (seeds seed .. seed+N-1) and report the median, min and max of "
+                 "each (policy, load); --csv and --svg are of the last run")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
 
   // ---- throughput ----
   auto* tp = app.add_subcommand("throughput", "empty-job throughput against raw moodycamel, asio and a mutex pool");
@@ -268,8 +275,14 @@ int main(int argc, char** argv) {
       } catch (const std::invalid_argument& e) {
         throw CLI::ValidationError("overload", e.what());
       }
-      const auto report = hourglass::bench::run_overload(o, quiet ? no_progress : progress_to_stderr);
-      hourglass::bench::print_table(std::cout, report);
+      std::vector<hourglass::bench::overload_report> reports;
+      for (int i = 0; i < repeat; ++i) {
+        if (repeat > 1) std::cout << "== run " << i + 1 << " of " << repeat << " (seed " << o.seed << ")\n";
+        reports.push_back(hourglass::bench::run_overload(o, quiet ? no_progress : progress_to_stderr));
+        hourglass::bench::print_table(std::cout, reports.back());
+        ++o.seed;
+      }
+      const auto& report = reports.back();
       int rc = 0;
       if (!csv_path.empty()) {
         std::ostringstream csv;
@@ -283,7 +296,14 @@ int main(int argc, char** argv) {
           std::cerr << "cannot write " << svg_path << "\n", rc = 1;
         }
       }
-      if (ov_json) std::cout << hourglass::bench::to_json(report) << std::endl;
+      if (repeat > 1) {
+        const auto summary = hourglass::bench::summarize(std::move(reports));
+        std::cout << "== summary\n";
+        hourglass::bench::print_table(std::cout, summary);
+        if (ov_json) std::cout << hourglass::bench::to_json(summary) << std::endl;
+      } else if (ov_json) {
+        std::cout << hourglass::bench::to_json(report) << std::endl;
+      }
       return rc;
     }
     if (*tp) {
