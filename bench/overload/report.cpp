@@ -366,6 +366,7 @@ void print_table(std::ostream& out, const throughput_report& r) {
   row("moodycamel", r.moodycamel);
   row("asio", r.asio);
   row("mutex", r.mutex);
+  if (r.tbb > 0) row("tbb", r.tbb);
 }
 
 std::string to_json(const throughput_report& r) {
@@ -382,6 +383,11 @@ std::string to_json(const throughput_report& r) {
   numbers(j, "moodycamel_rounds", r.moodycamel_rounds);
   numbers(j, "asio_rounds", r.asio_rounds);
   numbers(j, "mutex_rounds", r.mutex_rounds);
+  if (r.tbb > 0) {  // built with oneTBB
+    number(j, "tbb_jobs_per_s", r.tbb);
+    number(j, "hourglass_vs_tbb", r.hourglass / r.tbb, 4);
+    numbers(j, "tbb_rounds", r.tbb_rounds);
+  }
   return j.end_object().take();
 }
 

@@ -12,6 +12,9 @@
 #include <thread>
 
 #include "hourglass/executor.hpp"
+#ifdef HOURGLASS_BENCH_TBB
+#include <tbb/task_arena.h>
+#endif
 #include <concurrentqueue/blockingconcurrentqueue.h>
 
 namespace hourglass::bench {
@@ -158,6 +161,20 @@ double run_mutex(std::size_t workers, std::size_t jobs) {
 
 }  // namespace
 
+#ifdef HOURGLASS_BENCH_TBB
+// oneTBB's fire-and-forget submission: an arena of `workers` threads, none
+// reserved for the submitter (it only enqueues, as with the other pools).
+double run_tbb(std::size_t workers, std::size_t jobs) {
+  tbb::task_arena arena(static_cast<int>(workers), 0);
+  arena.initialize();
+  finish_line line(jobs);
+  return timed(jobs, [&] {
+    for (std::size_t i = 0; i < jobs; ++i) arena.enqueue([&line] { line.hit(); });
+    line.wait();
+  });
+}
+#endif
+
 throughput_report run_throughput(const throughput_options& options,
                                  const std::function<void(const std::string&)>& progress) {
   throughput_report r;
@@ -177,10 +194,16 @@ throughput_report run_throughput(const throughput_options& options,
     r.moodycamel_rounds.push_back(wanted("moodycamel") ? run_moodycamel(r.workers, r.jobs) : 0);
     r.asio_rounds.push_back(wanted("asio") ? run_asio(r.workers, r.jobs) : 0);
     r.mutex_rounds.push_back(wanted("mutex") ? run_mutex(r.workers, r.jobs) : 0);
+#ifdef HOURGLASS_BENCH_TBB
+    r.tbb_rounds.push_back(wanted("tbb") ? run_tbb(r.workers, r.jobs) : 0);
+#else
+    r.tbb_rounds.push_back(0);
+#endif
     char line[256];
-    std::snprintf(line, sizeof line, "round %d/%d: hourglass %.0f/s  moodycamel %.0f/s  asio %.0f/s  mutex %.0f/s",
-                  round + 1, r.rounds, r.hourglass_rounds.back(), r.moodycamel_rounds.back(), r.asio_rounds.back(),
-                  r.mutex_rounds.back());
+    std::snprintf(line, sizeof line,
+                  "round %d/%d: hourglass %.0f/s  moodycamel %.0f/s  asio %.0f/s  mutex %.0f/s  tbb %.0f/s", round + 1,
+                  r.rounds, r.hourglass_rounds.back(), r.moodycamel_rounds.back(), r.asio_rounds.back(),
+                  r.mutex_rounds.back(), r.tbb_rounds.back());
     progress(line);
   }
   auto best = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
@@ -188,6 +211,7 @@ throughput_report run_throughput(const throughput_options& options,
   r.moodycamel = best(r.moodycamel_rounds);
   r.asio = best(r.asio_rounds);
   r.mutex = best(r.mutex_rounds);
+  r.tbb = best(r.tbb_rounds);
   return r;
 }
 

@@ -8,6 +8,8 @@
 //   moodycamel  raw BlockingConcurrentQueue<std::function<void()>> workers
 //   asio        boost::asio::thread_pool + post
 //   mutex       std::deque<std::function<void()>> + mutex + condition variable
+//   tbb         oneTBB task_arena(workers, no slot for the submitter) + enqueue
+//               (when built with oneTBB; not under a sanitizer)
 #pragma once
 
 #include <cstddef>
@@ -21,7 +23,7 @@ struct throughput_options {
   std::size_t workers = 0;  // zero: cores - 1 (the submitter keeps a core), at least 1
   std::size_t jobs = 1'000'000;
   int rounds = 3;  // each pool runs `rounds` times, interleaved; the best round counts
-  // Pools to run (for profiling one of them); empty: all four. A pool not run reports 0.
+  // Pools to run (for profiling one of them); empty: all. A pool not run reports 0.
   std::vector<std::string> pools;
 };
 
@@ -30,9 +32,9 @@ struct throughput_report {
   std::size_t jobs = 0;
   int rounds = 0;
   // jobs per second, best of the rounds
-  double hourglass = 0, moodycamel = 0, asio = 0, mutex = 0;
+  double hourglass = 0, moodycamel = 0, asio = 0, mutex = 0, tbb = 0;  // tbb: 0 when not built in
   // every round, in order, for the record
-  std::vector<double> hourglass_rounds, moodycamel_rounds, asio_rounds, mutex_rounds;
+  std::vector<double> hourglass_rounds, moodycamel_rounds, asio_rounds, mutex_rounds, tbb_rounds;
 };
 
 throughput_report run_throughput(const throughput_options& options,

@@ -107,13 +107,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
 
   // ---- throughput ----
-  auto* tp = app.add_subcommand("throughput", "empty-job throughput against raw moodycamel, asio and a mutex pool");
+  auto* tp = app.add_subcommand("throughput",
+                                "empty-job throughput against raw moodycamel, asio, a mutex pool and oneTBB");
   hourglass::bench::throughput_options tpo;  // its defaults are the flags' defaults
   bool tp_json = false;
   tp->add_option("--workers", tpo.workers, "worker threads (default: cores - 1, the submitter keeps a core)");
   tp->add_option("--jobs", tpo.jobs, "jobs per pool and round")->capture_default_str();
   tp->add_option("--rounds", tpo.rounds, "interleaved rounds; the best of each pool counts")->capture_default_str();
-  tp->add_option("--pools", tpo.pools, "comma list of the pools to run (default: all four; for profiling)")
+  tp->add_option(
+        "--pools", tpo.pools,
+        "comma list of the pools to run: hourglass, moodycamel, asio, mutex, tbb (default: all; for profiling)")
       ->delimiter(',');
   tp->add_flag("--json", tp_json, "print one JSON object as the last line of standard output");
 
