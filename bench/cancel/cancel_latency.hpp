@@ -44,7 +44,7 @@ struct cancel_report {
   histogram_snapshot sleep_for{log_bucket_layout::three_digits_precision};
   histogram_snapshot asio_timer{log_bucket_layout::three_digits_precision};
   std::uint64_t early = 0;         // waits that ended before the deadline (a bug if not 0)
-  std::uint64_t not_measured = 0;  // jobs that expired before they started (not a wait)
+  std::uint64_t not_measured = 0;  // jobs of both kinds that expired before they started (not a wait)
   std::optional<http_report> http;
 };
 
