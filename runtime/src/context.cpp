@@ -1,6 +1,9 @@
 #include "hourglass/context.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -15,10 +18,66 @@ struct parent_forwarder {
   void operator()() const noexcept { child->request_stop(parent->reason()); }
 };
 
+// The idle clock of a context with an idle limit: the time of the last
+// progress, and one timer that fires when the limit could have run out. When
+// it fires it stops the context if no progress came since, or moves to the
+// new due time: progress() itself only stores a time. Shared with the timer's
+// callback (which holds the cancellation state, not the context).
+struct idle_watch {
+  idle_watch(hourglass::clock& c, duration l, time_point now)
+      : clk(&c), limit(l), last_ns(now.time_since_epoch().count()) {}
+
+  hourglass::clock* clk;
+  const duration limit;
+  std::atomic<std::int64_t> last_ns;  // the last progress, ns since the clock's epoch
+  std::mutex mu;
+  timer_id timer;       // under mu
+  bool closed = false;  // under mu: the context is gone, arm no more
+
+  time_point last_progress() const noexcept { return time_point(duration(last_ns.load(std::memory_order_relaxed))); }
+  time_point due() const noexcept { return saturating_add(last_progress(), limit); }
+  void note(time_point now) noexcept {
+    // The latest wins: two threads reporting at once never move it back.
+    std::int64_t seen = last_ns.load(std::memory_order_relaxed);
+    const std::int64_t t = now.time_since_epoch().count();
+    while (seen < t && !last_ns.compare_exchange_weak(seen, t, std::memory_order_relaxed)) {
+    }
+  }
+
+  static void arm(const std::shared_ptr<idle_watch>& w, const cancellation_source& src) {
+    std::lock_guard lock(w->mu);
+    if (w->closed) return;
+    w->timer = w->clk->schedule(w->due(), [w, src]() noexcept { fire(w, src); });
+  }
+  static void fire(const std::shared_ptr<idle_watch>& w, cancellation_source src) noexcept {
+    {
+      std::lock_guard lock(w->mu);
+      if (w->closed) return;
+      w->timer = {};
+      const time_point due = w->due();
+      if (w->clk->now() < due) {  // progress came meanwhile: wait for the new due time
+        try {
+          w->timer = w->clk->schedule(due, [w, src]() noexcept { fire(w, src); });
+        } catch (...) {  // no memory for a timer: done() still sees the limit
+        }
+        return;
+      }
+    }
+    src.request_stop(status::expired(expiry_stage::idle));  // outside mu: stop callbacks may drop the context
+  }
+  void close() noexcept {
+    std::lock_guard lock(mu);
+    closed = true;
+    if (timer) clk->cancel(timer);
+    timer = {};
+  }
+};
+
 struct context_state {
   context_state(hourglass::clock& c, time_point d) : clk(&c), deadline(d) {}
   ~context_state() {
     if (timer) clk->cancel(timer);
+    if (idle) idle->close();
   }
 
   hourglass::clock* clk;
@@ -29,6 +88,19 @@ struct context_state {
   cancellation_token parent_token;
   std::optional<cancellation_callback<parent_forwarder>> parent_link;
   timer_id timer;
+  std::shared_ptr<idle_watch> idle;  // set when the context has an idle limit
+
+  // Starts the idle clock at `now` (a limit of duration::max(): none).
+  void start_idle(duration limit, time_point now) {
+    if (limit == duration::max() || source.stop_requested()) return;
+    idle = std::make_shared<idle_watch>(*clk, limit, now);
+    if (limit <= duration::zero()) {
+      source.request_stop(status::expired(expiry_stage::idle));
+      return;
+    }
+    idle_watch::arm(idle, source);
+  }
+  bool idle_ran_out(time_point now) const noexcept { return idle && now >= idle->due(); }
 
   void arm_timer() {
     if (deadline == never) return;
@@ -46,13 +118,16 @@ const char* stopped_error::what() const noexcept {
 }
 
 namespace {
-std::shared_ptr<detail::context_state> make_root(clock& clk, time_point deadline) {
+std::shared_ptr<detail::context_state> make_root(clock& clk, time_point deadline,
+                                                 duration idle_limit = duration::max()) {
   auto s = std::make_shared<detail::context_state>(clk, deadline);
-  if (deadline != never && deadline <= clk.now()) {
+  const time_point now = clk.now();
+  if (deadline != never && deadline <= now) {
     s->source.request_stop(status::expired(expiry_stage::run));
   } else {
     s->arm_timer();
   }
+  s->start_idle(idle_limit, now);
   return s;
 }
 }  // namespace
@@ -69,11 +144,31 @@ duration context::remaining() const noexcept { return hourglass::remaining(state
 
 bool context::done() const noexcept {
   if (state_->token.stop_requested()) return true;
-  return state_->deadline != never && state_->clk->now() >= state_->deadline;
+  if (state_->deadline == never && !state_->idle) return false;
+  const time_point now = state_->clk->now();
+  return (state_->deadline != never && now >= state_->deadline) || state_->idle_ran_out(now);
+}
+
+duration context::idle_limit() const noexcept { return state_->idle ? state_->idle->limit : duration::max(); }
+
+time_point context::idle_deadline() const noexcept { return state_->idle ? state_->idle->due() : never; }
+
+void context::progress() const noexcept {
+  const detail::context_state* s = state_.get();
+  bool read = false;
+  time_point now{};
+  for (; s != nullptr; s = s->parent.get()) {
+    if (!s->idle) continue;
+    if (!read) {
+      now = s->clk->now();
+      read = true;
+    }
+    s->idle->note(now);
+  }
 }
 
 status context::stop_status() const noexcept {
-  if (state_->deadline == never) return state_->token.reason();
+  if (state_->deadline == never && !state_->idle) return state_->token.reason();
   return stop_status(state_->clk->now());
 }
 
@@ -81,6 +176,7 @@ status context::stop_status(time_point now) const noexcept {
   status s = state_->token.reason();
   if (!s.is_ok()) return s;
   if (state_->deadline != never && now >= state_->deadline) return status::expired(expiry_stage::run);
+  if (state_->idle_ran_out(now)) return status::expired(expiry_stage::idle);
   return status::ok();
 }
 
@@ -110,14 +206,20 @@ bool context::sleep_until(time_point t) const {
     // doubled the time from a deadline to a sleeper's waking). A cancel
     // still wakes it through the token.
     waiter w;
-    const time_point until = earliest(t, state_->deadline);
     {
       cancellation_callback on_stop(state_->token, [&w]() noexcept { w.wake(); });
       std::unique_lock lock(w.mu);
-      if (until == never) {
-        w.cv.wait(lock, [&] { return w.woken; });
-      } else {
-        w.cv.wait_until(lock, until, [&] { return w.woken; });
+      for (;;) {
+        // The idle due time moves with progress from other threads: look again.
+        const time_point until = earliest(earliest(t, state_->deadline), idle_deadline());
+        if (until == never) {
+          w.cv.wait(lock, [&] { return w.woken; });
+        } else {
+          w.cv.wait_until(lock, until, [&] { return w.woken; });
+        }
+        if (w.woken) break;
+        const time_point now = clk.now();
+        if (now >= t || (state_->deadline != never && now >= state_->deadline) || state_->idle_ran_out(now)) break;
       }
     }  // the callback is deregistered (or has finished) before `w` goes
     return !state_->token.stop_requested() && clk.now() >= t;
@@ -139,10 +241,10 @@ context_source context::child(child_limits limits) const {
   clock& clk = *state_->clk;
   const time_point capped = earliest(state_->deadline, saturating_add(clk.now(), limits.cap));
   const time_point d = capped == never ? never : saturating_sub(capped, limits.reserve);
-  return child_until(d);
+  return child_until(d, limits.idle);
 }
 
-context_source context::child_until(time_point deadline) const {
+context_source context::child_until(time_point deadline, duration idle_limit) const {
   clock& clk = *state_->clk;
   const time_point d = earliest(deadline, state_->deadline);
   auto s = std::make_shared<detail::context_state>(clk, d);
@@ -158,10 +260,16 @@ context_source context::child_until(time_point deadline) const {
       s->arm_timer();  // an equal deadline is fired by the parent's timer
     }
   }
+  // The tighter idle limit: the parent's own clock keeps running (the
+  // child's progress is its progress too), the child's starts now.
+  s->start_idle(std::min(idle_limit, this->idle_limit()), clk.now());
   return context_source(context(std::move(s)));
 }
 
 context_source::context_source(hourglass::clock& clk, time_point deadline) : ctx_(make_root(clk, deadline)) {}
+
+context_source::context_source(hourglass::clock& clk, time_point deadline, duration idle_limit)
+    : ctx_(make_root(clk, deadline, idle_limit)) {}
 
 context_source context_source::with_timeout(hourglass::clock& clk, duration budget) {
   return context_source(clk, saturating_add(clk.now(), budget));
@@ -171,9 +279,11 @@ bool context_source::cancel(cancel_cause cause) noexcept {
   return ctx_.state_->source.request_stop(status::cancelled(cause));
 }
 
-context_source context_source::watched(hourglass::clock& clk, time_point deadline, time_point now) {
+context_source context_source::watched(hourglass::clock& clk, time_point deadline, time_point now,
+                                       duration idle_limit) {
   auto s = std::make_shared<detail::context_state>(clk, deadline);
   if (deadline != never && deadline <= now) s->source.request_stop(status::expired(expiry_stage::run));
+  s->start_idle(idle_limit, now);
   return context_source(context(std::move(s)));
 }
 

@@ -136,6 +136,7 @@ handler_snapshot snapshot_of(const handler_metrics& h) {
   s.expired_queue = h.expired_queue.value();
   s.expired_run = h.expired_run.value();
   s.expired_reclaim = h.expired_reclaim.value();
+  s.expired_idle = h.expired_idle.value();
   s.finished_ok = h.finished_ok.value();
   s.finished_error = h.finished_error.value();
   s.finished_deadline_exceeded = h.finished_deadline_exceeded.value();
@@ -283,6 +284,10 @@ bool metrics::count_finish(handler_metrics& h, const status& st, duration run_ti
           h.expired_run.add();
           ran = true;
           break;
+        case expiry_stage::idle:
+          h.expired_idle.add();
+          ran = true;
+          break;
         case expiry_stage::downstream:
         case expiry_stage::none: ran = true; break;
       }
@@ -360,6 +365,7 @@ std::string render_prometheus(const metrics_snapshot& s) {
   handler_family(out, s, "hourglass_jobs_expired_total", "Jobs whose deadline passed, by stage.", "stage",
                  {{to_string(expiry_stage::queue), &handler_snapshot::expired_queue},
                   {to_string(expiry_stage::run), &handler_snapshot::expired_run},
+                  {to_string(expiry_stage::idle), &handler_snapshot::expired_idle},
                   {to_string(expiry_stage::reclaim), &handler_snapshot::expired_reclaim}});
   handler_family(out, s, "hourglass_jobs_finished_total",
                  "Admitted jobs that finished, by outcome; admitted = finished + in flight.", "outcome",

@@ -13,6 +13,7 @@ constexpr status kRun = status::expired(expiry_stage::run);
 constexpr status kQueue = status::expired(expiry_stage::queue);
 constexpr status kDownstream = status::expired(expiry_stage::downstream);
 constexpr status kAdmission = status::expired(expiry_stage::admission);
+constexpr status kIdle = status::expired(expiry_stage::idle);
 constexpr status kCaller = status::cancelled(cancel_cause::caller_gone);
 constexpr status kShutdown = status::cancelled(cancel_cause::shutdown);
 
@@ -50,6 +51,11 @@ TEST(RunOutcome, Table) {
       {run_ending::threw, kOk, kOk, true, {kRun, false}},  // out of time: nothing produced
       {run_ending::threw, kOk, kRun, true, {kRun, false}},
       {run_ending::threw, kOk, kCaller, false, {kCaller, false}},
+      // the idle limit: its stage is kept, like queue and downstream
+      {run_ending::stopped, kIdle, kIdle, false, {kIdle, false}},  // check() once idle
+      {run_ending::returned, kOk, kIdle, false, {kIdle, true}},    // finished after it was given up: wasted
+      {run_ending::threw, kOk, kIdle, false, {kIdle, false}},
+      {run_ending::stopped, kRun, kIdle, true, {kIdle, false}},  // the context's first cause wins
   };
   for (const row& r : rows) {
     SCOPED_TRACE(::testing::Message() << "how " << static_cast<int>(r.how) << ", thrown " << describe(r.thrown)
@@ -62,8 +68,8 @@ TEST(RunOutcome, Table) {
 
 // A started job never ends rejected, never with stage admission or none.
 TEST(RunOutcome, AStartedJobEndsWithARunStage) {
-  const status all[] = {
-      kOk, kError, kRun, kQueue, kDownstream, kAdmission, kCaller, kShutdown, status::expired(expiry_stage::none)};
+  const status all[] = {kOk,        kError, kRun,    kQueue,    kDownstream,
+                        kAdmission, kIdle,  kCaller, kShutdown, status::expired(expiry_stage::none)};
   for (const auto how : {run_ending::returned, run_ending::stopped, run_ending::threw}) {
     for (const status& thrown : all) {
       for (const status& ctx : all) {
@@ -72,7 +78,7 @@ TEST(RunOutcome, AStartedJobEndsWithARunStage) {
           const run_verdict v = run_outcome({how, thrown, ctx, past});
           if (v.st.code == outcome::deadline_exceeded) {
             EXPECT_TRUE(v.st.stage == expiry_stage::run || v.st.stage == expiry_stage::queue ||
-                        v.st.stage == expiry_stage::downstream);
+                        v.st.stage == expiry_stage::downstream || v.st.stage == expiry_stage::idle);
           }
           if (v.completed_late) {
             EXPECT_EQ(how, run_ending::returned);

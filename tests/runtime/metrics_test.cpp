@@ -404,6 +404,8 @@ TEST(metrics_recorders, OnFinishedTouchesExactlyTheDocumentedCounters) {
        expected({{&H::rejected_broker_unavailable, 1}}), 0},
       {"expired reclaim", status::expired(expiry_stage::reclaim), 0ns, false,
        expected({{&H::expired_reclaim, 1}, {&H::finished_deadline_exceeded, 1}}), 0},
+      {"expired idle", status::expired(expiry_stage::idle), 4ms, false,
+       expected({{&H::expired_idle, 1}, {&H::finished_deadline_exceeded, 1}}), 1},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.what);
@@ -481,7 +483,7 @@ TEST(render_prometheus, EveryKnownLabelValueOfAnExistingHandlerIsEmitted) {
   const std::map<std::string, std::vector<std::string>> families = {
       {"hourglass_jobs_rejected_total",
        {"queue_full", "insufficient_budget", "invalid_timeout", "shutting_down", "broker_unavailable", "cancelled"}},
-      {"hourglass_jobs_expired_total", {"queue", "run", "reclaim"}},
+      {"hourglass_jobs_expired_total", {"queue", "run", "idle", "reclaim"}},
       {"hourglass_jobs_finished_total", {"ok", "error", "deadline_exceeded", "cancelled"}},
   };
   const std::map<std::string, std::string> label_of = {{"hourglass_jobs_rejected_total", "reason"},

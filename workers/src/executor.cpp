@@ -239,6 +239,7 @@ void executor::prepare(detail::job_record& rec, const job_options& o, handler_me
   rec.metrics = &h;
   rec.run_limit = o.run_limit;
   rec.reserve = o.reserve;
+  rec.idle_limit = o.idle_limit;
   if (o.parent != nullptr) rec.parent.emplace(*o.parent);
 }
 
@@ -409,7 +410,8 @@ void executor::run_one(detail::job_record* rec, worker_slot* slot, worker_clock*
   // right after another job ended, that end is its start (saves a clock read
   // per job; the timings then include the previous job's completion
   // bookkeeping, and never start before the job was admitted).
-  const bool timeless = rec->bounds.latest_useful_start() == never && rec->run_limit == duration::max() && !rec->parent;
+  const bool timeless = rec->bounds.latest_useful_start() == never && rec->run_limit == duration::max() &&
+                        rec->idle_limit == duration::max() && !rec->parent;
   time_point start;
   if (wc != nullptr && wc->valid && timeless) {
     start = std::max(wc->last, rec->admitted_at);
@@ -447,13 +449,14 @@ void executor::run_one(detail::job_record* rec, worker_slot* slot, worker_clock*
   // A worker's job without a parent is watched (worker_watch); a child of a
   // parent context, or a job run by run_pending, keeps a timer of its own.
   const bool watched = slot != nullptr && !rec->parent && run_deadline != never;
-  if (rec->wants_context() || run_deadline != never || rec->parent) {
+  const duration idle = checks ? rec->idle_limit : duration::max();
+  if (rec->wants_context() || run_deadline != never || rec->parent || idle != duration::max()) {
     if (rec->parent) {
-      rec->ctx.emplace(rec->parent->child_until(run_deadline));
+      rec->ctx.emplace(rec->parent->child_until(run_deadline, idle));
     } else if (watched) {
-      rec->ctx.emplace(context_source::watched(*clock_, run_deadline, start));
+      rec->ctx.emplace(context_source::watched(*clock_, run_deadline, start, idle));
     } else {
-      rec->ctx.emplace(*clock_, run_deadline);
+      rec->ctx.emplace(*clock_, run_deadline, idle);
     }
   }
   t.remaining_at_dispatch = remaining(rec->bounds.deadline, start);

@@ -39,8 +39,8 @@ struct run_verdict {
 // - A function that threw while nothing stopped it failed (error); one that
 //   threw past its deadline ran out of time (deadline_exceeded/run, not late:
 //   it produced nothing).
-// - deadline_exceeded keeps the stages queue and downstream; every other
-//   stage becomes run (the job was started).
+// - deadline_exceeded keeps the stages queue, downstream and idle; every
+//   other stage becomes run (the job was started).
 constexpr run_verdict run_outcome(const run_facts& f) noexcept {
   run_verdict v;
   switch (f.how) {
@@ -65,7 +65,7 @@ constexpr run_verdict run_outcome(const run_facts& f) noexcept {
       break;
   }
   if (v.st.code == outcome::deadline_exceeded && v.st.stage != expiry_stage::downstream &&
-      v.st.stage != expiry_stage::queue) {
+      v.st.stage != expiry_stage::queue && v.st.stage != expiry_stage::idle) {
     v.st.stage = expiry_stage::run;
   }
   return v;

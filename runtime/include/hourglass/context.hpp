@@ -16,6 +16,11 @@
 //    context's clock), so work that waits or registers callbacks is woken
 //    without polling. done() also compares the deadline with now(), so a CPU
 //    loop sees expiry even before the timer thread has run.
+//  - A second clock, the idle limit: a context may also stop when nobody
+//    calls progress() on it (or on a child) for longer than its idle limit
+//    (deadline_exceeded, stage idle), however far its deadline is. Progress
+//    never moves the deadline. A child's idle limit is the tighter of its
+//    own and its parent's, and its progress is its ancestors' progress too.
 //
 // Thread safety: every member is safe to call concurrently.
 #pragma once
@@ -34,6 +39,7 @@ namespace hourglass {
 struct child_limits {
   duration cap = duration::max();       // at most this long from now
   duration reserve = duration::zero();  // kept back for the parent's own finishing work
+  duration idle = duration::max();      // idle limit, tightened by the parent's
 };
 
 // Thrown by context::check() inside work that prefers exceptions to polling.
@@ -64,7 +70,8 @@ class context {
   time_point deadline() const noexcept;
   duration remaining() const noexcept;  // never negative; duration::max() without a deadline
 
-  // True once cancelled, or once the deadline has been reached.
+  // True once cancelled, once the deadline has been reached, or once no
+  // progress was reported for the idle limit.
   bool done() const noexcept;
   // status::ok() while running; otherwise why it stopped. The deadline is
   // reported as deadline_exceeded/run; executors restate the stage they saw.
@@ -73,6 +80,14 @@ class context {
   // (an executor has one at a job's end: a clock read saved per job).
   status stop_status(time_point now) const noexcept;
   void check() const;  // throws stopped_error when done()
+
+  // The idle limit (duration::max(): none) and its clock. progress() says
+  // the work moved forward: it restarts the idle clock of this context and
+  // of its ancestors (one atomic store each; the timer catches up by itself).
+  duration idle_limit() const noexcept;
+  void progress() const noexcept;
+  // When the idle limit runs out if no progress comes first (never: none).
+  time_point idle_deadline() const noexcept;
 
   // The cancellation side only (fires on cancel and at the deadline).
   cancellation_token token() const noexcept;
@@ -83,7 +98,7 @@ class context {
   bool sleep_for(duration d) const;
 
   context_source child(child_limits limits = {}) const;
-  context_source child_until(time_point deadline) const;
+  context_source child_until(time_point deadline, duration idle_limit = duration::max()) const;
 
  private:
   friend class context_source;
@@ -95,6 +110,8 @@ class context_source {
  public:
   // A root context on `clk` that expires at `deadline` (never: no deadline).
   explicit context_source(hourglass::clock& clk, time_point deadline = never);
+  // ... that also stops after `idle_limit` without progress() (stage idle).
+  context_source(hourglass::clock& clk, time_point deadline, duration idle_limit);
   static context_source with_timeout(hourglass::clock& clk, duration budget);
 
   const context& get() const noexcept { return ctx_; }
@@ -113,7 +130,8 @@ class context_source {
   // one per job (arming and cancelling a timer per job was most of what a
   // deadline cost).
   // `now`: the caller's reading of clk (one clock read saved per job).
-  static context_source watched(hourglass::clock& clk, time_point deadline, time_point now);
+  static context_source watched(hourglass::clock& clk, time_point deadline, time_point now,
+                                duration idle_limit = duration::max());
   // The owner stops watching (its job ended): if anyone else still holds the
   // context (a copy, a child) and it has not stopped, it gets a deadline
   // timer of its own after all. Returns whether one was armed.

@@ -48,10 +48,12 @@
 //       queue                       h.expired_queue += 1; h.finished_deadline_exceeded += 1
 //       run                         h.expired_run += 1; h.finished_deadline_exceeded += 1;
 //                                   run_duration.record(run)
+//       idle                        h.expired_idle += 1; h.finished_deadline_exceeded += 1;
+//                                   run_duration.record(run)
 //       reclaim                     h.expired_reclaim += 1; h.finished_deadline_exceeded += 1
 //                                   (fleet mode: it never ran)
 //       downstream, none            h.finished_deadline_exceeded += 1; run_duration.record(run)
-//                                   (the protocol's stage label has queue, run and reclaim)
+//                                   (the protocol's stage label has queue, run, idle and reclaim)
 //     cancelled                     h.finished_cancelled += 1; run_duration.record(run) only if
 //                                   run > 0 (a job cancelled while queued passes zero)
 //     invalid                       h.rejected_invalid_timeout += 1; no finished count
@@ -160,6 +162,7 @@ struct alignas(64) handler_metrics {
   alignas(64) counter expired_queue;
   counter expired_run;
   counter expired_reclaim;
+  counter expired_idle;
   counter finished_ok;
   counter finished_error;
   counter finished_deadline_exceeded;
@@ -181,6 +184,7 @@ struct handler_snapshot {
   std::uint64_t expired_queue = 0;
   std::uint64_t expired_run = 0;
   std::uint64_t expired_reclaim = 0;
+  std::uint64_t expired_idle = 0;
   std::uint64_t finished_ok = 0;
   std::uint64_t finished_error = 0;
   std::uint64_t finished_deadline_exceeded = 0;

@@ -63,7 +63,10 @@ struct job_options {
   duration run_limit = duration::max();
   duration min_budget = duration::zero();  // less than this left: not worth starting
   duration reserve = duration::zero();     // kept back from the job's context for the caller
-  const context* parent = nullptr;         // the submitter's context: its deadline and cancellation flow in
+  // Stops the running job (deadline_exceeded, stage idle) when it reports no
+  // ctx.progress() for this long, however far its deadline is.
+  duration idle_limit = duration::max();
+  const context* parent = nullptr;  // the submitter's context: its deadline and cancellation flow in
 
   // A job for a caller who waits `budget` from now.
   static job_options within(clock& clk, duration budget) {

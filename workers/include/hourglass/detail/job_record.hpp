@@ -107,6 +107,7 @@ struct job_record : queued_job {
   handler_metrics* metrics = nullptr;
   duration run_limit = duration::max();
   duration reserve = duration::zero();
+  duration idle_limit = duration::max();
   std::optional<context> parent;
   std::optional<context_source> ctx;  // set before state becomes running
   std::exception_ptr error;           // the function's exception, for outcome error
