@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "hourglass/run_outcome.hpp"
+#include "worker_watch.hpp"
 
 namespace hourglass {
 
@@ -80,64 +81,6 @@ class held_batch {
   std::atomic<std::uint64_t> range_{0};
   std::atomic<queued_job*> items_[capacity];
 };
-}  // namespace
-
-// A worker's running job, and the one timer that fires its deadline: the
-// watch. Each job that starts with a deadline earlier than the watch's arms it
-// there; one with a later deadline (the usual case: equal budgets, FIFO)
-// leaves it, and when it fires it expires the job then running if its
-// deadline has come, or moves to that job's deadline. So a loaded worker arms
-// about one timer per budget, not one per job, and a job's context still
-// stops by itself at its deadline. Shared with the timer's callback, which
-// may run after the executor is gone (it then finds nothing running).
-struct worker_watch {
-  std::mutex mu;
-  detail::job_record* current = nullptr;  // running, with a context
-  timer_id timer;                         // the watch, at armed_at
-  time_point armed_at = never;
-  std::uint64_t generation = 0;  // of the timer armed last: an older one that fires does nothing
-  bool closed = false;           // shut down: arm no more
-};
-
-namespace {
-void fire_watch(const std::shared_ptr<worker_watch>& w, clock& clk, std::uint64_t generation) noexcept;
-
-// With w->mu held.
-void arm_watch(const std::shared_ptr<worker_watch>& w, clock& clk, time_point at) {
-  if (w->closed) return;
-  const timer_id old = w->timer;
-  const std::uint64_t generation = ++w->generation;
-  w->timer = clk.schedule(at, [w, &clk, generation]() noexcept { fire_watch(w, clk, generation); });
-  w->armed_at = at;
-  if (old) clk.cancel(old);
-}
-
-// With w->mu held.
-void disarm_watch(worker_watch& w, clock& clk) noexcept {
-  if (w.timer) clk.cancel(w.timer);
-  w.timer = {};
-  w.armed_at = never;
-  ++w.generation;
-}
-
-void fire_watch(const std::shared_ptr<worker_watch>& w, clock& clk, std::uint64_t generation) noexcept {
-  std::lock_guard lock(w->mu);
-  if (generation != w->generation) return;  // re-armed since: that timer is the watch now
-  w->timer = {};
-  w->armed_at = never;
-  detail::job_record* rec = w->current;
-  if (rec == nullptr || !rec->ctx) return;  // idle: the next job with a deadline arms it
-  const time_point deadline = rec->ctx->get().deadline();
-  if (deadline == never) return;
-  if (deadline <= clk.now()) {
-    rec->ctx->expire();
-  } else {
-    try {
-      arm_watch(w, clk, deadline);
-    } catch (...) {  // out of memory for the timer: the job still sees its deadline in done()
-    }
-  }
-}
 }  // namespace
 
 // On lines of its own: only its worker writes `busy` and fills `batch`.
