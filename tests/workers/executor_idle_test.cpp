@@ -4,18 +4,14 @@
 #include <gtest/gtest.h>
 
 #include "hourglass/executor.hpp"
+#include "manual_executor.hpp"
 
 namespace hourglass {
 namespace {
 
 using namespace std::chrono_literals;
 
-executor_options one_worker(manual_clock& clk) {
-  executor_options o;
-  o.clock = &clk;
-  o.workers = 1;
-  return o;
-}
+executor_options one_worker(manual_clock& clk) { return testing::workers_on(clk); }
 
 TEST(ExecutorIdle, ASilentJobStopsAtItsIdleLimitWithStageIdle) {
   manual_clock clk;

@@ -9,19 +9,14 @@
 #include <optional>
 
 #include "hourglass/executor.hpp"
+#include "manual_executor.hpp"
 
 namespace hourglass {
 namespace {
 
 using namespace std::chrono_literals;
 
-executor_options one_paused_worker(manual_clock& clk) {
-  executor_options o;
-  o.clock = &clk;
-  o.workers = 1;
-  o.start_paused = true;
-  return o;
-}
+executor_options one_paused_worker(manual_clock& clk) { return testing::workers_on(clk, 1, /*paused=*/true); }
 
 // Blocks until its context stops it; throws the reason.
 int sleep_until_stopped(const context& ctx) {
@@ -75,10 +70,7 @@ TEST(ExecutorWatch, AJobWithAnEarlierDeadlineMovesTheWatchToIt) {
 // deadline: the watch hands it a timer of its own when the job ends.
 TEST(ExecutorWatch, AContextKeptPastItsJobStillStopsAtItsDeadline) {
   manual_clock clk;
-  executor_options o;
-  o.clock = &clk;
-  o.workers = 1;
-  executor ex(o);
+  executor ex(testing::workers_on(clk));
   std::optional<context> kept;
   auto job = ex.submit(job_options::within(clk, 50ms), [&kept](const context& ctx) {
     kept = ctx;
@@ -100,10 +92,7 @@ TEST(ExecutorWatch, AContextKeptPastItsJobStillStopsAtItsDeadline) {
 // A context nobody kept costs no timer at the job's end.
 TEST(ExecutorWatch, AJobThatEndsBeforeItsDeadlineLeavesNoTimer) {
   manual_clock clk;
-  executor_options o;
-  o.clock = &clk;
-  o.workers = 1;
-  executor ex(o);
+  executor ex(testing::workers_on(clk));
   for (int i = 0; i < 3; ++i) {
     EXPECT_TRUE(ex.submit(job_options::within(clk, 50ms), [](const context&) { return 0; }).get().ok());
     EXPECT_EQ(clk.pending_timers(), 0u) << i;
