@@ -92,6 +92,7 @@ void consumer::impl::submit(const std::string& entry, const std::string& job_id,
   o.start_by = start_by;
   o.min_budget = min_budget;
   if (runner.run_limit) o.run_limit = runner.run_limit(handler);
+  if (runner.idle_limit) o.idle_limit = runner.idle_limit(handler);
   auto self = shared_from_this();
   job_ref ref = jobs.submit(
       o,

@@ -39,6 +39,7 @@ response submit_async_job(core& c, std::shared_ptr<const job_input> in, time_poi
   o.metrics = e.metrics;
   o.start_by = saturating_add(headers_at, freshness);
   o.run_limit = e.run_limit;
+  o.idle_limit = in->idle_limit;
   core* cp = &c;
   job_ref ref = c.jobs->submit(
       o,

@@ -31,6 +31,7 @@ struct handler_entry {
   handler_fn fn;
   duration run_limit = duration::max();  // async jobs
   duration min_budget = duration::zero();
+  duration idle_limit = duration::max();  // the handler's own; a request may tighten it
   handler_metrics* metrics = nullptr;
 };
 

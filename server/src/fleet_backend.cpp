@@ -49,11 +49,10 @@ class fleet_backend final : public async_backend {
         endpoint_(endpoint_of(c.opts)),
         commands_(c.io, endpoint_, redis_settings(c, "commands")),
         reader_(c.io, endpoint_, redis_settings(c, "reads")),
-        queue_(commands_,
-               {.name = c.opts.queue,
-                .result_ttl = c.opts.result_ttl,
-                .idempotency_ttl = c.opts.idempotency_ttl,
-                .clock = &c.clk}),
+        queue_(commands_, {.name = c.opts.queue,
+                           .result_ttl = c.opts.result_ttl,
+                           .idempotency_ttl = c.opts.idempotency_ttl,
+                           .clock = &c.clk}),
         consumer_(queue_, reader_, *c.jobs, runner(c), consumer_settings(c, port)),
         pool_(2) {}
 
@@ -82,11 +81,12 @@ class fleet_backend final : public async_backend {
     boost::asio::post(pool_, [this, id = std::move(id), cancel, done = std::move(done)] {
       try {
         bool cancelled_here = false;
-        const std::optional<fleet::fleet_job> j =
-            cancel ? queue_.cancel(context(), id, &cancelled_here) : queue_.find(context(), id);
+        const std::optional<fleet::fleet_job> j = cancel ? queue_.cancel(context(), id, &cancelled_here)
+                                                         : queue_.find(context(), id);
         if (!j) return done(error_response(404, "not_found", "no such job (unknown, or expired)"));
         if (cancelled_here) {  // this daemon recorded its outcome: counted here, as the consumers count theirs
-          c_.jobs->stats().on_recorded(c_.jobs->handler(j->field("handler")), status::cancelled(cancel_cause::requested));
+          c_.jobs->stats().on_recorded(c_.jobs->handler(j->field("handler")),
+                                       status::cancelled(cancel_cause::requested));
         }
         const std::string_view state = j->state();
         const bool finished = state != "queued" && state != "running";
@@ -138,7 +138,9 @@ class fleet_backend final : public async_backend {
  private:
   static fleet::redis_endpoint endpoint_of(const server_options& o) {
     const support::redis_url u = support::parse_redis_url(o.broker, "--broker");
-    return {u.host, u.port, u.db, o.broker_password_file.empty() ? std::string() : read_secret_file(o.broker_password_file, "--broker-password-file")};
+    return {u.host, u.port, u.db,
+            o.broker_password_file.empty() ? std::string()
+                                           : read_secret_file(o.broker_password_file, "--broker-password-file")};
   }
   static fleet::redis_options redis_settings(core& c, const char* role) {
     fleet::redis_options r;
@@ -186,6 +188,12 @@ class fleet_backend final : public async_backend {
     r.run_limit = [&c](std::string_view h) {
       const handler_entry* e = c.find_handler(h);
       return e != nullptr ? e->run_limit : c.opts.max_budget;
+    };
+    // A fleet job carries no request headers to its worker: the handler's own
+    // idle limit applies, Job-Idle-Timeout does not travel.
+    r.idle_limit = [&c](std::string_view h) {
+      const handler_entry* e = c.find_handler(h);
+      return e != nullptr ? e->idle_limit : duration::max();
     };
     return r;
   }

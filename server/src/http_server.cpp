@@ -163,6 +163,8 @@ void http_server::add_handler(const std::string& name, handler_fn fn, handler_op
   e.fn = std::move(fn);
   e.run_limit = options.run_limit > duration::zero() ? options.run_limit : c.opts.max_budget;
   e.min_budget = options.min_budget.value_or(c.opts.min_budget);
+  if (options.idle_limit <= duration::zero()) throw std::logic_error("idle limit of '" + name + "' must be positive");
+  e.idle_limit = options.idle_limit;
   e.metrics = &c.jobs->handler(name);
   c.handlers.emplace(name, std::move(e));
 }

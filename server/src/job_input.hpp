@@ -18,6 +18,7 @@ struct job_input {
   boost::beast::http::request<boost::beast::http::string_body> msg;
   const handler_entry* entry = nullptr;
   duration budget{};
+  duration idle_limit = duration::max();  // the tighter of the handler's and Job-Idle-Timeout
   bool async = false;
   std::string remote;
 

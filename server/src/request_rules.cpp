@@ -115,16 +115,26 @@ budget_reading read_budget(const http::fields& req, const budget_limits& limits)
       bad_freshness = !freshness.has_value();
     }
   }
+  std::optional<duration> idle;
+  bool bad_idle = false;
+  if (const auto i = single_header(req, job_idle_timeout_header, dup)) {
+    idle = parse_grpc_timeout(*i);
+    bad_idle = !idle.has_value();
+  }
   if (dup) {
     r.ok = false;
     r.message = "a budget header appears more than once";
-  } else if (stated.state == header_budget::kind::invalid || bad_freshness) {
+  } else if (stated.state == header_budget::kind::invalid || bad_freshness || bad_idle) {
     r.ok = false;
-    r.message = "malformed " + std::string(bad_freshness ? job_freshness_header : stated.bad_header) + " header";
+    const std::string_view bad = bad_freshness ? job_freshness_header
+                                 : bad_idle    ? job_idle_timeout_header
+                                               : std::string_view(stated.bad_header);
+    r.message = "malformed " + std::string(bad) + " header";
   }
   if (!r.ok) return r;
   r.budget = effective_budget(stated, limits.default_budget, limits.max_budget);
   r.freshness = std::min(freshness.value_or(limits.default_budget), limits.max_budget);
+  r.idle_limit = idle.value_or(duration::max());
   return r;
 }
 

@@ -66,6 +66,7 @@ bool prefers_async(std::string_view prefer) noexcept;
 // ---- budgets --------------------------------------------------------------------
 
 inline constexpr std::string_view job_freshness_header = "Job-Freshness";
+inline constexpr std::string_view job_idle_timeout_header = "Job-Idle-Timeout";
 
 struct budget_limits {
   duration default_budget;
@@ -76,13 +77,16 @@ struct budget_limits {
 // and the wire format"): the tightest of Request-Timeout, grpc-timeout and
 // X-Envoy-Expected-Rq-Timeout-Ms, the default without any, clamped to the
 // maximum; for async requests also Job-Freshness (default: the default
-// budget). Any malformed or repeated budget header spoils the request.
+// budget); for both, Job-Idle-Timeout (the longest the job may go without
+// reporting progress; none: no idle limit). Any malformed or repeated budget
+// header spoils the request.
 struct budget_reading {
   bool ok = true;
-  std::string message;   // why not (for the 400 invalid_timeout body)
-  bool async = false;    // Prefer: respond-async
-  duration budget{};     // sync: the caller's budget
-  duration freshness{};  // async: how long it may wait to start
+  std::string message;                    // why not (for the 400 invalid_timeout body)
+  bool async = false;                     // Prefer: respond-async
+  duration budget{};                      // sync: the caller's budget
+  duration freshness{};                   // async: how long it may wait to start
+  duration idle_limit = duration::max();  // Job-Idle-Timeout; max: none stated
 };
 budget_reading read_budget(const boost::beast::http::fields& headers, const budget_limits& limits);
 

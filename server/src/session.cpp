@@ -189,6 +189,7 @@ void session::start_job(std::string_view name) {
   async_ = budget.async;
   budget_ = budget.budget;
   freshness_ = budget.freshness;
+  idle_limit_ = budget.idle_limit;
   job_request_facts facts;
   facts.handler_known = entry_ != nullptr;
   if (const auto len = header_parser_->content_length()) facts.content_length = *len;
@@ -262,6 +263,7 @@ void session::on_body(error_code ec) {
   in->async = async_;
   in->remote = remote_;
   in->budget = async_ ? entry_->run_limit : budget_;
+  in->idle_limit = std::min(entry_->idle_limit, idle_limit_);
   if (async_) {
     phase_ = phase::job;
     return core_.async->submit(std::move(in), headers_at_, freshness_, answer_later());
@@ -284,6 +286,7 @@ void session::submit_sync(std::shared_ptr<job_input> in) {
   o.metrics = entry_->metrics;
   o.deadline = call->deadline;
   o.min_budget = entry_->min_budget;
+  o.idle_limit = in->idle_limit;
   call->submitted_at = core_.clk.now();
   call->ref = core_.jobs->submit(
       o,

@@ -94,6 +94,7 @@ class session : public std::enable_shared_from_this<session> {
   const handler_entry* entry_ = nullptr;
   duration budget_{};
   duration freshness_{};
+  duration idle_limit_ = duration::max();  // Job-Idle-Timeout
   bool async_ = false;
 
   bool req_keep_alive_ = true;

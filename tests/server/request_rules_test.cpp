@@ -143,6 +143,20 @@ TEST(ReadBudget, AsyncFreshness) {
   EXPECT_TRUE(read_budget(fields({{"Job-Freshness", "later"}}), kLimits).ok);
 }
 
+TEST(ReadBudget, IdleTimeoutForSyncAndAsync) {
+  EXPECT_EQ(read_budget(fields({}), kLimits).idle_limit, duration::max()) << "none stated: no idle limit";
+  EXPECT_EQ(read_budget(fields({{"Job-Idle-Timeout", "250m"}}), kLimits).idle_limit, 250ms);
+  EXPECT_EQ(read_budget(fields({{"Prefer", "respond-async"}, {"Job-Idle-Timeout", "2S"}}), kLimits).idle_limit, 2s);
+  // Not clamped to the budget: the absolute deadline bounds the job anyway.
+  EXPECT_EQ(read_budget(fields({{"Job-Idle-Timeout", "1H"}}), kLimits).idle_limit, 1h);
+  const auto bad = read_budget(fields({{"Job-Idle-Timeout", "1.5S"}}), kLimits);
+  EXPECT_FALSE(bad.ok);
+  EXPECT_EQ(bad.message, "malformed Job-Idle-Timeout header");
+  const auto dup = read_budget(fields({{"Job-Idle-Timeout", "1S"}, {"Job-Idle-Timeout", "1S"}}), kLimits);
+  EXPECT_FALSE(dup.ok);
+  EXPECT_EQ(dup.message, "a budget header appears more than once");
+}
+
 TEST(SyncCall, EveryStateAndEvent) {
   using S = sync_state;
   using E = sync_event;

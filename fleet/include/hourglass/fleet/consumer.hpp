@@ -74,6 +74,7 @@ struct job_runner {
   std::function<job_output(const context&, const delivered_job&)> run;
   std::function<error_record(std::exception_ptr)> describe_error;  // nullptr: what() as the message
   std::function<duration(std::string_view handler)> run_limit;     // nullptr: no limit
+  std::function<duration(std::string_view handler)> idle_limit;    // nullptr: no limit
 };
 
 struct consumer_options {

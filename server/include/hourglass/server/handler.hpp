@@ -88,6 +88,10 @@ struct handler_options {
   // A sync job with less budget than this left at admission is refused
   // (deadline_exceeded/admission). nullopt: the server's --min-budget.
   std::optional<duration> min_budget;
+  // A job that reports no progress (ctx.progress()) for this long is stopped:
+  // deadline_exceeded, stage idle. A request's Job-Idle-Timeout can only
+  // tighten it. max: no limit of the handler's own.
+  duration idle_limit = duration::max();
 };
 
 // Handler names: 1 to 64 of [A-Za-z0-9._-]. They appear in URLs and metric labels.
