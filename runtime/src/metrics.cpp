@@ -139,6 +139,7 @@ handler_snapshot snapshot_of(const handler_metrics& h) {
   s.expired_idle = h.expired_idle.value();
   s.finished_ok = h.finished_ok.value();
   s.finished_error = h.finished_error.value();
+  s.finished_rejected = h.finished_rejected.value();
   s.finished_deadline_exceeded = h.finished_deadline_exceeded.value();
   s.finished_cancelled = h.finished_cancelled.value();
   s.completed_late = h.completed_late.value();
@@ -225,6 +226,9 @@ void metrics::on_rejected(handler_metrics& h, reject_reason reason) noexcept {
     case reject_reason::queue_full: h.rejected_queue_full.add(); break;
     case reject_reason::shutting_down: h.rejected_shutting_down.add(); break;
     case reject_reason::broker_unavailable: h.rejected_broker_unavailable.add(); break;
+    // Never an admission refusal: a job that ran and whose call an open
+    // breaker refused (count_finish counts it as finished, rejected).
+    case reject_reason::circuit_open: break;
     case reject_reason::none: break;
   }
 }
@@ -296,7 +300,14 @@ bool metrics::count_finish(handler_metrics& h, const status& st, duration run_ti
       h.finished_cancelled.add();
       ran = run_time > duration::zero();
       break;
-    case outcome::rejected: on_rejected(h, st.reason); break;
+    case outcome::rejected:
+      if (st.reason == reject_reason::circuit_open) {  // admitted and run: a finish
+        h.finished_rejected.add();
+        ran = true;
+      } else {
+        on_rejected(h, st.reason);
+      }
+      break;
     case outcome::invalid: h.rejected_invalid_timeout.add(); break;  // refused: never a finish
   }
   return ran;
@@ -371,6 +382,7 @@ std::string render_prometheus(const metrics_snapshot& s) {
                  "Admitted jobs that finished, by outcome; admitted = finished + in flight.", "outcome",
                  {{to_string(outcome::ok), &handler_snapshot::finished_ok},
                   {to_string(outcome::error), &handler_snapshot::finished_error},
+                  {to_string(outcome::rejected), &handler_snapshot::finished_rejected},
                   {to_string(outcome::deadline_exceeded), &handler_snapshot::finished_deadline_exceeded},
                   {to_string(outcome::cancelled), &handler_snapshot::finished_cancelled}});
   handler_family(out, s, "hourglass_jobs_completed_late_total",

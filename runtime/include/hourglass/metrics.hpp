@@ -57,7 +57,10 @@
 //     cancelled                     h.finished_cancelled += 1; run_duration.record(run) only if
 //                                   run > 0 (a job cancelled while queued passes zero)
 //     invalid                       h.rejected_invalid_timeout += 1; no finished count
-//     rejected                      as on_rejected(h, st.reason); no finished count
+//     rejected, reason
+//       circuit_open                h.finished_rejected += 1; run_duration.record(run): the job
+//                                   ran and a call it made was refused by an open breaker.
+//       any other                   as on_rejected(h, st.reason); no finished count
 //                                   (a rejected job was never admitted).
 //   on_recorded(h, st)              the counters of on_finished(h, st, 0, false), no histogram:
 //                                   an outcome recorded for a job that ran elsewhere or whose
@@ -165,6 +168,7 @@ struct alignas(64) handler_metrics {
   counter expired_idle;
   counter finished_ok;
   counter finished_error;
+  counter finished_rejected;  // ran, and ended rejected/circuit_open
   counter finished_deadline_exceeded;
   counter finished_cancelled;
   counter completed_late;
@@ -187,6 +191,7 @@ struct handler_snapshot {
   std::uint64_t expired_idle = 0;
   std::uint64_t finished_ok = 0;
   std::uint64_t finished_error = 0;
+  std::uint64_t finished_rejected = 0;
   std::uint64_t finished_deadline_exceeded = 0;
   std::uint64_t finished_cancelled = 0;
   std::uint64_t completed_late = 0;

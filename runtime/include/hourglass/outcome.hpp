@@ -18,7 +18,9 @@ enum class outcome : std::uint8_t { ok, error, rejected, deadline_exceeded, canc
 
 // Why admission refused a job before it was queued (outcome `rejected`).
 // broker_unavailable: fleet mode, the broker could not take the job.
-enum class reject_reason : std::uint8_t { none, queue_full, shutting_down, broker_unavailable };
+// circuit_open: the upstream's circuit breaker is open; the call failed at
+// once without reaching the upstream (circuit_breaker.hpp).
+enum class reject_reason : std::uint8_t { none, queue_full, shutting_down, broker_unavailable, circuit_open };
 
 // Where a budget ran out (outcome `deadline_exceeded`). reclaim: fleet mode,
 // the job's worker died and its freshness ran out before another took it.
@@ -83,6 +85,7 @@ constexpr std::string_view to_string(reject_reason r) noexcept {
     case reject_reason::queue_full: return "queue_full";
     case reject_reason::shutting_down: return "shutting_down";
     case reject_reason::broker_unavailable: return "broker_unavailable";
+    case reject_reason::circuit_open: return "circuit_open";
   }
   return "unknown";
 }
