@@ -83,6 +83,7 @@ std::string async_job_json(const async_record& r, time_point now) {
   o.add("state", to_string(st.code));
   if (st.code == outcome::deadline_exceeded) o.add("stage", to_string(st.stage));
   if (st.code == outcome::cancelled) o.add("cause", to_string(st.cause));
+  if (st.code == outcome::rejected) o.add("reason", to_string(st.reason));  // circuit_open: a call it made
   if (st.code == outcome::error) {
     o.add("error", r.error_code).add("message", r.error_message).add("http_status", r.error_http);
   }
@@ -129,7 +130,8 @@ class memory_backend final : public async_backend {
   std::string metrics_text() const override {
     return "# HELP hourglass_async_jobs_stored Async jobs held (queued, running, or finished within --async-ttl).\n"
            "# TYPE hourglass_async_jobs_stored gauge\n"
-           "hourglass_async_jobs_stored " + std::to_string(c_.async_jobs->size()) + "\n";
+           "hourglass_async_jobs_stored " +
+           std::to_string(c_.async_jobs->size()) + "\n";
   }
 
  private:

@@ -237,6 +237,9 @@ struct command_line_parser::impl {
                  "NAME=URL the call handler may reach (repeatable; http://host:port[/prefix])")
         ->type_name("NAME=URL");
     t_.time("call-reserve", o_.call_reserve, "kept back from the remaining budget on outgoing calls");
+    t_.count("breaker-failures", o_.breaker_failures, "failed calls in a row that open an upstream's circuit breaker",
+             1, 1'000'000);
+    t_.time("breaker-open", o_.breaker_open, "how long an open breaker fails calls at once before one probe");
     t_.time("drain-timeout", o_.drain_timeout, "on SIGTERM/SIGINT, how long running jobs may finish");
     t_.count("max-body", o_.max_body, "largest request body in bytes (413 above)")->type_name("BYTES");
     t_.scheduling("policy", o_.scheduling, "hourglass, or fifo: every deadline check off (for comparisons)")

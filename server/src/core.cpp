@@ -53,6 +53,8 @@ upstream_client_options client_options(const server_options& o, hourglass::clock
   u.reserve = o.call_reserve;
   u.min_budget = o.min_budget;
   u.io_timeout = o.max_budget;
+  u.breaker.consecutive_failures = static_cast<int>(std::min<std::size_t>(o.breaker_failures, 1'000'000));
+  u.breaker.open_for = o.breaker_open;
   return u;
 }
 

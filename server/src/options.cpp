@@ -58,6 +58,8 @@ void validate(const server_options& o) {
   if (o.max_budget <= duration::zero()) fail("--max-budget must be positive");
   if (o.default_budget > o.max_budget) fail("--default-budget must not exceed --max-budget");
   if (o.min_budget < duration::zero()) fail("--min-budget must not be negative");
+  if (o.breaker_failures < 1) fail("--breaker-failures must be at least 1");
+  if (o.breaker_open <= duration::zero()) fail("--breaker-open must be positive");
   if (o.min_budget >= o.max_budget) fail("--min-budget must be below --max-budget");
   if (o.call_reserve < duration::zero()) fail("--call-reserve must not be negative");
   if (o.drain_timeout < duration::zero()) fail("--drain-timeout must not be negative");

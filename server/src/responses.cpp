@@ -107,10 +107,14 @@ response invalid_budget_response(std::string_view message) {
 std::string connection_metrics(std::size_t open, std::size_t limit) {
   return "# HELP hourglass_http_connections_open Client connections open now.\n"
          "# TYPE hourglass_http_connections_open gauge\n"
-         "hourglass_http_connections_open " + std::to_string(open) + "\n"
-         "# HELP hourglass_http_connections_limit Connections beyond this are accepted and closed at once (--max-connections).\n"
+         "hourglass_http_connections_open " +
+         std::to_string(open) +
+         "\n"
+         "# HELP hourglass_http_connections_limit Connections beyond this are accepted and closed at once "
+         "(--max-connections).\n"
          "# TYPE hourglass_http_connections_limit gauge\n"
-         "hourglass_http_connections_limit " + std::to_string(limit) + "\n";
+         "hourglass_http_connections_limit " +
+         std::to_string(limit) + "\n";
 }
 
 response job_response(const status& st, const job_timings& t, duration budget, duration remaining_now,
@@ -121,7 +125,11 @@ response job_response(const status& st, const job_timings& t, duration budget, d
     res = make_response(code, std::move(result->body), result->content_type);
   } else {
     res = make_response(http_status_for(st, error), outcome_body(st, t, budget, remaining_now, error), json_type);
-    if (st.code == outcome::rejected && st.reason == reject_reason::queue_full) res.set(http::field::retry_after, "1");
+    // Overload may pass in a moment; an open breaker lets a probe through after --breaker-open.
+    if (st.code == outcome::rejected &&
+        (st.reason == reject_reason::queue_full || st.reason == reject_reason::circuit_open)) {
+      res.set(http::field::retry_after, "1");
+    }
   }
   res.set("Server-Timing", server_timing(t));
   return res;

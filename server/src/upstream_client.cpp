@@ -21,10 +21,13 @@
 #include <stdexcept>
 #include <vector>
 
+#include "call_rules.hpp"
 #include "hourglass/asio_bridge.hpp"
 #include "hourglass/budget_codec.hpp"
+#include "hourglass/metrics.hpp"
 #include "hourglass/server/handler.hpp"
 #include "hourglass/server/options.hpp"
+#include "hourglass/support/json.hpp"
 #include "hourglass/support/url.hpp"
 
 namespace hourglass::server {
@@ -175,6 +178,7 @@ struct upstream_client::impl {
     std::string host_header;
     std::mutex mu;
     std::vector<conn_ptr> idle;
+    std::unique_ptr<circuit_breaker> breaker;
   };
 
   impl(net::io_context& i, upstream_client_options o) : io(i), opts(o), clk(o.clock ? *o.clock : real_clock()) {}
@@ -222,6 +226,7 @@ upstream_client::upstream_client(net::io_context& io, const std::map<std::string
     u->name = name;
     u->url = parse_upstream_url(url);
     u->host_header = support::parse_http_url(url, "upstream URL").host_header;
+    u->breaker = std::make_unique<circuit_breaker>(impl_->clk, impl_->opts.breaker);
     impl_->upstreams.emplace(name, std::move(u));
   }
 }
@@ -229,6 +234,27 @@ upstream_client::upstream_client(net::io_context& io, const std::map<std::string
 upstream_client::~upstream_client() = default;
 
 bool upstream_client::has(std::string_view name) const noexcept { return impl_->upstreams.count(name) != 0; }
+
+const circuit_breaker* upstream_client::breaker(std::string_view name) const noexcept {
+  const auto it = impl_->upstreams.find(name);
+  return it == impl_->upstreams.end() ? nullptr : it->second->breaker.get();
+}
+
+std::string upstream_client::metrics_text() const {
+  if (impl_->upstreams.empty()) return {};
+  std::string state =
+      "# HELP hourglass_circuit_state Circuit breaker per upstream: 0 closed, 1 half-open, 2 open.\n"
+      "# TYPE hourglass_circuit_state gauge\n";
+  std::string rejected =
+      "# HELP hourglass_circuit_rejected_total Calls failed at once by an open circuit breaker.\n"
+      "# TYPE hourglass_circuit_rejected_total counter\n";
+  for (const auto& [name, u] : impl_->upstreams) {
+    const std::string label = "{upstream=\"" + escape_label_value(name) + "\"} ";
+    state += "hourglass_circuit_state" + label + std::to_string(static_cast<int>(u->breaker->state())) + "\n";
+    rejected += "hourglass_circuit_rejected_total" + label + std::to_string(u->breaker->rejected_total()) + "\n";
+  }
+  return state + rejected;
+}
 
 void upstream_client::close_idle() noexcept {
   for (auto& [name, u] : impl_->upstreams) {
@@ -253,6 +279,11 @@ upstream_response upstream_client::post_job(const context& ctx, std::string_view
   if (it == impl_->upstreams.end()) throw std::invalid_argument("unknown upstream '" + std::string(upstream) + "'");
   if (!valid_handler_name(handler)) throw std::invalid_argument("invalid handler name");
   impl::upstream& u = *it->second;
+  ctx.check();
+  // An open breaker fails the call before anything is spent on it. A ticket
+  // dropped without a verdict (the call was not made) records `ignored`.
+  circuit_breaker::ticket ticket = u.breaker->admit();
+  if (!ticket) throw stopped_error(status::rejected(reject_reason::circuit_open));
 
   for (int attempt = 0;; ++attempt) {
     ctx.check();
@@ -290,8 +321,12 @@ upstream_response upstream_client::post_job(const context& ctx, std::string_view
     }
     if (r.ec) {
       discard(std::move(conn));
-      if (ctx.done()) throw stopped_error(ctx.stop_status());                    // aborted: the deadline or a cancel
+      if (ctx.done()) {  // aborted: the deadline or a cancel
+        ticket.record(detail::verdict_of_abort(ctx.stop_status()));
+        throw stopped_error(ctx.stop_status());
+      }
       if (reused && !r.got_some && attempt == 0 && stale_error(r.ec)) continue;  // the peer closed it while idle
+      ticket.record(call_verdict::failure);
       throw std::runtime_error(r.ec.message());
     }
     upstream_response out;
@@ -299,6 +334,15 @@ upstream_response upstream_client::post_job(const context& ctx, std::string_view
     out.content_type = std::string(r.res[http::field::content_type]);
     const bool keep = r.res.keep_alive();
     out.body = std::move(r.res.body());
+    std::string stage;
+    if (out.status == 504) {
+      if (const auto v = support::parse_json(out.body); v && v->is_object()) {
+        if (const auto* s = v->as_object().if_contains("stage"); s != nullptr && s->is_string()) {
+          stage = std::string(s->get_string());
+        }
+      }
+    }
+    ticket.record(detail::verdict_of_answer(out.status, stage));
     if (keep) {
       impl_->release(u, std::move(conn));
     } else {

@@ -36,6 +36,11 @@ struct server_options {
   std::map<std::string, std::string> upstreams;
   // Kept back from the remaining budget when calling an upstream.
   duration call_reserve = std::chrono::milliseconds(5);
+  // Each upstream's circuit breaker opens after this many failed calls in a
+  // row (or half of at least 20 calls in 10 s failing), fails calls at once
+  // for breaker_open, then lets one probe through.
+  std::size_t breaker_failures = 5;
+  duration breaker_open = std::chrono::seconds(5);
 
   duration drain_timeout = std::chrono::seconds(10);
   std::size_t max_body = 1024 * 1024;  // bytes

@@ -15,7 +15,11 @@
 //    post_job throws stopped_error with the context's reason;
 //  - reuses connections from a per-upstream keep-alive pool. A pooled
 //    connection that the peer closed is retried once on a fresh one when no
-//    byte of the answer had arrived.
+//    byte of the answer had arrived;
+//  - goes through the upstream's circuit breaker (circuit_breaker.hpp): while
+//    it is open the call fails at once with stopped_error(rejected/
+//    circuit_open), before any budget check or byte on the network; every
+//    call made reports its verdict (detail/call_rules.hpp).
 //
 // Thread safety: post_job may be called from any number of worker threads.
 // It blocks the calling thread (a job's worker) until the answer, the stop,
@@ -28,6 +32,7 @@
 #include <string>
 #include <string_view>
 
+#include "hourglass/circuit_breaker.hpp"
 #include "hourglass/clock.hpp"
 #include "hourglass/context.hpp"
 #include "hourglass/time.hpp"
@@ -52,7 +57,9 @@ struct upstream_client_options {
   std::size_t max_response_body = 8 * 1024 * 1024;
   // Bounds I/O when the context has no deadline (policy fifo).
   duration io_timeout = std::chrono::seconds(60);
-  // Times the pool's idle connections; the daemon passes its own clock.
+  // Each upstream's circuit breaker (--breaker-failures, --breaker-open).
+  breaker_policy breaker;
+  // Times the pool's idle connections and the breakers; the daemon passes its own clock.
   // Budgets are read from each call's context, on the context's clock.
   hourglass::clock* clock = nullptr;  // nullptr: real_clock()
 };
@@ -76,6 +83,14 @@ class upstream_client {
 
   // Closes pooled idle connections (drain).
   void close_idle() noexcept;
+
+  // The breaker of a configured upstream (nullptr for an unknown name).
+  const circuit_breaker* breaker(std::string_view upstream) const noexcept;
+
+  // Prometheus text: hourglass_circuit_state{upstream} (0 closed, 1
+  // half-open, 2 open) and hourglass_circuit_rejected_total{upstream}.
+  // Empty without upstreams.
+  std::string metrics_text() const;
 
  private:
   struct impl;
