@@ -88,7 +88,8 @@ struct context_state {
   cancellation_token parent_token;
   std::optional<cancellation_callback<parent_forwarder>> parent_link;
   timer_id timer;
-  std::shared_ptr<idle_watch> idle;  // set when the context has an idle limit
+  std::shared_ptr<idle_watch> idle;    // set when the context has an idle limit
+  std::atomic<bool> committed{false};  // a commit point was crossed here or in a descendant
 
   // Starts the idle clock at `now` (a limit of duration::max(): none).
   void start_idle(duration limit, time_point now) {
@@ -233,6 +234,20 @@ bool context::sleep_until(time_point t) const {
   }
   clk.cancel(id);
   return !state_->token.stop_requested() && clk.now() >= t;
+}
+
+bool context::committed() const noexcept { return state_->committed.load(std::memory_order_acquire); }
+
+context context::begin_commit(duration need, duration cap) const {
+  const time_point now = state_->clk->now();
+  const status stopped = stop_status(now);
+  if (!stopped.is_ok()) throw stopped_error(stopped);
+  if (hourglass::remaining(state_->deadline, now) < need) throw stopped_error(status::expired(expiry_stage::run));
+  for (detail::context_state* s = state_.get(); s != nullptr; s = s->parent.get()) {
+    s->committed.store(true, std::memory_order_release);
+  }
+  progress();
+  return context(make_root(*state_->clk, cap == duration::max() ? never : saturating_add(now, cap)));
 }
 
 bool context::sleep_for(duration d) const { return sleep_until(saturating_add(state_->clk->now(), d)); }

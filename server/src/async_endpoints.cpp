@@ -90,6 +90,7 @@ std::string async_job_json(const async_record& r, time_point now) {
   o.add("queued_ms", to_millis(r.timings.queue_delay));
   if (r.timings.ran) o.add("run_ms", to_millis(r.timings.run_time));
   o.add("age_ms", to_millis(elapsed(r.created, now)));
+  if (r.timings.committed) o.add("committed", true);
   if (st.is_ok()) {
     o.add("content_type", r.result.content_type);
     if (valid_utf8(r.result.body)) {

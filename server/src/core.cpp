@@ -95,6 +95,7 @@ void core::log_job(const job_report& r) const {
     detail = fmt::format(" reason={}", to_string(st.reason));
   if (st.code == outcome::deadline_exceeded) detail = fmt::format(" stage={}", to_string(st.stage));
   if (st.code == outcome::cancelled) detail = fmt::format(" cause={}", to_string(st.cause));
+  if (r.timings.committed) detail += " committed=true";
   std::string note;
   if (!r.note.empty()) {
     note = " note=\"";

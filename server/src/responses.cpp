@@ -93,6 +93,7 @@ std::string outcome_body(const status& st, const job_timings& t, duration budget
   o.add("queued_ms", to_millis(t.queue_delay));
   if (t.ran) o.add("run_ms", to_millis(t.run_time));
   if (remaining_now != duration::max()) o.add("remaining_ms", to_millis(remaining_now));
+  if (t.committed) o.add("committed", true);  // reconcile by the idempotency key: a change may have happened
   return o.str();
 }
 

@@ -297,6 +297,17 @@ void session::submit_sync(std::shared_ptr<job_input> in) {
         if (!call->phase.compare_exchange_strong(expected, job_phase::running)) {
           throw stopped_error(status::expired(expiry_stage::queue));
         }
+        struct shown {
+          sync_call& c;
+          shown(sync_call& call, const context& ctx) : c(call) {
+            std::lock_guard lock(c.running_mu);
+            c.running = &ctx;
+          }
+          ~shown() {
+            std::lock_guard lock(c.running_mu);
+            c.running = nullptr;
+          }
+        } while_running(*call, ctx);
         return in->entry->fn(ctx, in->view());
       },
       [self = shared_from_this(), call](job_result<handler_result>&& r) noexcept {
@@ -382,6 +393,7 @@ void session::step(const std::shared_ptr<sync_call>& call, sync_event e) {
       job_timings t;
       t.budget = call->budget;
       t.queue_delay = elapsed(call->submitted_at, core_.clk.now());
+      t.committed = call->committed_so_far();  // the job goes on; a change may have happened
       return send(job_response(st, t, call->budget, duration::zero(), nullptr, nullptr));
     }
     case sync_action::answer_outcome:

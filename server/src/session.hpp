@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -52,6 +53,15 @@ class session : public std::enable_shared_from_this<session> {
     sync_state state = sync_state::waiting;            // strand only (request_rules.hpp)
     unsigned early_status = 0;                         // strand only: the status sent at the deadline, if any
     std::optional<job_result<handler_result>> result;  // strand only: the outcome, once in
+    // While the handler runs: its context, so a 504 sent at the deadline can
+    // say whether the job already crossed a commit point (not a copy: a
+    // copy would keep the context alive after its job).
+    std::mutex running_mu;
+    const context* running = nullptr;
+    bool committed_so_far() {
+      std::lock_guard lock(running_mu);
+      return running != nullptr && running->committed();
+    }
   };
 
   void read_request();

@@ -455,6 +455,7 @@ void executor::run_one(detail::job_record* rec, worker_slot* slot, worker_clock*
 
   // One outcome (run_outcome.hpp).
   facts.context = rec->ctx ? rec->ctx->get().stop_status(end) : status::ok();
+  t.committed = rec->ctx && rec->ctx->get().committed();
   facts.past_deadline = rec->bounds.deadline != never && end > rec->bounds.deadline;
   const run_verdict verdict = run_outcome(facts);
   t.completed_late = verdict.completed_late;

@@ -21,12 +21,19 @@
 //    (deadline_exceeded, stage idle), however far its deadline is. Progress
 //    never moves the deadline. A child's idle limit is the tighter of its
 //    own and its parent's, and its progress is its ancestors' progress too.
+//  - Commit points: commit(need, fn) starts fn only with at least `need`
+//    left, then runs it shielded from the deadline, the idle limit and
+//    cancellation (a half-done commit is worse than a late one), and marks
+//    the context and its ancestors committed() so the job's outcome can say
+//    a change may have happened.
 //
 // Thread safety: every member is safe to call concurrently.
 #pragma once
 
 #include <exception>
 #include <memory>
+#include <type_traits>
+#include <utility>
 
 #include "hourglass/cancellation.hpp"
 #include "hourglass/clock.hpp"
@@ -100,8 +107,37 @@ class context {
   context_source child(child_limits limits = {}) const;
   context_source child_until(time_point deadline, duration idle_limit = duration::max()) const;
 
+  // A commit point (protocol.md, "Commit points"). With less than `need`
+  // left, or the context already stopped, `fn` is not started: throws
+  // stopped_error (deadline_exceeded/run, or the stop's own status) and
+  // nothing is marked committed. Otherwise marks this context and its
+  // ancestors committed(), reports progress, and calls fn(shielded), or fn()
+  // if it takes no context: `shielded` is a fresh context on the same clock
+  // that this context's deadline, idle limit and cancellation never reach,
+  // with a deadline of its own at now + cap (max: none). Returns what fn
+  // returns; an exception from fn passes through (still committed). The work
+  // that follows sees this context as it is: stopped, if its deadline passed
+  // meanwhile.
+  template <class F>
+  decltype(auto) commit(duration need, F&& fn, duration cap = duration::max()) const {
+    const context shielded = begin_commit(need, cap);
+    struct progress_at_end {
+      const context& c;
+      ~progress_at_end() { c.progress(); }
+    } at_end{*this};
+    if constexpr (std::is_invocable_v<F, const context&>) {
+      return std::forward<F>(fn)(shielded);
+    } else {
+      return std::forward<F>(fn)();
+    }
+  }
+  // True once a commit point was crossed in this context or a descendant.
+  bool committed() const noexcept;
+
  private:
   friend class context_source;
+  // commit()'s checks and marks; returns the shielded context.
+  context begin_commit(duration need, duration cap) const;
   explicit context(std::shared_ptr<detail::context_state> s) noexcept : state_(std::move(s)) {}
   std::shared_ptr<detail::context_state> state_;
 };

@@ -22,6 +22,9 @@ struct job_timings {
   duration run_time = duration::zero();              // start -> return (zero: never ran)
   bool ran = false;                                  // the job's function was called
   bool completed_late = false;                       // returned normally after its deadline: wasted work
+  // It crossed a commit point (context::commit): whatever its outcome, a
+  // change may have happened; reconcile by its idempotency key.
+  bool committed = false;
 };
 
 // Thrown by job_result::value() when there is no value.
