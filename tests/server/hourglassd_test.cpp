@@ -291,6 +291,7 @@ TEST(Hourglassd, ReadmeExampleRunsAsWritten) {
   EXPECT_NE(out.find("Server-Timing: queue;dur="), std::string::npos) << out;
   EXPECT_NE(out.find("\nhello"), std::string::npos) << out;
   EXPECT_NE(out.find(R"("stage": "run")"), std::string::npos) << out;
+  EXPECT_NE(out.find(R"("stage": "idle")"), std::string::npos) << out;
   EXPECT_NE(out.find(R"("error": "invalid_timeout")"), std::string::npos) << out;
   EXPECT_NE(out.find(R"("stage": "downstream")"), std::string::npos) << out;
   // The DELETE answers 202 cancel_requested while the sleep is still stopping,
