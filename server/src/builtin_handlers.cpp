@@ -3,6 +3,8 @@
 #include <boost/json.hpp>
 
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "hourglass/support/json.hpp"
 
@@ -68,19 +70,45 @@ handler_fn spin_handler() {
   };
 }
 
-handler_fn call_handler(upstream_client& client) {
-  return [&client](const context& ctx, const request_view& req) {
-    constexpr const char* shape = R"({"upstream": NAME, "handler": H, "body": ...})";
+handler_fn call_handler(upstream_client& client, executor* ex) {
+  return [&client, ex](const context& ctx, const request_view& req) {
+    constexpr const char* shape =
+        R"({"upstream": NAME, "handler": H, "body": ...} or {"upstreams": [NAME, ...], "hedge_after_ms": N, ...})";
     const auto o = input_object(req.body, shape);
     const auto* up = o.if_contains("upstream");
+    const auto* ups = o.if_contains("upstreams");
     const auto* h = o.if_contains("handler");
-    if (up == nullptr || !up->is_string() || h == nullptr || !h->is_string()) {
+    if ((up == nullptr) == (ups == nullptr) || h == nullptr || !h->is_string()) {
       throw handler_error::bad_input(std::string("body must be ") + shape);
     }
-    const std::string upstream(up->get_string());
+    std::vector<std::string> upstreams;
+    if (up != nullptr) {
+      if (!up->is_string()) throw handler_error::bad_input(std::string("body must be ") + shape);
+      upstreams.emplace_back(up->get_string());
+    } else {
+      if (!ups->is_array() || ups->as_array().empty() || ups->as_array().size() > 8) {
+        throw handler_error::bad_input(R"("upstreams" must be an array of 1 to 8 names)");
+      }
+      for (const auto& n : ups->as_array()) {
+        if (!n.is_string()) throw handler_error::bad_input(R"("upstreams" must be an array of 1 to 8 names)");
+        upstreams.emplace_back(n.get_string());
+      }
+    }
+    duration hedge_after = duration::max();
+    if (o.contains("hedge_after_ms")) {
+      const auto ms = support::int_member(o, "hedge_after_ms", 0, 3'600'000);
+      if (!ms) throw handler_error::bad_input(R"("hedge_after_ms" must be an integer, 0 to 3600000)");
+      hedge_after = std::chrono::milliseconds(*ms);
+    }
+    if (upstreams.size() > 1 && (hedge_after == duration::max() || ex == nullptr)) {
+      throw handler_error::bad_input(R"(several "upstreams" need "hedge_after_ms")");
+    }
     const std::string handler(h->get_string());
-    if (!client.has(upstream))
-      throw handler_error::bad_input("unknown upstream (only configured upstreams can be called)");
+    for (const auto& name : upstreams) {
+      if (!client.has(name))
+        throw handler_error::bad_input("unknown upstream (only configured upstreams can be called)");
+    }
+    const std::string& upstream = upstreams.front();
     if (!valid_handler_name(handler)) throw handler_error::bad_input("invalid handler name");
     std::string body;
     std::string type = "application/octet-stream";
@@ -94,7 +122,9 @@ handler_fn call_handler(upstream_client& client) {
     }
     upstream_response res;
     try {
-      res = client.post_job(ctx, upstream, handler, std::move(body), type, req.traceparent);
+      res = upstreams.size() == 1
+                ? client.post_job(ctx, upstream, handler, std::move(body), type, req.traceparent)
+                : client.post_job_hedged(*ex, ctx, upstreams, hedge_after, handler, body, type, req.traceparent);
     } catch (const std::runtime_error& e) {  // I/O failure; stopped_error passes through
       throw handler_error(500, "upstream_unreachable", "upstream '" + upstream + "' failed: " + e.what());
     }

@@ -144,7 +144,7 @@ http_server::http_server(server_options options, hourglass::clock& clk) {
     add_handler("echo", echo_handler());
     add_handler("sleep", sleep_handler());
     add_handler("spin", spin_handler());
-    add_handler("call", call_handler(*impl_->c.upstreams));
+    add_handler("call", call_handler(*impl_->c.upstreams, impl_->c.jobs.get()));
   }
 }
 

@@ -24,7 +24,9 @@
 #include "call_rules.hpp"
 #include "hourglass/asio_bridge.hpp"
 #include "hourglass/budget_codec.hpp"
+#include "hourglass/fan_out.hpp"
 #include "hourglass/metrics.hpp"
+#include "hourglass/retry.hpp"
 #include "hourglass/server/handler.hpp"
 #include "hourglass/server/options.hpp"
 #include "hourglass/support/json.hpp"
@@ -179,6 +181,7 @@ struct upstream_client::impl {
     std::mutex mu;
     std::vector<conn_ptr> idle;
     std::unique_ptr<circuit_breaker> breaker;
+    retry_budget budget{retry_budget::options{}};  // hedges to this upstream spend it
   };
 
   impl(net::io_context& i, upstream_client_options o) : io(i), opts(o), clk(o.clock ? *o.clock : real_clock()) {}
@@ -215,6 +218,7 @@ struct upstream_client::impl {
   net::io_context& io;
   upstream_client_options opts;
   hourglass::clock& clk;
+  std::atomic<std::uint64_t> hedges_won{0}, hedges_lost{0}, hedges_skipped{0};
   std::map<std::string, std::unique_ptr<upstream>, std::less<>> upstreams;
 };
 
@@ -253,7 +257,14 @@ std::string upstream_client::metrics_text() const {
     state += "hourglass_circuit_state" + label + std::to_string(static_cast<int>(u->breaker->state())) + "\n";
     rejected += "hourglass_circuit_rejected_total" + label + std::to_string(u->breaker->rejected_total()) + "\n";
   }
-  return state + rejected;
+  const auto hedges = [](std::string_view outcome, std::uint64_t n) {
+    return "hourglass_hedges_total{outcome=\"" + std::string(outcome) + "\"} " + std::to_string(n) + "\n";
+  };
+  return state + rejected +
+         "# HELP hourglass_hedges_total Hedged requests of call, by outcome (skipped: too little budget, or no retry "
+         "token).\n# TYPE hourglass_hedges_total counter\n" +
+         hedges("won", impl_->hedges_won.load()) + hedges("lost", impl_->hedges_lost.load()) +
+         hedges("skipped", impl_->hedges_skipped.load());
 }
 
 void upstream_client::close_idle() noexcept {
@@ -284,6 +295,7 @@ upstream_response upstream_client::post_job(const context& ctx, std::string_view
   // dropped without a verdict (the call was not made) records `ignored`.
   circuit_breaker::ticket ticket = u.breaker->admit();
   if (!ticket) throw stopped_error(status::rejected(reject_reason::circuit_open));
+  u.budget.record_request(impl_->clk.now());  // what this upstream's hedges may spend
 
   for (int attempt = 0;; ++attempt) {
     ctx.check();
@@ -350,6 +362,67 @@ upstream_response upstream_client::post_job(const context& ctx, std::string_view
     }
     return out;
   }
+}
+
+namespace {
+// Thrown out of a hedge's branch: a non-2xx answer wins nothing.
+struct answered_badly {
+  upstream_response res;
+};
+}  // namespace
+
+upstream_response upstream_client::post_job_hedged(executor& ex, const context& ctx,
+                                                   const std::vector<std::string>& names, duration hedge_after,
+                                                   std::string_view handler, const std::string& body,
+                                                   std::string_view content_type, std::string_view traceparent) {
+  if (names.empty()) throw std::invalid_argument("no upstream to call");
+  for (const auto& n : names) {
+    if (!has(n)) throw std::invalid_argument("unknown upstream '" + n + "'");
+  }
+  if (names.size() == 1) return post_job(ctx, names[0], handler, body, content_type, traceparent);
+
+  std::atomic<int> winner{-1};
+  std::atomic<int> sent{0};  // hedges sent (the first request is not one)
+  std::vector<branch_fn<upstream_response>> branches;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    // first_of waits for every branch before it returns: references stay valid.
+    branches.emplace_back([&, i](const context& b) -> upstream_response {
+      if (i > 0) {
+        const auto n = static_cast<duration::rep>(i);
+        const duration due = hedge_after.count() > duration::max().count() / n ? duration::max() : hedge_after * n;
+        if (!b.sleep_for(due)) b.check();  // decided before this hedge was due
+        impl::upstream& u = *impl_->upstreams.find(names[i])->second;
+        const bool fits = b.deadline() == never || (b.remaining() - impl_->opts.reserve > duration::zero() &&
+                                                    b.remaining() - impl_->opts.reserve >= impl_->opts.min_budget);
+        if (!fits || !u.budget.try_withdraw(impl_->clk.now())) {
+          impl_->hedges_skipped.fetch_add(1);
+          throw stopped_error(status::expired(expiry_stage::run));  // not sent: nothing said against the others
+        }
+        sent.fetch_add(1);
+      }
+      upstream_response r = post_job(b, names[i], handler, body, content_type, traceparent);
+      if (r.status < 200 || r.status > 299) throw answered_badly{std::move(r)};
+      int none = -1;
+      winner.compare_exchange_strong(none, static_cast<int>(i));
+      return r;
+    });
+  }
+  fan_out_options fo;
+  fo.max_concurrency = names.size();
+  job_result<upstream_response> r = first_of(ex, ctx, std::move(branches), fo);
+  const int w = winner.load();
+  const int hedges_sent = sent.load();
+  if (w > 0) impl_->hedges_won.fetch_add(1);
+  impl_->hedges_lost.fetch_add(static_cast<std::uint64_t>(hedges_sent - (w > 0 ? 1 : 0)));
+  if (r.ok()) return std::move(*r.result);
+  if (r.error) {
+    try {
+      std::rethrow_exception(r.error);
+    } catch (answered_badly& a) {
+      return std::move(a.res);
+    }
+  }
+  throw stopped_error(r.st);
 }
 
 }  // namespace hourglass::server

@@ -25,6 +25,8 @@ namespace hourglass::server {
 handler_fn echo_handler();
 handler_fn sleep_handler();
 handler_fn spin_handler();
-handler_fn call_handler(upstream_client& client);  // client must outlive the handler's jobs
+// client (and ex) must outlive the handler's jobs. With `ex`, a call may be
+// hedged: {"upstreams": [A, B, ...], "hedge_after_ms": H} (its branches run on ex).
+handler_fn call_handler(upstream_client& client, executor* ex = nullptr);
 
 }  // namespace hourglass::server

@@ -31,6 +31,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hourglass/circuit_breaker.hpp"
 #include "hourglass/clock.hpp"
@@ -39,6 +40,10 @@
 
 namespace boost::asio {
 class io_context;
+}
+
+namespace hourglass {
+class executor;
 }
 
 namespace hourglass::server {
@@ -81,6 +86,23 @@ class upstream_client {
   upstream_response post_job(const context& ctx, std::string_view upstream, std::string_view handler, std::string body,
                              std::string_view content_type, std::string_view traceparent);
 
+  // A hedged call (protocol.md, "Hedged calls"): the request goes to
+  // upstreams[0]; if no success has come after hedge_after, the same request
+  // goes to upstreams[1] (after 2 * hedge_after to upstreams[2], ...), each a
+  // branch of first_of on `ex` under ctx's deadline less the reserve. The
+  // first 2xx wins and the others are cancelled at once (their requests
+  // aborted, their connections closed, so their callees cancel too). A hedge
+  // is skipped when the remaining budget is below min_budget, or when the
+  // hedged upstream's retry budget has no token (every call made deposits in
+  // its upstream's budget: hedges are at most ~20 % of calls, Finagle-style).
+  // Without a winner: the first non-2xx answer in upstream order, returned as
+  // is; else the first request's stop or error. Throws like post_job.
+  // A hedge waits for a free worker of `ex` to run on; with none free it runs
+  // only after the branches before it.
+  upstream_response post_job_hedged(executor& ex, const context& ctx, const std::vector<std::string>& upstreams,
+                                    duration hedge_after, std::string_view handler, const std::string& body,
+                                    std::string_view content_type, std::string_view traceparent);
+
   // Closes pooled idle connections (drain).
   void close_idle() noexcept;
 
@@ -88,8 +110,8 @@ class upstream_client {
   const circuit_breaker* breaker(std::string_view upstream) const noexcept;
 
   // Prometheus text: hourglass_circuit_state{upstream} (0 closed, 1
-  // half-open, 2 open) and hourglass_circuit_rejected_total{upstream}.
-  // Empty without upstreams.
+  // half-open, 2 open), hourglass_circuit_rejected_total{upstream} and
+  // hourglass_hedges_total{outcome="won|lost|skipped"}. Empty without upstreams.
   std::string metrics_text() const;
 
  private:
