@@ -2,6 +2,7 @@
 // calls per job, beside a bare relaxed atomic increment.
 #include <benchmark/benchmark.h>
 
+#include <array>
 #include <atomic>
 
 #include "hourglass/histogram.hpp"
@@ -44,5 +45,48 @@ void BM_Metrics_Snapshot(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(m.snapshot());
 }
 BENCHMARK(BM_Metrics_Snapshot);
+
+// What GET /metrics costs on top of the snapshot: the text of four histograms
+// with values spread over their range, and a handler.
+void BM_Metrics_RenderPrometheus(benchmark::State& state) {
+  static metrics m;
+  m.handler("bench");
+  for (int i = 1; i <= 10'000; ++i) {
+    const auto d = std::chrono::microseconds(i * 37 % 2'000'000);
+    m.on_dispatch(d, d);
+    m.on_finished(m.handler("bench"), status::ok(), d, false);
+  }
+  const metrics_snapshot snap = m.snapshot();
+  for (auto _ : state) benchmark::DoNotOptimize(render_prometheus(snap));
+}
+BENCHMARK(BM_Metrics_RenderPrometheus);
+
+// The cumulative bucket counts of one rendered histogram: one pass (what
+// render_prometheus does) against one count_at_or_below per bound (what it did).
+histogram_snapshot spread_snapshot() {
+  log_histogram h;
+  for (int i = 1; i <= 10'000; ++i) h.record(std::chrono::microseconds(i * 37 % 2'000'000));
+  return h.snapshot();
+}
+
+void BM_Histogram_CumulativeCountsOnePass(benchmark::State& state) {
+  const histogram_snapshot s = spread_snapshot();
+  std::array<std::uint64_t, prometheus_bucket_bounds_ns.size()> out{};
+  for (auto _ : state) {
+    s.counts_at_or_below(prometheus_bucket_bounds_ns, out);
+    benchmark::DoNotOptimize(out);
+  }
+}
+BENCHMARK(BM_Histogram_CumulativeCountsOnePass);
+
+void BM_Histogram_CumulativeCountsPerBound(benchmark::State& state) {
+  const histogram_snapshot s = spread_snapshot();
+  std::array<std::uint64_t, prometheus_bucket_bounds_ns.size()> out{};
+  for (auto _ : state) {
+    for (std::size_t k = 0; k < out.size(); ++k) out[k] = s.count_at_or_below(prometheus_bucket_bounds_ns[k]);
+    benchmark::DoNotOptimize(out);
+  }
+}
+BENCHMARK(BM_Histogram_CumulativeCountsPerBound);
 
 }  // namespace

@@ -93,6 +93,16 @@ std::uint64_t histogram_snapshot::count_at_or_below(std::uint64_t ns) const noex
   return total;
 }
 
+void histogram_snapshot::counts_at_or_below(std::span<const std::uint64_t> bounds,
+                                            std::span<std::uint64_t> out) const noexcept {
+  std::uint64_t total = 0;
+  std::size_t i = 0;
+  for (std::size_t k = 0; k < bounds.size() && k < out.size(); ++k) {
+    while (i < counts.size() && layout.upper_bound(i) <= bounds[k]) total += counts[i++];
+    out[k] = total;
+  }
+}
+
 double histogram_snapshot::mean_ns() const noexcept {
   return count == 0 ? 0.0 : static_cast<double>(sum_ns) / static_cast<double>(count);
 }

@@ -106,8 +106,11 @@ constexpr std::array<std::string_view, prometheus_bucket_bounds_ns.size()> bucke
 void histogram_family(std::string& out, std::string_view name, std::string_view help, const histogram_snapshot& h) {
   family(out, name, help, "histogram");
   const std::string bucket = std::string(name) + "_bucket";
+  // One pass over the ~2,000 buckets, not one per bound.
+  std::array<std::uint64_t, prometheus_bucket_bounds_ns.size()> cumulative{};
+  h.counts_at_or_below(prometheus_bucket_bounds_ns, cumulative);
   for (std::size_t i = 0; i < prometheus_bucket_bounds_ns.size(); ++i) {
-    sample(out, bucket, {{"le", bucket_labels[i]}}, h.count_at_or_below(prometheus_bucket_bounds_ns[i]));
+    sample(out, bucket, {{"le", bucket_labels[i]}}, cumulative[i]);
   }
   sample(out, bucket, {{"le", "+Inf"}}, h.count);
   sample_prefix(out, std::string(name) + "_sum", {});

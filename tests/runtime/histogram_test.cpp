@@ -231,6 +231,14 @@ TEST(histogram_snapshot, CountAtOrBelowNeverOvercountsAndMissesOnlyOneBucket) {
     EXPECT_GE(got, exact_le(static_cast<double>(x) * (1.0 - 2.0 * h.relative_error()))) << x;
   }
   EXPECT_EQ(s.count_at_or_below(log_histogram::highest_trackable_ns), s.count);
+
+  // The one-pass form gives exactly the same numbers, bound by bound.
+  const std::vector<std::uint64_t> bounds = {
+      0,         100,        1'000,      100'000,     250'000,
+      1'000'000, 25'000'000, 99'999'999, 100'000'000, log_histogram::highest_trackable_ns};
+  std::vector<std::uint64_t> cumulative(bounds.size(), 7);
+  s.counts_at_or_below(bounds, cumulative);
+  for (std::size_t k = 0; k < bounds.size(); ++k) EXPECT_EQ(cumulative[k], s.count_at_or_below(bounds[k])) << bounds[k];
 }
 
 // ---- merge and reset -----------------------------------------------------

@@ -39,6 +39,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "hourglass/time.hpp"
@@ -95,6 +96,9 @@ struct histogram_snapshot {
   // value is <= ns; values in (ns - width, ns], width <= ns * 2^-P, of the one
   // bucket straddling ns are not counted (they count toward the next bound).
   std::uint64_t count_at_or_below(std::uint64_t ns) const noexcept;
+  // count_at_or_below(bounds[k]) into out[k] for every k, in one pass over the
+  // buckets (what /metrics renders). `bounds` ascending; out.size() >= bounds.size().
+  void counts_at_or_below(std::span<const std::uint64_t> bounds, std::span<std::uint64_t> out) const noexcept;
   double mean_ns() const noexcept;
   // Adds `other` into this. Throws std::invalid_argument on a precision mismatch.
   void merge(const histogram_snapshot& other);
