@@ -22,32 +22,6 @@
 namespace hourglass::server::testing {
 namespace {
 
-// The reply of a request sent from another thread; `ready_within` asserts
-// that nothing arrived (a real-time wait for the absence of an answer).
-struct pending_reply {
-  std::future<reply> f;
-  bool ready_within(std::chrono::milliseconds d) { return f.wait_for(d) == std::future_status::ready; }
-  reply get() {
-    EXPECT_EQ(f.wait_for(10s), std::future_status::ready) << "no answer";
-    return f.get();
-  }
-};
-
-pending_reply post_async(client& c, std::string target, std::string body, headers hs = {}) {
-  return {std::async(std::launch::async, [&c, target = std::move(target), body = std::move(body), hs = std::move(hs)] {
-    return c.post(target, body, hs);
-  })};
-}
-
-// Moves time to 1 ms before `at` (nothing may be answered yet), then to `at`,
-// and returns the answer that came then.
-reply answered_exactly_after(manual_clock& clk, pending_reply& r, duration at) {
-  clk.advance(at - 1ms);
-  EXPECT_FALSE(r.ready_within(50ms)) << "answered before " << to_millis(at) << " ms";
-  clk.advance(1ms);
-  return r.get();
-}
-
 server_options one_worker() {
   server_options o = test_options();
   o.workers = 1;

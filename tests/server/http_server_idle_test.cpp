@@ -15,28 +15,6 @@
 namespace hourglass::server::testing {
 namespace {
 
-struct pending_reply {
-  std::future<reply> f;
-  bool ready_within(std::chrono::milliseconds d) { return f.wait_for(d) == std::future_status::ready; }
-  reply get() {
-    EXPECT_EQ(f.wait_for(10s), std::future_status::ready) << "no answer";
-    return f.get();
-  }
-};
-
-pending_reply post_async(client& c, std::string target, std::string body, headers hs) {
-  return {std::async(std::launch::async, [&c, target = std::move(target), body = std::move(body), hs = std::move(hs)] {
-    return c.post(target, body, hs);
-  })};
-}
-
-reply answered_exactly_after(manual_clock& clk, pending_reply& r, duration at) {
-  clk.advance(at - 1ms);
-  EXPECT_FALSE(r.ready_within(50ms)) << "answered before " << to_millis(at) << " ms";
-  clk.advance(1ms);
-  return r.get();
-}
-
 // Sleeps `steps` times for `step` on the context's clock, reporting progress
 // after each sleep; `done` counts the sleeps finished.
 handler_fn progressing_handler(duration step, int steps, std::atomic<int>& done) {

@@ -1,5 +1,7 @@
 #include "test_support.hpp"
 
+#include <gtest/gtest.h>
+
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/http/verb.hpp>
 
@@ -294,6 +296,24 @@ std::pair<std::string, int> run_command(const std::string& command) {
   while (const std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
   const int st = ::pclose(p);
   return {out, WIFEXITED(st) ? WEXITSTATUS(st) : -1};
+}
+
+reply pending_reply::get() {
+  EXPECT_EQ(f.wait_for(10s), std::future_status::ready) << "no answer";
+  return f.get();
+}
+
+pending_reply post_async(client& c, std::string target, std::string body, headers hs) {
+  return {std::async(std::launch::async, [&c, target = std::move(target), body = std::move(body), hs = std::move(hs)] {
+    return c.post(target, body, hs);
+  })};
+}
+
+reply answered_exactly_after(manual_clock& clk, pending_reply& r, duration at) {
+  clk.advance(at - 1ms);
+  EXPECT_FALSE(r.ready_within(50ms)) << "answered before " << to_millis(at) << " ms";
+  clk.advance(1ms);
+  return r.get();
 }
 
 }  // namespace hourglass::server::testing

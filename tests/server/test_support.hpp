@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -27,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "hourglass/clock.hpp"
 #include "hourglass/metrics.hpp"
 #include "hourglass/server/http_server.hpp"
 
@@ -159,5 +161,21 @@ class daemon_process {
 
 // Runs a shell command (test-controlled text only) and returns its stdout and exit status.
 std::pair<std::string, int> run_command(const std::string& command);
+
+// ---- manual-clock tests ----------------------------------------------------
+
+// The reply of a request sent from another thread; `ready_within` asserts
+// that nothing arrived (a real-time wait for the absence of an answer).
+struct pending_reply {
+  std::future<reply> f;
+  bool ready_within(std::chrono::milliseconds d) { return f.wait_for(d) == std::future_status::ready; }
+  reply get();  // waits up to 10 s; a test failure when nothing came
+};
+
+pending_reply post_async(client& c, std::string target, std::string body, headers hs = {});
+
+// Moves `clk` to 1 ms before `at` (nothing may be answered yet), then to
+// `at`, and returns the answer that came then.
+reply answered_exactly_after(manual_clock& clk, pending_reply& r, duration at);
 
 }  // namespace hourglass::server::testing
