@@ -128,15 +128,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   int sv[2];
   FUZZ_CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
   const std::uint64_t before = admitted();
-  srv.adopt_connection(sv[0]);
   std::string out(reinterpret_cast<const char*>(data), size);
   // The answer to HEAD has a Content-Length and no body: from the bytes alone
   // it cannot be told from the next answer. HEAD is not fuzzed here (it is
   // only routed to /healthz, /readyz and /metrics, never to a job).
   for (std::size_t at; (at = out.find("HEAD")) != std::string::npos;) out[at + 3] = 'X';
   out += "\r\nGET /healthz HTTP/1.1\r\nHost: f\r\nConnection: close\r\n\r\n";
+  // The input is in the socket before the server adopts it (as much as the
+  // socket takes at once: all of it, in practice): else a fuzzer thread that
+  // is preempted lets the 5 ms header timeout fire on an empty connection.
+  std::size_t sent = 0;
+  if (const ssize_t n = ::send(sv[1], out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT); n > 0) {
+    sent = static_cast<std::size_t>(n);
+  }
+  srv.adopt_connection(sv[0]);
   // The server may stop reading (a refused request): what is not taken is dropped.
-  for (std::size_t sent = 0; sent < out.size();) {
+  while (sent < out.size()) {
     pollfd p{sv[1], POLLOUT, 0};
     if (::poll(&p, 1, 2000) <= 0) break;
     const ssize_t n = ::send(sv[1], out.data() + sent, out.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
