@@ -71,8 +71,15 @@ settlement settle(const delivery_facts& d, job_result<run_value>&& r,
       if (!d.started && r.st.cause != cancel_cause::requested) return hand_back();
       s = write({{"state", "cancelled"}, {"cause", std::string(to_string(r.st.cause))}}, r.st);
       break;
-    default:  // refused by the executor (full, shutting down): back to the fleet at once
-      return hand_back();
+    case outcome::rejected:
+      // It ran, and a call it made was refused by an open circuit breaker:
+      // that is its outcome (running it again now would meet the same breaker).
+      if (d.started && r.st.reason == reject_reason::circuit_open) {
+        s = write({{"state", "rejected"}, {"reason", std::string(to_string(r.st.reason))}}, r.st);
+        break;
+      }
+      return hand_back();  // refused by the executor (full, shutting down): back to the fleet at once
+    default: return hand_back();
   }
   if (s.fields.front().second != "deadline_exceeded") s.fields.emplace_back("queued_ms", ms_text(d.queued));
   if (d.run) s.fields.emplace_back("run_ms", ms_text(*d.run));

@@ -101,7 +101,8 @@ handler_fn call_handler(upstream_client& client, executor* ex) {
       hedge_after = std::chrono::milliseconds(*ms);
     }
     if (upstreams.size() > 1 && (hedge_after == duration::max() || ex == nullptr)) {
-      throw handler_error::bad_input(R"(several "upstreams" need "hedge_after_ms")");
+      throw handler_error::bad_input(ex == nullptr ? "this call handler cannot hedge: give one \"upstream\""
+                                                   : R"(several "upstreams" need "hedge_after_ms")");
     }
     const std::string handler(h->get_string());
     for (const auto& name : upstreams) {

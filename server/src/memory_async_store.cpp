@@ -12,8 +12,10 @@ namespace hourglass::server::detail {
 
 namespace {
 
+// circuit_open is the outcome of a job that ran (a call it made was refused), not a refusal.
 bool refused_at_admission(const status& st) {
-  return st.code == outcome::rejected || (st.code == outcome::deadline_exceeded && st.stage == expiry_stage::admission);
+  return (st.code == outcome::rejected && st.reason != reject_reason::circuit_open) ||
+         (st.code == outcome::deadline_exceeded && st.stage == expiry_stage::admission);
 }
 
 class memory_async_store final : public async_store {

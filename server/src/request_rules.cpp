@@ -119,7 +119,7 @@ budget_reading read_budget(const http::fields& req, const budget_limits& limits)
   bool bad_idle = false;
   if (const auto i = single_header(req, job_idle_timeout_header, dup)) {
     idle = parse_grpc_timeout(*i);
-    bad_idle = !idle.has_value();
+    bad_idle = !idle.has_value() || *idle <= duration::zero();  // zero would stop every job at once
   }
   if (dup) {
     r.ok = false;

@@ -78,8 +78,8 @@ struct budget_limits {
 // X-Envoy-Expected-Rq-Timeout-Ms, the default without any, clamped to the
 // maximum; for async requests also Job-Freshness (default: the default
 // budget); for both, Job-Idle-Timeout (the longest the job may go without
-// reporting progress; none: no idle limit). Any malformed or repeated budget
-// header spoils the request.
+// reporting progress; none: no idle limit; zero is malformed). Any malformed
+// or repeated budget header spoils the request.
 struct budget_reading {
   bool ok = true;
   std::string message;                    // why not (for the 400 invalid_timeout body)

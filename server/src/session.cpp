@@ -305,6 +305,7 @@ void session::submit_sync(std::shared_ptr<job_input> in) {
           }
           ~shown() {
             std::lock_guard lock(c.running_mu);
+            c.committed_after_run = c.running->committed();
             c.running = nullptr;
           }
         } while_running(*call, ctx);

@@ -58,9 +58,10 @@ class session : public std::enable_shared_from_this<session> {
     // copy would keep the context alive after its job).
     std::mutex running_mu;
     const context* running = nullptr;
+    bool committed_after_run = false;  // set as the handler returns, before its outcome reaches the strand
     bool committed_so_far() {
       std::lock_guard lock(running_mu);
-      return running != nullptr && running->committed();
+      return running != nullptr ? running->committed() : committed_after_run;
     }
   };
 

@@ -18,6 +18,7 @@
 
 #include <future>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -383,6 +384,10 @@ upstream_response upstream_client::post_job_hedged(executor& ex, const context& 
 
   std::atomic<int> winner{-1};
   std::atomic<int> sent{0};  // hedges sent (the first request is not one)
+  // Each branch's non-2xx answer, in its own slot (read after first_of has
+  // waited for every branch).
+  std::vector<std::optional<upstream_response>> answered(names.size());
+  const time_point t0 = ctx.get_clock().now();  // hedge i is due at t0 + i * hedge_after
   std::vector<branch_fn<upstream_response>> branches;
   for (std::size_t i = 0; i < names.size(); ++i) {
     // first_of waits for every branch before it returns: references stay valid.
@@ -390,7 +395,7 @@ upstream_response upstream_client::post_job_hedged(executor& ex, const context& 
       if (i > 0) {
         const auto n = static_cast<duration::rep>(i);
         const duration due = hedge_after.count() > duration::max().count() / n ? duration::max() : hedge_after * n;
-        if (!b.sleep_for(due)) b.check();  // decided before this hedge was due
+        if (!b.sleep_until(saturating_add(t0, due))) b.check();  // decided before this hedge was due
         impl::upstream& u = *impl_->upstreams.find(names[i])->second;
         const bool fits = b.deadline() == never || (b.remaining() - impl_->opts.reserve > duration::zero() &&
                                                     b.remaining() - impl_->opts.reserve >= impl_->opts.min_budget);
@@ -401,7 +406,10 @@ upstream_response upstream_client::post_job_hedged(executor& ex, const context& 
         sent.fetch_add(1);
       }
       upstream_response r = post_job(b, names[i], handler, body, content_type, traceparent);
-      if (r.status < 200 || r.status > 299) throw answered_badly{std::move(r)};
+      if (r.status < 200 || r.status > 299) {
+        answered[i] = r;
+        throw answered_badly{std::move(r)};
+      }
       int none = -1;
       winner.compare_exchange_strong(none, static_cast<int>(i));
       return r;
@@ -415,6 +423,9 @@ upstream_response upstream_client::post_job_hedged(executor& ex, const context& 
   if (w > 0) impl_->hedges_won.fetch_add(1);
   impl_->hedges_lost.fetch_add(static_cast<std::uint64_t>(hedges_sent - (w > 0 ? 1 : 0)));
   if (r.ok()) return std::move(*r.result);
+  for (auto& a : answered) {  // an upstream's own answer says more than another's I/O failure
+    if (a) return std::move(*a);
+  }
   if (r.error) {
     try {
       std::rethrow_exception(r.error);

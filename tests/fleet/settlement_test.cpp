@@ -94,8 +94,9 @@ TEST(Settle, ExpiredInOurExecutorsQueueIsStageQueueOrReclaim) {
   const settlement q = settle(queued_only, ended(status::expired(expiry_stage::queue)), as_bad_input);
   EXPECT_EQ(q.counted, settlement::tally::expired);
   EXPECT_EQ(as_map(q.fields).at("stage"), "queue");
-  EXPECT_EQ(as_map(settle(reclaimed_only, ended(status::expired(expiry_stage::queue)), as_bad_input).fields).at("stage"),
-            "reclaim");
+  EXPECT_EQ(
+      as_map(settle(reclaimed_only, ended(status::expired(expiry_stage::queue)), as_bad_input).fields).at("stage"),
+      "reclaim");
 }
 
 TEST(Settle, ARunOutOfBudgetIsRecordedWithItsStageAndRunTime) {
@@ -119,6 +120,17 @@ TEST(Settle, RefusedByAFullOrStoppingExecutorGoesBackToTheFleet) {
             settlement::action::hand_back);
   EXPECT_EQ(settle(queued_only, ended(status::rejected(reject_reason::shutting_down)), as_bad_input).what,
             settlement::action::hand_back);
+}
+
+TEST(Settle, AJobWhoseCallMetAnOpenBreakerIsRecordedNotHandedBack) {
+  // It ran: handing it back would run it again against the same open breaker.
+  const settlement s = settle(started, ended(status::rejected(reject_reason::circuit_open)), as_bad_input);
+  ASSERT_EQ(s.what, settlement::action::write);
+  const auto f = as_map(s.fields);
+  EXPECT_EQ(f.at("state"), "rejected");
+  EXPECT_EQ(f.at("reason"), "circuit_open");
+  EXPECT_EQ(f.at("run_ms"), "7.500");
+  EXPECT_EQ(s.recorded, status::rejected(reject_reason::circuit_open));
 }
 
 TEST(Settle, StoppedBeforeItStartedGoesBackUnlessADeleteAskedForIt) {

@@ -78,10 +78,18 @@ TEST(HttpServerBreaker, AFailingUpstreamIsCutOffAndAProbeBringsItBack) {
     std::printf("[ breaker  ] refused call answered in %lld us\n", static_cast<long long>(t.took.count()));
   }
   EXPECT_EQ(up.calls.load(), 3) << "an open breaker touches no upstream";
+
+  // An async call meets the same breaker: accepted (it was admitted and ran), then rejected.
+  const reply accepted = c.post("/v1/jobs/call", R"({"upstream": "up", "handler": "flaky"})",
+                                {{"Prefer", "respond-async"}, {"Job-Freshness", "5S"}});
+  ASSERT_EQ(accepted.status, 202u) << accepted.body;
+  const std::string loc = accepted.header("location");
+  ASSERT_TRUE(wait_until([&] { return json_string(c.get(loc).body, "state") == "rejected"; })) << c.get(loc).body;
+  EXPECT_EQ(json_string(c.get(loc).body, "reason"), "circuit_open");
   const std::string m = c.get("/metrics").body;
-  EXPECT_EQ(metric_value(m, R"(hourglass_circuit_rejected_total{upstream="up"})"), 5.0);
-  EXPECT_EQ(metric_value(m, R"(hourglass_jobs_finished_total{handler="call",outcome="rejected"})"), 5.0);
-  EXPECT_EQ(metric_value(m, R"(hourglass_jobs_admitted_total{handler="call"})"), 8.0);
+  EXPECT_EQ(metric_value(m, R"(hourglass_circuit_rejected_total{upstream="up"})"), 6.0);
+  EXPECT_EQ(metric_value(m, R"(hourglass_jobs_finished_total{handler="call",outcome="rejected"})"), 6.0);
+  EXPECT_EQ(metric_value(m, R"(hourglass_jobs_admitted_total{handler="call"})"), 9.0);
 
   // The upstream recovers; the breaker stays open for exactly --breaker-open.
   up.failing = false;

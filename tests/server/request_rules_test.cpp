@@ -152,6 +152,7 @@ TEST(ReadBudget, IdleTimeoutForSyncAndAsync) {
   const auto bad = read_budget(fields({{"Job-Idle-Timeout", "1.5S"}}), kLimits);
   EXPECT_FALSE(bad.ok);
   EXPECT_EQ(bad.message, "malformed Job-Idle-Timeout header");
+  EXPECT_FALSE(read_budget(fields({{"Job-Idle-Timeout", "0n"}}), kLimits).ok) << "no job could ever run";
   const auto dup = read_budget(fields({{"Job-Idle-Timeout", "1S"}, {"Job-Idle-Timeout", "1S"}}), kLimits);
   EXPECT_FALSE(dup.ok);
   EXPECT_EQ(dup.message, "a budget header appears more than once");
