@@ -30,12 +30,16 @@ struct idle_watch {
   hourglass::clock* clk;
   const duration limit;
   std::atomic<std::int64_t> last_ns;  // the last progress, ns since the clock's epoch
+  std::atomic<int> committing{0};     // commits running here or below: that is progress, all along
   std::mutex mu;
   timer_id timer;       // under mu
   bool closed = false;  // under mu: the context is gone, arm no more
 
   time_point last_progress() const noexcept { return time_point(duration(last_ns.load(std::memory_order_relaxed))); }
   time_point due() const noexcept { return saturating_add(last_progress(), limit); }
+  bool ran_out(time_point now) const noexcept {
+    return now >= due() && committing.load(std::memory_order_acquire) == 0;
+  }
   void note(time_point now) noexcept {
     // The latest wins: two threads reporting at once never move it back.
     std::int64_t seen = last_ns.load(std::memory_order_relaxed);
@@ -54,8 +58,10 @@ struct idle_watch {
       std::lock_guard lock(w->mu);
       if (w->closed) return;
       w->timer = {};
+      const time_point now = w->clk->now();
+      if (w->committing.load(std::memory_order_acquire) > 0) w->note(now);  // a commit is progress
       const time_point due = w->due();
-      if (w->clk->now() < due) {  // progress came meanwhile: wait for the new due time
+      if (now < due) {  // progress came meanwhile: wait for the new due time
         try {
           w->timer = w->clk->schedule(due, [w, src]() noexcept { fire(w, src); });
         } catch (...) {  // no memory for a timer: done() still sees the limit
@@ -101,7 +107,7 @@ struct context_state {
     }
     idle_watch::arm(idle, source);
   }
-  bool idle_ran_out(time_point now) const noexcept { return idle && now >= idle->due(); }
+  bool idle_ran_out(time_point now) const noexcept { return idle && idle->ran_out(now); }
 
   void arm_timer() {
     if (deadline == never) return;
@@ -236,6 +242,13 @@ bool context::sleep_until(time_point t) const {
   return !state_->token.stop_requested() && clk.now() >= t;
 }
 
+void context::end_commit() const noexcept {
+  for (detail::context_state* s = state_.get(); s != nullptr; s = s->parent.get()) {
+    if (s->idle) s->idle->committing.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  progress();  // the idle clock restarts as the commit ends
+}
+
 bool context::committed() const noexcept { return state_->committed.load(std::memory_order_acquire); }
 
 context context::begin_commit(duration need, duration cap) const {
@@ -245,6 +258,7 @@ context context::begin_commit(duration need, duration cap) const {
   if (hourglass::remaining(state_->deadline, now) < need) throw stopped_error(status::expired(expiry_stage::run));
   for (detail::context_state* s = state_.get(); s != nullptr; s = s->parent.get()) {
     s->committed.store(true, std::memory_order_release);
+    if (s->idle) s->idle->committing.fetch_add(1, std::memory_order_acq_rel);
   }
   progress();
   return context(make_root(*state_->clk, cap == duration::max() ? never : saturating_add(now, cap)));

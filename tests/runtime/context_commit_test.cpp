@@ -97,6 +97,21 @@ TEST(ContextCommit, TheIdleLimitDoesNotReachTheCommitAndTheCommitIsProgress) {
   EXPECT_EQ(src.get().idle_deadline(), clk.now() + 100ms);
 }
 
+TEST(ContextCommit, ACommitLongerThanTheIdleLimitDoesNotEndTheJobIdle) {
+  manual_clock clk;
+  context_source src(clk, clk.now() + 10s, 100ms);
+  context_source child = src.get().child();  // the commit is made below the job's context
+  child.get().commit(0ns, [&] {
+    clk.advance(350ms);  // the idle timer fires meanwhile, three times over
+    EXPECT_FALSE(src.get().done()) << "a commit is progress all along";
+    EXPECT_EQ(src.get().stop_status(), status::ok());
+  });
+  EXPECT_FALSE(src.get().done());
+  EXPECT_EQ(src.get().idle_deadline(), clk.now() + 100ms) << "the idle clock restarts as the commit ends";
+  clk.advance(100ms);
+  EXPECT_EQ(src.get().stop_status(), status::expired(expiry_stage::idle)) << "silence after it still counts";
+}
+
 TEST(ContextCommit, TheCommitIsBoundedByItsOwnCap) {
   manual_clock clk;
   context_source src(clk, clk.now() + 1s);

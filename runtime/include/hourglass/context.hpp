@@ -111,7 +111,8 @@ class context {
   // left, or the context already stopped, `fn` is not started: throws
   // stopped_error (deadline_exceeded/run, or the stop's own status) and
   // nothing is marked committed. Otherwise marks this context and its
-  // ancestors committed(), reports progress, and calls fn(shielded), or fn()
+  // ancestors committed(), counts as progress while it runs (the idle limit
+  // does not run out during it), and calls fn(shielded), or fn()
   // if it takes no context: `shielded` is a fresh context on the same clock
   // that this context's deadline, idle limit and cancellation never reach,
   // with a deadline of its own at now + cap (max: none). Returns what fn
@@ -121,9 +122,9 @@ class context {
   template <class F>
   decltype(auto) commit(duration need, F&& fn, duration cap = duration::max()) const {
     const context shielded = begin_commit(need, cap);
-    struct progress_at_end {
+    struct end_guard {
       const context& c;
-      ~progress_at_end() { c.progress(); }
+      ~end_guard() { c.end_commit(); }
     } at_end{*this};
     if constexpr (std::is_invocable_v<F, const context&>) {
       return std::forward<F>(fn)(shielded);
@@ -136,8 +137,11 @@ class context {
 
  private:
   friend class context_source;
-  // commit()'s checks and marks; returns the shielded context.
+  // commit()'s checks and marks; returns the shielded context. Until
+  // end_commit(), the idle limits of this context and its ancestors do not
+  // run out: a commit is progress all along.
   context begin_commit(duration need, duration cap) const;
+  void end_commit() const noexcept;
   explicit context(std::shared_ptr<detail::context_state> s) noexcept : state_(std::move(s)) {}
   std::shared_ptr<detail::context_state> state_;
 };
