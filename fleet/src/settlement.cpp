@@ -83,6 +83,7 @@ settlement settle(const delivery_facts& d, job_result<run_value>&& r,
   }
   if (s.fields.front().second != "deadline_exceeded") s.fields.emplace_back("queued_ms", ms_text(d.queued));
   if (d.run) s.fields.emplace_back("run_ms", ms_text(*d.run));
+  if (r.timings.committed) s.fields.emplace_back("committed", "1");  // a change may have happened
   return s;
 }
 

@@ -258,6 +258,7 @@ class fleet_backend final : public async_backend {
     t.queue_delay = ms(j.field("queued_ms"));
     t.ran = !j.field("run_ms").empty();
     if (t.ran) t.run_time = ms(j.field("run_ms"));
+    t.committed = j.field("committed") == "1";
     return t;
   }
 
@@ -274,12 +275,14 @@ class fleet_backend final : public async_backend {
     }
     if (state == "deadline_exceeded") o.add("stage", j.field("stage"));
     if (state == "cancelled" || state == "dead") o.add("cause", j.field("cause"));
+    if (state == "rejected") o.add("reason", j.field("reason"));
     if (state == "error") {
       o.add("error", j.field("error")).add("message", j.field("message"));
       o.add("http_status", static_cast<unsigned>(millis_field(j.field("http_status"))));
     }
     if (!j.field("queued_ms").empty()) o.add("queued_ms", millis_field(j.field("queued_ms")));
     if (!j.field("run_ms").empty()) o.add("run_ms", millis_field(j.field("run_ms")));
+    if (j.field("committed") == "1") o.add("committed", true);
     if (state == "ok") {
       o.add("content_type", j.field("content_type"));
       const std::string_view result = j.field("result");

@@ -133,6 +133,15 @@ TEST(Settle, AJobWhoseCallMetAnOpenBreakerIsRecordedNotHandedBack) {
   EXPECT_EQ(s.recorded, status::rejected(reject_reason::circuit_open));
 }
 
+TEST(Settle, AJobThatCrossedACommitPointSaysSoWhateverItsOutcome) {
+  job_result<run_value> late = ended(status::expired(expiry_stage::run));
+  late.timings.committed = true;
+  const settlement s = settle(started, std::move(late), as_bad_input);
+  ASSERT_EQ(s.what, settlement::action::write);
+  EXPECT_EQ(as_map(s.fields).at("committed"), "1");
+  EXPECT_EQ(as_map(settle(started, ran("hi"), as_bad_input).fields).count("committed"), 0u);
+}
+
 TEST(Settle, StoppedBeforeItStartedGoesBackUnlessADeleteAskedForIt) {
   EXPECT_EQ(settle(queued_only, ended(cancelled_by(cancel_cause::shutdown)), as_bad_input).what,
             settlement::action::hand_back);
