@@ -28,6 +28,16 @@ handler_fn progressing_handler(duration step, int steps, std::atomic<int>& done)
   };
 }
 
+// A daemon whose "steps" handler sleeps 80 ms three times, reporting progress
+// after each, under an idle limit of its own of 100 ms.
+test_server steps_server(manual_clock& clk, std::atomic<int>& done) {
+  handler_options limited;
+  limited.idle_limit = 100ms;
+  return test_server(
+      test_options(),
+      [&done, limited](http_server& s) { s.add_handler("steps", progressing_handler(80ms, 3, done), limited); }, clk);
+}
+
 TEST(HttpServerIdle, ASilentJobIsStoppedAtItsIdleLimitWhileTheDeadlineIsFar) {
   manual_clock clk;
   test_server srv(test_options(), {}, clk);
@@ -52,11 +62,7 @@ TEST(HttpServerIdle, ASilentJobIsStoppedAtItsIdleLimitWhileTheDeadlineIsFar) {
 TEST(HttpServerIdle, ProgressKeepsAJobAliveAndTheHandlersLimitIsTheCeiling) {
   manual_clock clk;
   std::atomic<int> done{0};
-  handler_options limited;
-  limited.idle_limit = 100ms;
-  test_server srv(
-      test_options(), [&](http_server& s) { s.add_handler("steps", progressing_handler(80ms, 3, done), limited); },
-      clk);
+  test_server srv = steps_server(clk, done);
   client c(srv.port());
   // The request asks for a looser limit: the handler's 100 ms still holds.
   auto r = post_async(c, "/v1/jobs/steps", "", {{"Request-Timeout", "30S"}, {"Job-Idle-Timeout", "1S"}});
@@ -74,11 +80,7 @@ TEST(HttpServerIdle, ProgressKeepsAJobAliveAndTheHandlersLimitIsTheCeiling) {
 TEST(HttpServerIdle, TheTighterLimitWinsWhetherItIsTheRequestsOrTheHandlers) {
   manual_clock clk;
   std::atomic<int> done{0};
-  handler_options limited;
-  limited.idle_limit = 100ms;
-  test_server srv(
-      test_options(), [&](http_server& s) { s.add_handler("steps", progressing_handler(80ms, 3, done), limited); },
-      clk);
+  test_server srv = steps_server(clk, done);
   client c(srv.port());
   auto r = post_async(c, "/v1/jobs/steps", "", {{"Request-Timeout", "30S"}, {"Job-Idle-Timeout", "50m"}});
   ASSERT_TRUE(clk.wait_for_timers(4));
