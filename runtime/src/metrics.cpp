@@ -183,6 +183,7 @@ metrics::metrics(metrics_options options)
       queue_delay(options.histogram_precision),
       remaining_budget_at_dispatch(options.histogram_precision),
       run_duration(options.histogram_precision),
+      time_to_first_output(options.histogram_precision),
       options_(options) {}
 
 metrics::~metrics() = default;
@@ -316,6 +317,8 @@ bool metrics::count_finish(handler_metrics& h, const status& st, duration run_ti
   return ran;
 }
 
+void metrics::on_first_output(duration since_start) noexcept { time_to_first_output.record(since_start); }
+
 void metrics::on_retry_attempt() noexcept { retries.attempts.fetch_add(1, std::memory_order_relaxed); }
 void metrics::on_retry_denied_deadline() noexcept { retries.denied_deadline.fetch_add(1, std::memory_order_relaxed); }
 void metrics::on_retry_denied_budget() noexcept { retries.denied_retry_budget.fetch_add(1, std::memory_order_relaxed); }
@@ -340,6 +343,7 @@ metrics_snapshot metrics::snapshot() const {
   s.queue_delay = queue_delay.snapshot();
   s.remaining_budget_at_dispatch = remaining_budget_at_dispatch.snapshot();
   s.run_duration = run_duration.snapshot();
+  s.time_to_first_output = time_to_first_output.snapshot();
   return s;
 }
 
@@ -412,6 +416,8 @@ std::string render_prometheus(const metrics_snapshot& s) {
   histogram_family(out, "hourglass_remaining_budget_at_dispatch_seconds",
                    "Budget left when a job with a deadline was dispatched.", s.remaining_budget_at_dispatch);
   histogram_family(out, "hourglass_run_duration_seconds", "Time jobs spent running on a worker.", s.run_duration);
+  histogram_family(out, "hourglass_time_to_first_output_seconds",
+                   "Time from a streamed response's request to its first bytes.", s.time_to_first_output);
 
   gauge_family(out, "hourglass_queue_depth", "Jobs waiting in the queue.", s.queue_depth);
   gauge_family(out, "hourglass_workers_busy", "Workers running a job.", s.workers_busy);

@@ -472,7 +472,7 @@ TEST(metrics, Gauges) {
 TEST(render_prometheus, EmptyRegistryIsWellFormed) {
   metrics m;
   const auto e = parse_exposition(render_prometheus(m.snapshot()));
-  EXPECT_EQ(e.families.size(), 14u);
+  EXPECT_EQ(e.families.size(), 15u);
   EXPECT_EQ(e.value("hourglass_retry_attempts_total"), 0.0);
   EXPECT_EQ(e.value("hourglass_queue_delay_seconds_bucket", {{"le", "+Inf"}}), 0.0);
   EXPECT_EQ(e.value("hourglass_queue_delay_seconds_sum"), 0.0);
@@ -554,6 +554,20 @@ TEST(render_prometheus, HistogramBucketsAreCumulativeInSeconds) {
   EXPECT_EQ(e.family("hourglass_queue_delay_seconds")->samples.size(), prometheus_bucket_bounds_ns.size() + 3);
   EXPECT_EQ(e.value("hourglass_remaining_budget_at_dispatch_seconds_bucket", {{"le", "0.001"}}), 3.0);
   EXPECT_EQ(e.value("hourglass_remaining_budget_at_dispatch_seconds_bucket", {{"le", "0.0025"}}), 4.0);
+}
+
+TEST(render_prometheus, TimeToFirstOutputIsAHistogramOfItsOwn) {
+  metrics m;
+  m.on_first_output(3ms);
+  m.on_first_output(200ms);
+  const std::string text = render_prometheus(m.snapshot());
+  const auto e = parse_exposition(text);
+  EXPECT_EQ(e.family("hourglass_time_to_first_output_seconds")->type, "histogram");
+  EXPECT_EQ(e.value("hourglass_time_to_first_output_seconds_bucket", {{"le", "0.005"}}), 1.0);
+  EXPECT_EQ(e.value("hourglass_time_to_first_output_seconds_bucket", {{"le", "0.25"}}), 2.0);
+  EXPECT_EQ(e.value("hourglass_time_to_first_output_seconds_count"), 2.0);
+  EXPECT_NE(text.find("\nhourglass_time_to_first_output_seconds_sum 0.203\n"), std::string::npos) << text;
+  EXPECT_EQ(m.snapshot().run_duration.count, 0u) << "its own family, nothing else";
 }
 
 TEST(render_prometheus, HistogramBucketsNeverCountValuesAboveLe) {

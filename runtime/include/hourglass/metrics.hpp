@@ -14,7 +14,9 @@
 //   hourglass_retry_attempts_total
 //   hourglass_retries_denied_total{reason}          deadline | retry_budget
 //   hourglass_request_budget_seconds, hourglass_queue_delay_seconds,
-//   hourglass_remaining_budget_at_dispatch_seconds, hourglass_run_duration_seconds  (histograms)
+//   hourglass_remaining_budget_at_dispatch_seconds, hourglass_run_duration_seconds,
+//   hourglass_time_to_first_output_seconds          (histograms; the last: streamed responses,
+//                                                   from the request's start to its first bytes)
 //   hourglass_queue_depth, hourglass_workers_busy   (gauges)
 //
 // The accounting invariant, per handler, at any quiet moment:
@@ -66,6 +68,8 @@
 //                                   an outcome recorded for a job that ran elsewhere or whose
 //                                   run the executor timed already (fleet mode).
 //     and, whatever the code, if late: h.completed_late += 1; h.completed_late_ns += run.
+//   on_first_output(t)              time_to_first_output.record(t): a streamed response's
+//                                   first bytes went out `t` after its request began.
 //   on_retry_attempt()              retries.attempts += 1
 //   on_retry_denied_deadline()      retries.denied_deadline += 1
 //   on_retry_denied_budget()        retries.denied_retry_budget += 1
@@ -209,6 +213,7 @@ struct metrics_snapshot {
   histogram_snapshot queue_delay;
   histogram_snapshot remaining_budget_at_dispatch;
   histogram_snapshot run_duration;
+  histogram_snapshot time_to_first_output;
   std::int64_t queue_depth = 0;
   std::int64_t workers_busy = 0;
 
@@ -252,6 +257,7 @@ class metrics {
   void on_dispatch(duration queue_delay, duration remaining_at_dispatch) noexcept;
   void on_finished(handler_metrics& h, const status& st, duration run_time, bool completed_late) noexcept;
   void on_recorded(handler_metrics& h, const status& st) noexcept;
+  void on_first_output(duration since_start) noexcept;
   void on_retry_attempt() noexcept;
   void on_retry_denied_deadline() noexcept;
   void on_retry_denied_budget() noexcept;
@@ -274,6 +280,7 @@ class metrics {
   log_histogram queue_delay;
   log_histogram remaining_budget_at_dispatch;
   log_histogram run_duration;
+  log_histogram time_to_first_output;
 
  private:
   handler_metrics& create_locked(std::string_view name);
