@@ -127,13 +127,27 @@ constexpr job_gate gate_job_request(const job_request_facts& f) noexcept {
 
 // A sync job's life on its connection, as an explicit state machine. The
 // session feeds it events and does the action each returns.
+//
+// A streaming handler's answer starts with its first bytes: from then on the
+// status line is out, so every ending (the outcome, or the deadline's grace
+// running out) ends the stream with trailers saying how the job ended
+// (Job-Outcome, Server-Timing) instead of sending a status of its own.
 enum class sync_state {
-  waiting,      // queued or running, nothing answered yet
-  grace,        // the deadline passed while running: the handler has a moment to stop
-  answered,     // a 504 went out at the deadline; the job's outcome is still to come
-  caller_gone,  // the peer disconnected; the job was cancelled, its outcome is to come
-  finished,     // the outcome is in and dealt with
+  waiting,       // queued or running, nothing answered yet
+  grace,         // the deadline passed while running: the handler has a moment to stop
+  streaming,     // a stream's headers and first bytes went out; more may follow
+  stream_grace,  // streaming, and the deadline passed: the handler has a moment to stop
+  answered,      // answered at the deadline (a 504, or a stream ended); the outcome is still to come
+  caller_gone,   // the peer disconnected; the job was cancelled, its outcome is to come
+  finished,      // the outcome is in and dealt with
 };
+
+// The caller still waits for the answer (or the rest of a stream): a
+// disconnect now is a caller gone, and the connection keeps watching for it.
+constexpr bool still_open(sync_state s) noexcept {
+  return s == sync_state::waiting || s == sync_state::grace || s == sync_state::streaming ||
+         s == sync_state::stream_grace;
+}
 
 enum class sync_event {
   deadline_while_queued,   // the deadline timer fired and the job had not started (it never will)
@@ -141,6 +155,7 @@ enum class sync_event {
   grace_over,              // the grace timer fired
   outcome,                 // the job's one outcome arrived
   peer_gone,               // the connection was closed or reset by the caller
+  first_output,            // a streaming handler's first bytes are ready to go out
 };
 
 enum class sync_action {
@@ -152,6 +167,9 @@ enum class sync_action {
   log_outcome,           // the caller was answered already: log (and count) only
   cancel_job,            // cancel it (cause caller_gone) and wait for its outcome
   log_caller_gone,       // log the outcome as 499 and close the connection
+  start_stream,          // send the stream's status line and headers, then its bytes
+  end_stream,            // send what is left of the stream, then trailers with the outcome
+  end_stream_expired,    // end the stream now with trailers deadline_exceeded/run
 };
 
 struct sync_step {
@@ -175,6 +193,22 @@ constexpr sync_step on_sync_event(sync_state s, sync_event e) noexcept {
           return s == st::grace ? sync_step{st::answered, act::answer_expired_run} : sync_step{s, act::none};
         case ev::outcome: return {st::finished, act::answer_outcome};
         case ev::peer_gone: return {st::caller_gone, act::cancel_job};
+        // Bytes written as the deadline fired are not sent: the answer is a 504.
+        case ev::first_output:
+          return s == st::waiting ? sync_step{st::streaming, act::start_stream} : sync_step{s, act::none};
+      }
+      break;
+    case st::streaming:
+    case st::stream_grace:
+      switch (e) {
+        case ev::deadline_while_running:
+          return s == st::streaming ? sync_step{st::stream_grace, act::arm_grace} : sync_step{s, act::none};
+        case ev::grace_over:
+          return s == st::stream_grace ? sync_step{st::answered, act::end_stream_expired} : sync_step{s, act::none};
+        case ev::outcome: return {st::finished, act::end_stream};
+        case ev::peer_gone: return {st::caller_gone, act::cancel_job};
+        case ev::deadline_while_queued:  // it is running: it wrote
+        case ev::first_output: break;
       }
       break;
     case st::answered:

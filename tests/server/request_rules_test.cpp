@@ -181,6 +181,22 @@ TEST(SyncCall, EveryStateAndEvent) {
       {S::caller_gone, E::deadline_while_running, S::caller_gone, A::none},
       {S::finished, E::outcome, S::finished, A::none},
       {S::finished, E::peer_gone, S::finished, A::none},
+      // streaming
+      {S::waiting, E::first_output, S::streaming, A::start_stream},
+      {S::grace, E::first_output, S::grace, A::none},  // the deadline came first: a 504, not a stream
+      {S::answered, E::first_output, S::answered, A::none},
+      {S::caller_gone, E::first_output, S::caller_gone, A::none},
+      {S::streaming, E::first_output, S::streaming, A::none},
+      {S::streaming, E::outcome, S::finished, A::end_stream},
+      {S::streaming, E::deadline_while_running, S::stream_grace, A::arm_grace},
+      {S::streaming, E::deadline_while_queued, S::streaming, A::none},
+      {S::streaming, E::grace_over, S::streaming, A::none},
+      {S::streaming, E::peer_gone, S::caller_gone, A::cancel_job},
+      {S::stream_grace, E::outcome, S::finished, A::end_stream},  // stopped within the grace
+      {S::stream_grace, E::grace_over, S::answered, A::end_stream_expired},
+      {S::stream_grace, E::deadline_while_running, S::stream_grace, A::none},
+      {S::stream_grace, E::peer_gone, S::caller_gone, A::cancel_job},
+      {S::stream_grace, E::first_output, S::stream_grace, A::none},
   };
   for (const auto& [from, ev, to, act] : rows) {
     SCOPED_TRACE(::testing::Message() << "state " << static_cast<int>(from) << ", event " << static_cast<int>(ev));
@@ -190,31 +206,60 @@ TEST(SyncCall, EveryStateAndEvent) {
   }
 }
 
-// Whatever happens, a call answers its caller at most once and ends finished
-// once its outcome is in.
+TEST(SyncCall, StillOpenUntilAnsweredOrGone) {
+  EXPECT_TRUE(still_open(sync_state::waiting));
+  EXPECT_TRUE(still_open(sync_state::grace));
+  EXPECT_TRUE(still_open(sync_state::streaming));
+  EXPECT_TRUE(still_open(sync_state::stream_grace));
+  EXPECT_FALSE(still_open(sync_state::answered));
+  EXPECT_FALSE(still_open(sync_state::caller_gone));
+  EXPECT_FALSE(still_open(sync_state::finished));
+}
+
+// Whatever happens, a call answers its caller at most once (a status line, or
+// a stream's end after its start), never ends a stream it did not start, and
+// ends finished once its outcome is in.
 TEST(SyncCall, AnswersAtMostOnceOnAnyPath) {
   const sync_event all[] = {sync_event::deadline_while_queued, sync_event::deadline_while_running,
-                            sync_event::grace_over, sync_event::peer_gone};
+                            sync_event::grace_over, sync_event::peer_gone, sync_event::first_output};
   for (const auto a : all) {
     for (const auto b : all) {
       for (const auto c : all) {
-        sync_state s = sync_state::waiting;
-        int answers = 0;
-        for (const auto e : {a, b, c, sync_event::outcome}) {
-          const sync_step st = on_sync_event(s, e);
-          s = st.next;
-          answers += st.action == sync_action::answer_outcome || st.action == sync_action::answer_expired_queue ||
-                     st.action == sync_action::answer_expired_run;
+        for (const auto d : all) {
+          sync_state s = sync_state::waiting;
+          int answers = 0;
+          bool streaming = false;
+          for (const auto e : {a, b, c, d, sync_event::outcome}) {
+            const sync_step st = on_sync_event(s, e);
+            s = st.next;
+            switch (st.action) {
+              case sync_action::start_stream:
+                EXPECT_FALSE(streaming);
+                EXPECT_EQ(answers, 0);
+                streaming = true;
+                break;
+              case sync_action::end_stream:
+              case sync_action::end_stream_expired:
+                EXPECT_TRUE(streaming);
+                ++answers;
+                break;
+              case sync_action::answer_outcome:
+              case sync_action::answer_expired_queue:
+              case sync_action::answer_expired_run:
+                EXPECT_FALSE(streaming) << "a status line after a stream began";
+                ++answers;
+                break;
+              default: break;
+            }
+          }
+          EXPECT_LE(answers, 1);
+          EXPECT_EQ(s, sync_state::finished);
         }
-        EXPECT_LE(answers, 1);
-        EXPECT_EQ(s, sync_state::finished);
       }
     }
   }
 }
 
-// A valid request to a known handler, then each fact spoilt in turn: the first
-// failing check in protocol order decides.
 TEST(GateJobRequest, ChecksInOrder) {
   job_request_facts ok;
   ok.handler_known = true;
