@@ -72,7 +72,7 @@ hourglass::server::http_server& server() {
 std::uint64_t admitted() {
   static const auto counters = [] {
     std::vector<const hourglass::counter*> c;
-    for (const char* name : {"echo", "sleep", "spin", "call"})
+    for (const char* name : {"echo", "sleep", "spin", "stream", "call"})
       c.push_back(&server().jobs().stats().handler(name).admitted);
     return c;
   }();
@@ -109,6 +109,8 @@ bool is_job_outcome(const http::response<http::string_body>& res) {
     async_ids().insert(string_field(*o, "id"));
     return true;
   }
+  // A stream's Server-Timing is a trailer (Beast's parser adds trailers to
+  // the fields): a 2xx stream is a job's outcome like any other 2xx.
   if (status / 100 == 2) {
     // A handler's own answer, unless it is an async job's record (an echo
     // would have to carry an id the server gave out, in our JSON shape).

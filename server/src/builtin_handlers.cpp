@@ -70,6 +70,30 @@ handler_fn spin_handler() {
   };
 }
 
+stream_handler_fn stream_handler() {
+  return [](const context& ctx, const request_view& req, output_stream& out) {
+    constexpr const char* shape =
+        R"({"chunks": N, "interval_ms": M, "stall_after": K}, 0 <= N <= 1000000, 0 <= M <= 3600000, 0 <= K)";
+    const auto o = input_object(req.body, shape);
+    const auto chunks = support::int_member(o, "chunks", 0, 1'000'000);
+    const auto interval = o.contains("interval_ms") ? support::int_member(o, "interval_ms", 0, 3'600'000)
+                                                    : std::optional<std::int64_t>(0);
+    const auto stall = o.contains("stall_after") ? support::int_member(o, "stall_after", 0, 1'000'000)
+                                                 : std::optional<std::int64_t>(-1);
+    if (!chunks || !interval || !stall) throw handler_error::bad_input(std::string("body must be ") + shape);
+    for (std::int64_t i = 0;; ++i) {
+      if (i == *stall) {  // no more output, no progress: only a stop ends this
+        ctx.sleep_until(never);
+        ctx.check();
+      }
+      if (i == *chunks) break;
+      if (i > 0 && !ctx.sleep_for(std::chrono::milliseconds(*interval))) ctx.check();
+      out.write("chunk " + std::to_string(i + 1) + " of " + std::to_string(*chunks) + "\n");
+    }
+    ctx.check();  // stopped at the very end: not a late completion
+  };
+}
+
 handler_fn call_handler(upstream_client& client, executor* ex) {
   return [&client, ex](const context& ctx, const request_view& req) {
     constexpr const char* shape =

@@ -20,6 +20,7 @@
 #include "log_throttle.hpp"
 #include "secret_file.hpp"
 #include "session.hpp"
+#include "stream_output.hpp"
 
 namespace hourglass::server {
 
@@ -144,6 +145,7 @@ http_server::http_server(server_options options, hourglass::clock& clk) {
     add_handler("echo", echo_handler());
     add_handler("sleep", sleep_handler());
     add_handler("spin", spin_handler());
+    add_stream_handler("stream", stream_content_type, stream_handler());
     add_handler("call", call_handler(*impl_->c.upstreams, impl_->c.jobs.get()));
   }
 }
@@ -167,6 +169,23 @@ void http_server::add_handler(const std::string& name, handler_fn fn, handler_op
   e.idle_limit = options.idle_limit;
   e.metrics = &c.jobs->handler(name);
   c.handlers.emplace(name, std::move(e));
+}
+
+void http_server::add_stream_handler(const std::string& name, std::string content_type, stream_handler_fn fn,
+                                     handler_options options) {
+  if (!fn) throw std::logic_error("empty handler function for '" + name + "'");
+  // Async and fleet jobs run the collecting form; sync jobs stream (session.cpp).
+  add_handler(
+      name,
+      [fn, content_type](const context& ctx, const request_view& req) {
+        detail::collected_output out(ctx);
+        fn(ctx, req, out);
+        return handler_result{std::move(out.body), content_type};
+      },
+      options);
+  auto& e = impl_->c.handlers.at(name);
+  e.stream = std::move(fn);
+  e.stream_content_type = std::move(content_type);
 }
 
 namespace {

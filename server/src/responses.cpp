@@ -32,6 +32,13 @@ std::string server_timing(const job_timings& t) {
   return buf;
 }
 
+std::string job_outcome_trailer(const status& st, bool committed) {
+  std::string v(to_string(st.code));
+  if (st.code == outcome::deadline_exceeded) v.append("; stage=").append(to_string(st.stage));
+  if (committed) v.append("; committed=true");
+  return v;
+}
+
 error_info describe_error(const std::exception_ptr& e) {
   error_info info;
   if (!e) return info;

@@ -28,6 +28,12 @@ response error_response(unsigned status, std::string_view code, std::string_view
 // "queue;dur=0.012, run;dur=1.250" (milliseconds).
 std::string server_timing(const job_timings& t);
 
+// The Job-Outcome trailer that ends a streamed response (protocol.md,
+// "Streaming responses"): the outcome, its stage when it is
+// deadline_exceeded ("deadline_exceeded; stage=idle"), and
+// "; committed=true" when the job crossed a commit point.
+std::string job_outcome_trailer(const status& st, bool committed);
+
 // What a handler's exception says: HTTP status, code, public message.
 struct error_info {
   unsigned http_status = 500;

@@ -16,6 +16,7 @@
 #include "hourglass/metrics.hpp"
 #include "hourglass/support/url.hpp"
 #include "request_rules.hpp"
+#include "stream_output.hpp"
 
 namespace hourglass::server::detail {
 
@@ -280,6 +281,7 @@ void session::submit_sync(std::shared_ptr<job_input> in) {
   call->entry = entry_;
   call->budget = budget_;
   call->deadline = saturating_add(headers_at_, budget_);  // the budget started when the headers arrived
+  if (entry_->stream) call->out = std::make_shared<output_channel>();
   call_ = call;
   stream_.expires_never();
 
@@ -288,6 +290,9 @@ void session::submit_sync(std::shared_ptr<job_input> in) {
   o.deadline = call->deadline;
   o.min_budget = entry_->min_budget;
   o.idle_limit = in->idle_limit;
+  // Told of the first bytes before the job can write them: the strand hears
+  // of them before it hears of the outcome.
+  if (call->out) notify_when_readable(call);
   call->submitted_at = core_.clk.now();
   call->ref = core_.jobs->submit(
       o,
@@ -309,6 +314,11 @@ void session::submit_sync(std::shared_ptr<job_input> in) {
             c.running = nullptr;
           }
         } while_running(*call, ctx);
+        if (call->out) {  // a streaming handler: its bytes go out as they come
+          channel_output out(ctx, *call->out);
+          in->entry->stream(ctx, in->view(), out);
+          return handler_result{{}, in->entry->stream_content_type};
+        }
         return in->entry->fn(ctx, in->view());
       },
       [self = shared_from_this(), call](job_result<handler_result>&& r) noexcept {
@@ -332,8 +342,7 @@ void session::watch() {
 void session::on_watch(error_code ec, std::size_t n) {
   watching_ = false;
   if (!ec) buffer_.commit(n);
-  const bool open_call = phase_ == phase::job && call_ &&
-                         (call_->state == sync_state::waiting || call_->state == sync_state::grace);
+  const bool open_call = phase_ == phase::job && call_ && still_open(call_->state);
   if (open_call) {
     if (!ec) {
       if (buffer_.size() < watch_limit) watch();  // pipelined bytes: keep them for later
@@ -355,7 +364,9 @@ void session::stop_watching() {
 
 void session::on_deadline(const std::shared_ptr<sync_call>& call) {
   if (call != call_ || phase_ == phase::closed) return;
-  if (call->state == sync_state::grace) return step(call, sync_event::grace_over);
+  if (call->state == sync_state::grace || call->state == sync_state::stream_grace) {
+    return step(call, sync_event::grace_over);
+  }
   auto expected = job_phase::queued;
   // Not started yet: it never will be (the job sees `abandoned` and stops).
   const bool abandoned = call->phase.compare_exchange_strong(expected, job_phase::abandoned);
@@ -364,7 +375,7 @@ void session::on_deadline(const std::shared_ptr<sync_call>& call) {
 
 void session::on_job_done(const std::shared_ptr<sync_call>& call, job_result<handler_result>&& r) {
   call->ref = job_ref();  // the job record holds `call` (and this session): break the cycle
-  if (phase_ == phase::closed && (call->state == sync_state::waiting || call->state == sync_state::grace)) {
+  if (phase_ == phase::closed && still_open(call->state)) {
     call->state = sync_state::caller_gone;  // the connection closed under it: nobody to answer
   }
   call->result = std::move(r);
@@ -379,8 +390,18 @@ void session::step(const std::shared_ptr<sync_call>& call, sync_event e) {
     case sync_action::none: return;
     case sync_action::cancel_job:
       deadline_timer_.cancel();
+      if (call->out) call->out->close();  // a write waiting on the reader stops at once
       call->ref.cancel(cancel_cause::caller_gone);
       return;
+    case sync_action::start_stream: return begin_stream(call, true);
+    case sync_action::end_stream_expired: {  // a handler that ignores its context: the stream ends without it
+      call->early_status = 200;
+      job_timings t;
+      t.budget = call->budget;
+      t.queue_delay = elapsed(call->submitted_at, core_.clk.now());
+      t.committed = call->committed_so_far();
+      return end_stream(call, status::expired(expiry_stage::run), t);
+    }
     case sync_action::arm_grace:  // running: its context has fired; give the handler a moment to stop
       deadline_timer_.arm(saturating_add(core_.clk.now(), answer_grace),
                           [self = shared_from_this(), call] { self->on_deadline(call); });
@@ -399,7 +420,8 @@ void session::step(const std::shared_ptr<sync_call>& call, sync_event e) {
     }
     case sync_action::answer_outcome:
     case sync_action::log_outcome:
-    case sync_action::log_caller_gone: break;
+    case sync_action::log_caller_gone:
+    case sync_action::end_stream: break;
   }
   // The outcome is in.
   job_result<handler_result>& r = *call->result;
@@ -412,6 +434,14 @@ void session::step(const std::shared_ptr<sync_call>& call, sync_event e) {
     return;
   }
   deadline_timer_.cancel();
+  // A stream that began ends with trailers; one that wrote nothing and ended
+  // ok is still a stream (its trailers say ok); else it answers as any job.
+  if (next.action == sync_action::end_stream || (call->out && r.st.is_ok())) {
+    rep.http_status = 200;
+    core_.log_job(rep);
+    if (!call->stream_started) begin_stream(call, false);
+    return end_stream(call, r.st, r.timings);
+  }
   stop_watching();
   if (next.action == sync_action::log_caller_gone) {
     rep.http_status = 499;

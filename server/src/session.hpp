@@ -7,7 +7,9 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/fields.hpp>
 #include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/serializer.hpp>
 #include <boost/beast/http/string_body.hpp>
 
 #include <atomic>
@@ -18,6 +20,7 @@
 
 #include "clock_timer.hpp"
 #include "core.hpp"
+#include "hourglass/output_channel.hpp"
 #include "job_input.hpp"
 #include "request_rules.hpp"
 #include "responses.hpp"
@@ -63,6 +66,13 @@ class session : public std::enable_shared_from_this<session> {
       std::lock_guard lock(running_mu);
       return running != nullptr ? running->committed() : committed_after_run;
     }
+    // A streaming handler's output on its way out (session_stream.cpp); the
+    // flags are the strand's.
+    std::shared_ptr<output_channel> out;
+    bool stream_started = false;  // its status line is to go out first
+    bool head_sent = false;
+    bool stream_ending = false;  // the trailers go out once the buffered bytes have
+    bool stream_done = false;    // the last chunk, with the trailers, is out
   };
 
   void read_request();
@@ -79,6 +89,14 @@ class session : public std::enable_shared_from_this<session> {
   void on_deadline(const std::shared_ptr<sync_call>& call);
   void on_job_done(const std::shared_ptr<sync_call>& call, job_result<handler_result>&& r);
   void step(const std::shared_ptr<sync_call>& call, sync_event e);
+  // Streaming (session_stream.cpp).
+  void notify_when_readable(const std::shared_ptr<sync_call>& call);
+  void on_stream_readable(const std::shared_ptr<sync_call>& call);
+  void begin_stream(const std::shared_ptr<sync_call>& call, bool first_output);
+  void end_stream(const std::shared_ptr<sync_call>& call, const status& st, const job_timings& t);
+  void pump_stream();
+  void on_stream_write(error_code ec);
+  void on_stream_broken();
   void send(response res);
   std::function<void(response)> answer_later();
   void send_error(unsigned status, std::string_view code, std::string_view message);
@@ -100,6 +118,11 @@ class session : public std::enable_shared_from_this<session> {
   time_point headers_at_{};
   response res_;
   std::shared_ptr<sync_call> call_;
+  // A streamed response's head, the chunk being written, and its trailers.
+  std::optional<boost::beast::http::response<boost::beast::http::empty_body>> stream_head_;
+  std::optional<boost::beast::http::response_serializer<boost::beast::http::empty_body>> stream_head_writer_;
+  std::string stream_bytes_;
+  boost::beast::http::fields stream_trailers_;
 
   // The job being read (between headers and body).
   const handler_entry* entry_ = nullptr;

@@ -106,7 +106,9 @@ TEST(Hourglassd, AfterSigkillARestartOnTheSamePortServesAtOnce) {
       return post(port, "/v1/jobs/sleep", R"({"ms": 5000})", {{"Request-Timeout", "20S"}}, std::chrono::seconds(20));
     }));
   }
-  ASSERT_TRUE(wait_until([&] { return get(port, "/metrics").body.find("hourglass_jobs_admitted_total{handler=\"sleep\"} 50") != std::string::npos; }));
+  ASSERT_TRUE(wait_until([&] {
+    return get(port, "/metrics").body.find("hourglass_jobs_admitted_total{handler=\"sleep\"} 50") != std::string::npos;
+  }));
   d->signal(SIGKILL);
   d->wait_exit(5s);
   for (auto& c : calls) EXPECT_FALSE(c.get().ok) << "killed with their jobs";
@@ -292,6 +294,10 @@ TEST(Hourglassd, ReadmeExampleRunsAsWritten) {
   EXPECT_NE(out.find("\nhello"), std::string::npos) << out;
   EXPECT_NE(out.find(R"("stage": "run")"), std::string::npos) << out;
   EXPECT_NE(out.find(R"("stage": "idle")"), std::string::npos) << out;
+  // The stream: two chunks, then the idle limit, told in the trailers.
+  EXPECT_NE(out.find("chunk 2 of 5\n\r\n0\r\nJob-Outcome: deadline_exceeded; stage=idle\r\nServer-Timing: "),
+            std::string::npos)
+      << out;
   EXPECT_NE(out.find(R"("error": "invalid_timeout")"), std::string::npos) << out;
   EXPECT_NE(out.find(R"("stage": "downstream")"), std::string::npos) << out;
   // The DELETE answers 202 cancel_requested while the sleep is still stopping,

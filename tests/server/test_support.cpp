@@ -98,7 +98,9 @@ reply client::request(const std::string& method, const std::string& target, cons
   return r;
 }
 
-raw_socket::raw_socket(std::uint16_t port) : socket_(io_) {
+raw_socket::raw_socket(std::uint16_t port, int receive_buffer) : socket_(io_) {
+  socket_.open(tcp::v4());
+  if (receive_buffer > 0) socket_.set_option(net::socket_base::receive_buffer_size(receive_buffer));
   socket_.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
 }
 

@@ -94,7 +94,8 @@ inline reply get(std::uint16_t port, const std::string& target, const headers& h
 // A plain socket for clients that misbehave (slow headers, disconnects, raw bytes).
 class raw_socket {
  public:
-  explicit raw_socket(std::uint16_t port);
+  // receive_buffer > 0: SO_RCVBUF before connecting (a reader the kernel buffers little for).
+  explicit raw_socket(std::uint16_t port, int receive_buffer = 0);
   ~raw_socket();
   bool send(const std::string& bytes);
   // Reads until the peer closes or `limit`; returns what arrived and whether the peer closed.

@@ -7,6 +7,12 @@
 //                          daemon's clock): a stop ends the wait at once
 //  spin   {"us": N}        burns N µs (0..60,000,000) of CPU, checking the context
 //                          between slices far shorter than 100 µs
+//  stream {"chunks": N, "interval_ms": M, "stall_after": K}   (a streaming handler)
+//                          writes N lines ("chunk i of N\n", 0 <= N <= 1,000,000) M ms
+//                          apart (0..3,600,000, default 0), the first at once; each write
+//                          is progress. With stall_after, after K chunks it writes
+//                          nothing more and waits for its context to stop (an idle
+//                          limit or the deadline), as a stuck producer would.
 //  call   {"upstream": NAME, "handler": H, "body": B}
 //                          POST B to handler H of the configured upstream NAME with
 //                          the remaining budget (upstream_client). B: a JSON string
@@ -25,6 +31,8 @@ namespace hourglass::server {
 handler_fn echo_handler();
 handler_fn sleep_handler();
 handler_fn spin_handler();
+stream_handler_fn stream_handler();
+inline constexpr const char* stream_content_type = "text/plain; charset=utf-8";
 // client (and ex) must outlive the handler's jobs. With `ex`, a call may be
 // hedged: {"upstreams": [A, B, ...], "hedge_after_ms": H} (its branches run on ex).
 handler_fn call_handler(upstream_client& client, executor* ex = nullptr);

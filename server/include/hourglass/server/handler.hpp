@@ -81,6 +81,31 @@ class handler_error : public std::runtime_error {
 
 using handler_fn = std::function<handler_result(const context&, const request_view&)>;
 
+// Where a streaming handler writes its output (http_server::add_stream_handler):
+//
+//   server.add_stream_handler("rows", "text/csv", [](const context& ctx, const request_view&, output_stream& out) {
+//     for (auto& row : query(ctx)) out.write(to_csv(row));   // progress on each write
+//   });
+//
+// A sync request gets the bytes as they are written, in a chunked response
+// whose trailers say how the job ended (Job-Outcome, Server-Timing); its
+// status line (200) goes out with the first bytes, so a handler that fails
+// before writing anything still gets its own status (a 400 for bad input).
+// An async job's output is collected into its result.
+//
+// write() reports progress; it waits while the reader is slow (that wait
+// counts against the deadline and is not progress), and throws
+// stopped_error when the context stops or the caller went away
+// (hourglass/output_channel.hpp has the rules). Outcomes as for handler_fn;
+// after the first bytes they are told in the trailers only.
+class output_stream {
+ public:
+  virtual ~output_stream() = default;
+  virtual void write(std::string_view chunk) = 0;
+};
+
+using stream_handler_fn = std::function<void(const context&, const request_view&, output_stream&)>;
+
 struct handler_options {
   // Async jobs run at most this long (their caller does not wait, so the
   // handler bounds itself). zero: the server's --max-budget.

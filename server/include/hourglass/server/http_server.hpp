@@ -70,6 +70,10 @@ class http_server {
   // Registers a handler for POST /v1/jobs/{name}. Throws std::logic_error
   // after start(), for a duplicate, or for an invalid name (valid_handler_name).
   void add_handler(const std::string& name, handler_fn fn, handler_options options = {});
+  // Registers a handler whose output is streamed (handler.hpp, output_stream)
+  // as `content_type`. The same rules and errors as add_handler.
+  void add_stream_handler(const std::string& name, std::string content_type, stream_handler_fn fn,
+                          handler_options options = {});
 
   // Reads the token file, binds the listen address and starts serving.
   // Throws std::runtime_error when the address cannot be bound or the token

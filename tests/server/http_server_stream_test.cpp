@@ -1,0 +1,289 @@
+// Streaming responses (protocol.md, "Streaming responses"): bytes go out as
+// the handler writes them, in a chunked response whose trailers say how the
+// job ended, so a client can tell complete output from interrupted output.
+// Over real HTTP: raw sockets on a manual clock for the exact cases (ok,
+// deadline and idle stall mid-stream, a caller gone, a slow reader), and
+// real clients (Beast, curl, a Python program) for the wire format.
+#include <gtest/gtest.h>
+
+#include <boost/json/parse.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "hourglass/clock.hpp"
+#include "hourglass/server/http_server.hpp"
+#include "test_support.hpp"
+
+namespace hourglass::server::testing {
+namespace {
+
+constexpr auto npos = std::string::npos;
+
+std::string post_request(const std::string& target, const std::string& body, const headers& hs) {
+  std::string r = "POST " + target + " HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n";
+  for (const auto& [name, value] : hs) r += name + ": " + value + "\r\n";
+  return r + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// What ends a stream: the last chunk and its trailers, up to the blank line.
+std::string trailers_of(const std::string& raw) {
+  const auto at = raw.find("\r\n0\r\n");
+  if (at == npos) return {};
+  const auto end = raw.find("\r\n\r\n", at + 5);
+  return end == npos ? std::string() : raw.substr(at + 5, end + 4 - (at + 5));
+}
+
+// Reads on until the stream's trailers are in `raw` (or `limit` passes).
+void read_to_the_end(raw_socket& s, std::string& raw, std::chrono::milliseconds limit = 5s) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (trailers_of(raw).empty() && std::chrono::steady_clock::now() < until) raw += s.read_until("\r\n\r\n", 100ms);
+}
+
+TEST(HttpServerStream, ChunksGoOutAsTheyAreWrittenAndTheTrailersSayOk) {
+  manual_clock clk;
+  test_server srv(test_options(), {}, clk);
+  raw_socket s(srv.port());
+  ASSERT_TRUE(
+      s.send(post_request("/v1/jobs/stream", R"({"chunks": 3, "interval_ms": 100})", {{"Request-Timeout", "30S"}})));
+  std::string raw = s.read_until("chunk 1 of 3\n", 5s);
+  EXPECT_NE(raw.find("HTTP/1.1 200 OK\r\n"), npos) << raw;
+  EXPECT_NE(raw.find("Transfer-Encoding: chunked\r\n"), npos) << raw;
+  EXPECT_NE(raw.find("Trailer: Job-Outcome, Server-Timing\r\n"), npos) << raw;
+  EXPECT_NE(raw.find("Content-Type: text/plain; charset=utf-8\r\n"), npos) << raw;
+  EXPECT_NE(raw.find("d\r\nchunk 1 of 3\n\r\n"), npos) << "one write, one chunk: " << raw;
+  for (const std::string next : {"chunk 2 of 3\n", "chunk 3 of 3\n"}) {
+    ASSERT_TRUE(clk.wait_for_timers(3));  // the session's deadline, the worker's watch, the handler's sleep
+    EXPECT_EQ(s.read_until(next, 50ms).find(next), npos) << "not before its time";
+    clk.advance(100ms);
+    raw = s.read_until(next, 5s);
+    EXPECT_NE(raw.find(next), npos) << raw;
+  }
+  read_to_the_end(s, raw);
+  EXPECT_EQ(trailers_of(raw), "Job-Outcome: ok\r\nServer-Timing: queue;dur=0.000, run;dur=200.000\r\n\r\n") << raw;
+  EXPECT_EQ(srv.handler("stream").finished_ok, 1u);
+  const auto m = srv.metrics();
+  EXPECT_EQ(m.time_to_first_output.count, 1u);
+  EXPECT_EQ(m.time_to_first_output.sum_ns, 0u) << "the first chunk went out before the clock moved";
+  // The connection stays open for the next request.
+  ASSERT_TRUE(s.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"));
+  EXPECT_NE(s.read_until("ok\n", 5s).find("200 OK"), npos);
+}
+
+TEST(HttpServerStream, AnHttpClientReadsTheBodyAndTheTrailers) {
+  test_server srv(test_options());
+  client c(srv.port());
+  const reply r = c.post("/v1/jobs/stream", R"({"chunks": 3})");
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.status, 200u);
+  EXPECT_EQ(r.header("transfer-encoding"), "chunked");
+  EXPECT_EQ(r.body, "chunk 1 of 3\nchunk 2 of 3\nchunk 3 of 3\n");
+  EXPECT_EQ(r.header("job-outcome"), "ok");  // Beast's parser adds the trailers to the fields
+  EXPECT_NE(r.header("server-timing").find("run;dur="), npos);
+  // A stream that writes nothing is still a stream: its trailers say ok.
+  const reply empty = c.post("/v1/jobs/stream", R"({"chunks": 0})");
+  EXPECT_EQ(empty.status, 200u);
+  EXPECT_EQ(empty.body, "");
+  EXPECT_EQ(empty.header("job-outcome"), "ok");
+  // Bad input, before any output: the handler's own status, as for any job.
+  const reply bad = c.post("/v1/jobs/stream", R"({"chunks": "many"})");
+  EXPECT_EQ(bad.status, 400u);
+  EXPECT_EQ(json_string(bad.body, "error"), "invalid_argument");
+  EXPECT_EQ(bad.header("job-outcome"), "");
+  EXPECT_EQ(srv.metrics().time_to_first_output.count, 1u) << "only the stream that wrote";
+}
+
+TEST(HttpServerStream, TheDeadlineMidStreamEndsItWithTrailersNotA504) {
+  manual_clock clk;
+  test_server srv(test_options(), {}, clk);
+  raw_socket s(srv.port());
+  ASSERT_TRUE(
+      s.send(post_request("/v1/jobs/stream", R"({"chunks": 5, "interval_ms": 100})", {{"Request-Timeout", "250m"}})));
+  std::string raw = s.read_until("chunk 1 of 5\n", 5s);
+  for (const std::string next : {"chunk 2 of 5\n", "chunk 3 of 5\n"}) {
+    ASSERT_TRUE(clk.wait_for_timers(3));
+    clk.advance(100ms);
+    raw += s.read_until(next, 5s);
+  }
+  ASSERT_TRUE(clk.wait_for_timers(3));
+  clk.advance(49ms);
+  raw += s.read_until("\r\n0\r\n", 50ms);
+  EXPECT_EQ(trailers_of(raw), "") << "not ended before the deadline: " << raw;
+  clk.advance(1ms);  // 250 ms
+  read_to_the_end(s, raw);
+  EXPECT_NE(raw.find("HTTP/1.1 200 OK"), npos) << "the status line went out with the first chunk";
+  EXPECT_NE(raw.find("chunk 3 of 5\n"), npos);
+  EXPECT_EQ(raw.find("chunk 4 of 5"), npos);
+  EXPECT_EQ(trailers_of(raw),
+            "Job-Outcome: deadline_exceeded; stage=run\r\nServer-Timing: queue;dur=0.000, run;dur=250.000\r\n\r\n")
+      << raw;
+  const auto h = srv.handler("stream");
+  EXPECT_EQ(h.expired_run, 1u);
+  EXPECT_EQ(h.completed_late, 0u);
+}
+
+TEST(HttpServerStream, AStallMidStreamEndsItAtTheIdleLimitWithStageIdle) {
+  manual_clock clk;
+  test_server srv(test_options(), {}, clk);
+  raw_socket s(srv.port());
+  ASSERT_TRUE(s.send(post_request("/v1/jobs/stream", R"({"chunks": 5, "interval_ms": 100, "stall_after": 2})",
+                                  {{"Request-Timeout", "30S"}, {"Job-Idle-Timeout", "150m"}})));
+  std::string raw = s.read_until("chunk 1 of 5\n", 5s);
+  ASSERT_TRUE(clk.wait_for_timers(4));  // the deadline, the watch, the idle timer, the sleep
+  clk.advance(100ms);
+  raw += s.read_until("chunk 2 of 5\n", 5s);  // progress at 100 ms, then nothing more
+  clk.advance(149ms);
+  raw += s.read_until("\r\n0\r\n", 50ms);
+  EXPECT_EQ(trailers_of(raw), "") << raw;
+  clk.advance(1ms);  // 150 ms without progress; the deadline is 29.75 s away
+  read_to_the_end(s, raw);
+  EXPECT_NE(raw.find("chunk 2 of 5\n"), npos);
+  EXPECT_EQ(trailers_of(raw),
+            "Job-Outcome: deadline_exceeded; stage=idle\r\nServer-Timing: queue;dur=0.000, run;dur=250.000\r\n\r\n")
+      << raw;
+  EXPECT_EQ(srv.handler("stream").expired_idle, 1u);
+}
+
+TEST(HttpServerStream, ACallerThatGoesAwayMidStreamCancelsTheJob) {
+  manual_clock clk;
+  test_server srv(test_options(), {}, clk);
+  {
+    raw_socket s(srv.port());
+    ASSERT_TRUE(
+        s.send(post_request("/v1/jobs/stream", R"({"chunks": 5, "interval_ms": 100})", {{"Request-Timeout", "30S"}})));
+    ASSERT_NE(s.read_until("chunk 1 of 5\n", 5s).find("chunk 1 of 5"), npos);
+  }  // gone, with the job sleeping before its second chunk
+  ASSERT_TRUE(wait_until([&] { return srv.handler("stream").finished_cancelled == 1; })) << "the job was not cancelled";
+  EXPECT_EQ(srv.handler("stream").finished_ok, 0u);
+}
+
+// A handler that writes 64 KiB chunks as fast as it may, to a reader that
+// reads nothing: the channel fills, the socket's buffers fill, and the
+// handler waits. That wait is not progress: the idle limit stops it.
+TEST(HttpServerStream, ASlowReaderHoldsTheHandlerBackAndTheWaitIsNotProgress) {
+  manual_clock clk;
+  std::atomic<std::uint64_t> written{0};
+  test_server srv(
+      test_options(),
+      [&](http_server& h) {
+        h.add_stream_handler("flood", "application/octet-stream",
+                             [&](const context&, const request_view&, output_stream& out) {
+                               const std::string chunk(64 * 1024, 'x');
+                               for (;;) {
+                                 out.write(chunk);
+                                 written.fetch_add(chunk.size());
+                               }
+                             });
+      },
+      clk);
+  raw_socket s(srv.port(), 4096);
+  ASSERT_TRUE(s.send(post_request("/v1/jobs/flood", "", {{"Request-Timeout", "30S"}, {"Job-Idle-Timeout", "1S"}})));
+  std::uint64_t held_at = 0;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const auto before = written.load();
+        std::this_thread::sleep_for(200ms);
+        held_at = written.load();
+        return before > 0 && held_at == before;
+      },
+      30s))
+      << "the handler was never held back";
+  EXPECT_LT(held_at, 64u << 20) << "the output waiting for the reader is bounded";
+  clk.advance(1s - 1ms);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(srv.handler("flood").expired_idle, 0u);
+  EXPECT_EQ(written.load(), held_at);
+  clk.advance(1ms);  // a second without progress, though it wanted to write all along
+  ASSERT_TRUE(wait_until([&] { return srv.handler("flood").expired_idle == 1; }));
+  // Now the reader reads: everything the handler wrote arrives, then the trailers.
+  std::string raw;
+  while (raw.find("Job-Outcome") == npos) {
+    const std::string more = s.read_until("Job-Outcome", 10s);
+    ASSERT_FALSE(more.empty()) << "the stream stopped after " << raw.size() << " bytes";
+    raw += more;
+  }
+  read_to_the_end(s, raw);
+  const auto end = raw.find("\r\n0\r\nJob-Outcome");
+  ASSERT_NE(end, npos);
+  EXPECT_EQ(static_cast<std::uint64_t>(std::count(raw.begin(), raw.begin() + static_cast<std::ptrdiff_t>(end), 'x')),
+            held_at);
+  EXPECT_NE(trailers_of(raw).find("Job-Outcome: deadline_exceeded; stage=idle\r\n"), npos) << trailers_of(raw);
+}
+
+TEST(HttpServerStream, AFailureAfterTheFirstBytesIsToldInTheTrailers) {
+  test_server srv(test_options(), [](http_server& h) {
+    h.add_stream_handler("half", "text/plain", [](const context&, const request_view& req, output_stream& out) {
+      out.write("first part\n");
+      if (req.body == "fail") throw handler_error::bad_input("the second part is bad");
+      out.write("second part\n");
+    });
+  });
+  client c(srv.port());
+  const reply failed = c.post("/v1/jobs/half", "fail");
+  EXPECT_EQ(failed.status, 200u) << "the status line went out with the first part";
+  EXPECT_EQ(failed.body, "first part\n");
+  EXPECT_EQ(failed.header("job-outcome"), "error");
+  const reply fine = c.post("/v1/jobs/half", "");
+  EXPECT_EQ(fine.body, "first part\nsecond part\n");
+  EXPECT_EQ(fine.header("job-outcome"), "ok");
+  const auto h = srv.handler("half");
+  EXPECT_EQ(h.finished_error, 1u);
+  EXPECT_EQ(h.finished_ok, 1u);
+}
+
+TEST(HttpServerStream, AnAsyncStreamJobKeepsItsOutputAsItsResult) {
+  test_server srv(test_options());
+  client c(srv.port());
+  const reply accepted = c.post("/v1/jobs/stream", R"({"chunks": 2})", {{"Prefer", "respond-async"}});
+  ASSERT_EQ(accepted.status, 202u) << accepted.body;
+  const std::string loc = accepted.header("location");
+  ASSERT_TRUE(wait_until([&] { return json_string(c.get(loc).body, "state") == "ok"; }));
+  EXPECT_EQ(json_string(c.get(loc).body, "result"), "chunk 1 of 2\nchunk 2 of 2\n");
+}
+
+// The wire format as real clients see it. curl --raw prints the chunked
+// framing and the trailers as they came.
+TEST(HttpServerStream, CurlShowsTheTrailers) {
+  ASSERT_EQ(run_command("command -v curl").second, 0) << "curl is not installed (tools/install-deps installs it)";
+  test_server srv(test_options());
+  const auto [out, rc] = run_command(
+      "curl -sS --raw -H 'Request-Timeout: 30S' -H 'Job-Idle-Timeout: 200m' -d '"
+      R"({"chunks": 5, "interval_ms": 20, "stall_after": 2})"
+      "' " +
+      srv.url() + "/v1/jobs/stream");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("chunk 2 of 5\n"), npos) << out;
+  EXPECT_EQ(out.find("chunk 3 of 5"), npos) << out;
+  EXPECT_NE(out.find("\r\n0\r\nJob-Outcome: deadline_exceeded; stage=idle\r\nServer-Timing: queue;dur="), npos) << out;
+}
+
+TEST(HttpServerStream, APythonClientTellsCompleteFromInterruptedOutput) {
+  ASSERT_EQ(run_command("command -v python3").second, 0) << "python3 is not installed";
+  test_server srv(test_options());
+  const std::string client = std::string("python3 ") + HOURGLASS_SOURCE_DIR + "/tests/server/stream_client.py ";
+  const auto run = [&](const std::string& body, const std::string& header) {
+    const auto [out, rc] = run_command(client + srv.url() + "/v1/jobs/stream '" + body + "' '" + header + "'");
+    EXPECT_EQ(rc, 0) << out;
+    boost::system::error_code ec;
+    auto v = boost::json::parse(out, ec);
+    EXPECT_FALSE(ec) << out;
+    return ec ? boost::json::object() : v.as_object();
+  };
+  const auto ok = run(R"({"chunks": 3, "interval_ms": 10})", "Request-Timeout: 30S");
+  ASSERT_TRUE(ok.contains("chunks")) << ok;
+  EXPECT_EQ(ok.at("status").as_int64(), 200);
+  EXPECT_EQ(ok.at("chunks").as_array().size(), 3u) << ok;
+  EXPECT_EQ(ok.at("trailers").at("job-outcome").as_string(), "ok");
+  EXPECT_TRUE(ok.at("complete").as_bool());
+  const auto cut = run(R"({"chunks": 5, "interval_ms": 100})", "Request-Timeout: 250m");
+  ASSERT_TRUE(cut.contains("chunks")) << cut;
+  EXPECT_EQ(cut.at("status").as_int64(), 200);
+  EXPECT_GE(cut.at("chunks").as_array().size(), 2u) << cut;
+  EXPECT_LE(cut.at("chunks").as_array().size(), 3u) << cut;
+  EXPECT_EQ(cut.at("trailers").at("job-outcome").as_string(), "deadline_exceeded; stage=run") << cut;
+  EXPECT_NE(cut.at("trailers").at("server-timing").as_string().find("run;dur="), npos);
+}
+
+}  // namespace
+}  // namespace hourglass::server::testing
