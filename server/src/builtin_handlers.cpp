@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "call_rules.hpp"
 #include "hourglass/support/json.hpp"
 
 namespace hourglass::server {
@@ -153,8 +154,10 @@ handler_fn call_handler(upstream_client& client, executor* ex) {
     } catch (const std::runtime_error& e) {  // I/O failure; stopped_error passes through
       throw handler_error(500, "upstream_unreachable", "upstream '" + upstream + "' failed: " + e.what());
     }
-    if (res.status == 504) throw stopped_error(status::expired(expiry_stage::downstream));
-    if (res.status >= 200 && res.status <= 299) {
+    // A streamed answer cut off by its job's end counts as that ending.
+    const unsigned answered = detail::effective_answer_of(res.status, {}, res.job_outcome).http_status;
+    if (answered == 504) throw stopped_error(status::expired(expiry_stage::downstream));
+    if (answered >= 200 && answered <= 299) {
       handler_result r;
       r.body = std::move(res.body);
       if (!res.content_type.empty()) r.content_type = std::move(res.content_type);
@@ -162,6 +165,9 @@ handler_fn call_handler(upstream_client& client, executor* ex) {
     }
     if (res.status == 404)
       throw handler_error::bad_input("upstream '" + upstream + "' has no handler '" + handler + "'");
+    if (answered != res.status) {
+      throw handler_error(500, "downstream_error", "upstream '" + upstream + "' ended its stream " + res.job_outcome);
+    }
     throw handler_error(500, "downstream_error", "upstream '" + upstream + "' answered " + std::to_string(res.status));
   };
 }

@@ -25,6 +25,28 @@ constexpr call_verdict verdict_of_answer(unsigned http_status, std::string_view 
   return call_verdict::failure;
 }
 
+// A streamed answer's status line went out before its job ended: a 2xx whose
+// Job-Outcome trailer is not `ok` was cut off, and is judged as the answer its
+// outcome would have had without streaming: deadline_exceeded as a 504 of its
+// stage, anything else as a 500. Other answers stand as they are.
+// `job_outcome` is the trailer ("deadline_exceeded; stage=idle"), empty when absent.
+struct effective_answer {
+  unsigned http_status;
+  std::string_view stage;
+};
+constexpr effective_answer effective_answer_of(unsigned http_status, std::string_view stage,
+                                               std::string_view job_outcome) noexcept {
+  if (http_status < 200 || http_status > 299 || job_outcome.empty()) return {http_status, stage};
+  const std::string_view code = job_outcome.substr(0, job_outcome.find(';'));
+  if (code == "ok") return {http_status, stage};
+  if (code != "deadline_exceeded") return {500, {}};
+  constexpr std::string_view key = "stage=";
+  const auto at = job_outcome.find(key);
+  std::string_view st = at == std::string_view::npos ? std::string_view{} : job_outcome.substr(at + key.size());
+  st = st.substr(0, st.find_first_of("; "));
+  return {504, st};
+}
+
 // What a call that ended without an answer says: an I/O failure (refused,
 // reset, garbage) is a failure; a call our own context stopped is a failure
 // only when the context's deadline ran out while the upstream held the call

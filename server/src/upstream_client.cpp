@@ -345,6 +345,7 @@ upstream_response upstream_client::post_job(const context& ctx, std::string_view
     upstream_response out;
     out.status = r.res.result_int();
     out.content_type = std::string(r.res[http::field::content_type]);
+    out.job_outcome = std::string(r.res["Job-Outcome"]);  // Beast's parser adds trailers to the fields
     const bool keep = r.res.keep_alive();
     out.body = std::move(r.res.body());
     std::string stage;
@@ -355,7 +356,8 @@ upstream_response upstream_client::post_job(const context& ctx, std::string_view
         }
       }
     }
-    ticket.record(detail::verdict_of_answer(out.status, stage));
+    const auto answer = detail::effective_answer_of(out.status, stage, out.job_outcome);
+    ticket.record(detail::verdict_of_answer(answer.http_status, answer.stage));
     if (keep) {
       impl_->release(u, std::move(conn));
     } else {

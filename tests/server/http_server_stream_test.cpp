@@ -242,6 +242,25 @@ TEST(HttpServerStream, AnAsyncStreamJobKeepsItsOutputAsItsResult) {
   EXPECT_EQ(json_string(c.get(loc).body, "result"), "chunk 1 of 2\nchunk 2 of 2\n");
 }
 
+// A `call` to an upstream's stream that was cut off is not a success: the
+// caller sees the upstream's deadline, as for a 504.
+TEST(HttpServerStream, ACallToAStreamThatWasCutOffIsADownstreamDeadline) {
+  test_server upstream(test_options());
+  server_options o = test_options();
+  o.upstreams = {{"up", upstream.url()}};
+  test_server caller(o);
+  client c(caller.port());
+  const reply cut = c.post("/v1/jobs/call",
+                           R"({"upstream": "up", "handler": "stream", "body": {"chunks": 5, "interval_ms": 100}})",
+                           {{"Request-Timeout", "250m"}});
+  EXPECT_EQ(cut.status, 504u) << cut.body;
+  EXPECT_EQ(json_string(cut.body, "stage"), "downstream") << cut.body;
+  EXPECT_EQ(upstream.handler("stream").expired_run, 1u);
+  const reply whole = c.post("/v1/jobs/call", R"({"upstream": "up", "handler": "stream", "body": {"chunks": 2}})", {});
+  EXPECT_EQ(whole.status, 200u) << whole.body;
+  EXPECT_EQ(whole.body, "chunk 1 of 2\nchunk 2 of 2\n");
+}
+
 // The wire format as real clients see it. curl --raw prints the chunked
 // framing and the trailers as they came.
 TEST(HttpServerStream, CurlShowsTheTrailers) {

@@ -52,6 +52,7 @@ struct upstream_response {
   unsigned status = 0;
   std::string body;
   std::string content_type;
+  std::string job_outcome;  // a streamed answer's Job-Outcome trailer; empty when none came
 };
 
 struct upstream_client_options {
