@@ -368,7 +368,7 @@ upstream_response upstream_client::post_job(const context& ctx, std::string_view
 }
 
 namespace {
-// Thrown out of a hedge's branch: a non-2xx answer wins nothing.
+// Thrown out of a hedge's branch: a non-2xx answer (or a stream cut off) wins nothing.
 struct answered_badly {
   upstream_response res;
 };
@@ -408,7 +408,9 @@ upstream_response upstream_client::post_job_hedged(executor& ex, const context& 
         sent.fetch_add(1);
       }
       upstream_response r = post_job(b, names[i], handler, body, content_type, traceparent);
-      if (r.status < 200 || r.status > 299) {
+      // A stream cut off by its job's end did not succeed either.
+      const unsigned status = detail::effective_answer_of(r.status, {}, r.job_outcome).http_status;
+      if (status < 200 || status > 299) {
         answered[i] = r;
         throw answered_badly{std::move(r)};
       }
