@@ -6,6 +6,7 @@ namespace hourglass {
 
 void output_channel::write(const context& ctx, std::string_view chunk) {
   ctx.check();
+  if (chunk.empty()) return;  // no output: neither progress nor a first byte
   std::function<void()> notify;
   {
     // Registered before the lock is taken and dropped after it is released:
@@ -16,7 +17,9 @@ void output_channel::write(const context& ctx, std::string_view chunk) {
       room_.notify_all();
     });
     std::unique_lock lock(mu_);
+    ++waiting_;
     room_.wait(lock, [&] { return closed_ || buffer_.size() < capacity_ || ctx.token().stop_requested(); });
+    --waiting_;
     if (closed_) {
       lock.unlock();
       throw stopped_error(status::cancelled(cancel_cause::caller_gone));
@@ -72,6 +75,11 @@ std::size_t output_channel::buffered() const {
 bool output_channel::closed() const {
   std::lock_guard lock(mu_);
   return closed_;
+}
+
+std::size_t output_channel::waiting_writers() const {
+  std::lock_guard lock(mu_);
+  return waiting_;
 }
 
 std::uint64_t output_channel::bytes_written() const {

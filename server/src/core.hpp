@@ -28,7 +28,7 @@ namespace hourglass::server::detail {
 
 struct handler_entry {
   std::string name;
-  handler_fn fn;  // for a streaming handler: its output collected into the result (async jobs)
+  handler_fn fn;             // for a streaming handler: its output collected into the result (async jobs)
   stream_handler_fn stream;  // set for a streaming handler: sync jobs stream what it writes
   std::string stream_content_type;
   duration run_limit = duration::max();  // async jobs

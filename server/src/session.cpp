@@ -74,6 +74,7 @@ void session::read_request() {
   entry_ = nullptr;
   req_keep_alive_ = true;
   req_head_ = false;
+  req_http10_ = false;
   header_parser_.reset();
   body_parser_.reset();
   if (buffer_.size() > 0) {  // a pipelined request is already here
@@ -139,6 +140,7 @@ void session::on_header(error_code ec) {
   }
   req_keep_alive_ = req.keep_alive();
   req_head_ = req.method() == http::verb::head;
+  req_http10_ = req.version() < 11;
   route();
 }
 
@@ -390,8 +392,9 @@ void session::step(const std::shared_ptr<sync_call>& call, sync_event e) {
     case sync_action::none: return;
     case sync_action::cancel_job:
       deadline_timer_.cancel();
-      if (call->out) call->out->close();  // a write waiting on the reader stops at once
       call->ref.cancel(cancel_cause::caller_gone);
+      // After the cancel: a write woken by the close then finds its context stopped.
+      if (call->out) call->out->close();
       return;
     case sync_action::start_stream: return begin_stream(call, true);
     case sync_action::end_stream_expired: {  // a handler that ignores its context: the stream ends without it
@@ -436,7 +439,8 @@ void session::step(const std::shared_ptr<sync_call>& call, sync_event e) {
   deadline_timer_.cancel();
   // A stream that began ends with trailers; one that wrote nothing and ended
   // ok is still a stream (its trailers say ok); else it answers as any job.
-  if (next.action == sync_action::end_stream || (call->out && r.st.is_ok())) {
+  if (next.action == sync_action::end_stream ||
+      (next.action == sync_action::answer_outcome && call->out && r.st.is_ok())) {
     rep.http_status = 200;
     core_.log_job(rep);
     if (!call->stream_started) begin_stream(call, false);

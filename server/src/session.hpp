@@ -133,6 +133,7 @@ class session : public std::enable_shared_from_this<session> {
 
   bool req_keep_alive_ = true;
   bool req_head_ = false;
+  bool req_http10_ = false;  // no chunked encoding: a stream's body ends with the connection
   phase phase_ = phase::waiting;
   bool watching_ = false;
   bool writing_ = false;

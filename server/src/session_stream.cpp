@@ -59,7 +59,7 @@ void session::pump_stream() {
   if (!call || !call->out || !call->stream_started || call->stream_done || writing_ || phase_ == phase::closed) {
     return;
   }
-  if (call->state == sync_state::caller_gone) return;  // nobody to write to
+  if (!still_open(call->state) && !call->stream_ending) return;  // the caller went away: nobody to write to
   const auto done = [self = shared_from_this()](error_code ec, std::size_t) { self->on_stream_write(ec); };
   stream_.expires_after(core_.opts.body_timeout);  // a reader that stops reading frees the connection
   if (!call->head_sent) {
@@ -67,9 +67,13 @@ void session::pump_stream() {
     stream_head_.emplace(http::status::ok, 11);
     stream_head_->set(http::field::server, "hourglassd");
     stream_head_->set(http::field::content_type, call->entry->stream_content_type);
-    stream_head_->set(http::field::trailer, "Job-Outcome, Server-Timing");
-    stream_head_->chunked(true);
-    const bool keep = req_keep_alive_ && !close_after_ && !core_.draining.load();
+    // HTTP/1.0 has no chunked encoding (RFC 9112 section 6.1): the body
+    // ends with the connection, and without trailers.
+    if (!req_http10_) {
+      stream_head_->set(http::field::trailer, "Job-Outcome, Server-Timing");
+      stream_head_->chunked(true);
+    }
+    const bool keep = req_keep_alive_ && !req_http10_ && !close_after_ && !core_.draining.load();
     stream_head_->keep_alive(keep);
     if (!keep) close_after_ = true;
     stream_head_writer_.emplace(*stream_head_);
@@ -79,10 +83,16 @@ void session::pump_stream() {
   stream_bytes_ = call->out->take();
   if (!stream_bytes_.empty()) {
     writing_ = true;
+    if (req_http10_) return net::async_write(stream_, net::buffer(stream_bytes_), done);
     return net::async_write(stream_, http::make_chunk(net::buffer(stream_bytes_)), done);
   }
   if (call->stream_ending) {
     call->stream_done = true;
+    if (req_http10_) {  // closing the connection ends the body
+      close_after_ = true;
+      stop_watching();
+      return maybe_continue();
+    }
     writing_ = true;
     return net::async_write(stream_, http::make_chunk_last(stream_trailers_), done);
   }
@@ -92,7 +102,8 @@ void session::pump_stream() {
 void session::on_stream_write(error_code ec) {
   writing_ = false;
   if (ec) return on_stream_broken();
-  if (call_ && call_->stream_done) {  // the trailers are out: the answer is complete
+  const bool gone = call_ && !still_open(call_->state) && !call_->stream_ending;  // its outcome is in: close
+  if (call_ && (call_->stream_done || gone)) {  // the trailers are out, or nobody is left to read
     stop_watching();
     return maybe_continue();
   }

@@ -7,6 +7,7 @@
 
 #include <future>
 #include <string>
+#include <thread>
 
 namespace hourglass {
 namespace {
@@ -25,7 +26,23 @@ std::future<status> write_async(output_channel& out, const context& ctx, std::st
   });
 }
 
-bool still_waiting(std::future<status>& f) { return f.wait_for(50ms) == std::future_status::timeout; }
+// Waits (for the event, up to 10 s) until `n` writers wait for room in `out`,
+// then checks that the writer's future has not finished.
+bool held_back(const output_channel& out, std::future<status>& f, std::size_t n = 1) {
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (out.waiting_writers() < n && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  // A moment more: a writer woken by mistake would finish in it.
+  return out.waiting_writers() == n && f.wait_for(20ms) == std::future_status::timeout;
+}
+
+// The writer's result, failing instead of hanging when it never comes.
+status result_of(std::future<status>& f) {
+  if (f.wait_for(10s) != std::future_status::ready) {
+    ADD_FAILURE() << "the writer was never woken";
+    return status::error();
+  }
+  return f.get();
+}
 
 TEST(OutputChannel, ChunksArriveInOrderAndEachWriteIsProgress) {
   manual_clock clk;
@@ -72,10 +89,10 @@ TEST(OutputChannel, AFullBufferHoldsTheWriterUntilTheReaderTakes) {
   out.write(ctx, "12345");
   out.write(ctx, "6789");  // 5 < 8 buffered: taken whole, 9 now
   auto blocked = write_async(out, ctx, "abc");
-  EXPECT_TRUE(still_waiting(blocked));
+  EXPECT_TRUE(held_back(out, blocked));
   EXPECT_EQ(out.buffered(), 9u);
   EXPECT_EQ(out.take(), "123456789");
-  EXPECT_EQ(blocked.get(), status::ok());
+  EXPECT_EQ(result_of(blocked), status::ok());
   EXPECT_EQ(out.take(), "abc");
 }
 
@@ -86,10 +103,11 @@ TEST(OutputChannel, AWriterHeldBackStopsExactlyAtTheDeadline) {
   output_channel out(4);
   out.write(ctx, "full");
   auto blocked = write_async(out, ctx, "more");
+  ASSERT_TRUE(held_back(out, blocked));
   clk.advance(250ms - 1ns);
-  EXPECT_TRUE(still_waiting(blocked));
+  EXPECT_TRUE(held_back(out, blocked));
   clk.advance(1ns);
-  EXPECT_EQ(blocked.get(), status::expired(expiry_stage::run));
+  EXPECT_EQ(result_of(blocked), status::expired(expiry_stage::run));
   EXPECT_EQ(out.take(), "full");  // the stopped write appended nothing
 }
 
@@ -100,10 +118,11 @@ TEST(OutputChannel, WaitingForASlowReaderIsNotProgress) {
   output_channel out(4);
   out.write(ctx, "full");  // progress at t0
   auto blocked = write_async(out, ctx, "more");
+  ASSERT_TRUE(held_back(out, blocked));
   clk.advance(100ms - 1ns);
-  EXPECT_TRUE(still_waiting(blocked));
+  EXPECT_TRUE(held_back(out, blocked));
   clk.advance(1ns);  // 100 ms since the last accepted write, the deadline an hour away
-  EXPECT_EQ(blocked.get(), status::expired(expiry_stage::idle));
+  EXPECT_EQ(result_of(blocked), status::expired(expiry_stage::idle));
 }
 
 TEST(OutputChannel, ACancelWakesAWaitingWriter) {
@@ -112,9 +131,9 @@ TEST(OutputChannel, ACancelWakesAWaitingWriter) {
   output_channel out(1);
   out.write(ctx, "x");
   auto blocked = write_async(out, ctx, "y");
-  EXPECT_TRUE(still_waiting(blocked));
+  EXPECT_TRUE(held_back(out, blocked));
   ctx.cancel(cancel_cause::requested);
-  EXPECT_EQ(blocked.get(), status::cancelled(cancel_cause::requested));
+  EXPECT_EQ(result_of(blocked), status::cancelled(cancel_cause::requested));
 }
 
 TEST(OutputChannel, OnceTheReaderClosedEveryWriteThrows) {
@@ -123,13 +142,27 @@ TEST(OutputChannel, OnceTheReaderClosedEveryWriteThrows) {
   output_channel out(1);
   out.write(ctx, "x");
   auto blocked = write_async(out, ctx, "y");
-  EXPECT_TRUE(still_waiting(blocked));
+  EXPECT_TRUE(held_back(out, blocked));
   out.close();
-  EXPECT_EQ(blocked.get(), status::cancelled(cancel_cause::caller_gone));
+  EXPECT_EQ(result_of(blocked), status::cancelled(cancel_cause::caller_gone));
   EXPECT_TRUE(out.closed());
   out.take();
-  EXPECT_EQ(write_async(out, ctx, "z").get(), status::cancelled(cancel_cause::caller_gone));
+  auto later = write_async(out, ctx, "z");
+  EXPECT_EQ(result_of(later), status::cancelled(cancel_cause::caller_gone));
   EXPECT_EQ(out.bytes_written(), 1u);
+}
+
+TEST(OutputChannel, AnEmptyWriteIsNotOutput) {
+  manual_clock clk;
+  context_source ctx(clk, clk.now() + 1h, 100ms);
+  output_channel out;
+  int calls = 0;
+  out.on_readable([&] { ++calls; });
+  clk.advance(60ms);
+  out.write(ctx, "");
+  EXPECT_EQ(calls, 0) << "nobody is woken for nothing";
+  EXPECT_EQ(ctx.get().idle_deadline(), clk.now() + 40ms) << "not progress";
+  EXPECT_EQ(out.bytes_written(), 0u);
 }
 
 TEST(OutputChannel, AStoppedContextWritesNothing) {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <latch>
 #include <thread>
 
 #include "hourglass/clock.hpp"
@@ -164,14 +165,19 @@ TEST(HttpServerStream, ACallerThatGoesAwayMidStreamCancelsTheJob) {
 TEST(HttpServerStream, ASlowReaderHoldsTheHandlerBackAndTheWaitIsNotProgress) {
   manual_clock clk;
   std::atomic<std::uint64_t> written{0};
+  std::atomic<int> inside_write{0};
+  server_options o = test_options();
+  o.body_timeout = 120s;  // the session's write timeout (real time) is not what is tested here
   test_server srv(
-      test_options(),
+      o,
       [&](http_server& h) {
         h.add_stream_handler("flood", "application/octet-stream",
                              [&](const context&, const request_view&, output_stream& out) {
                                const std::string chunk(64 * 1024, 'x');
                                for (;;) {
+                                 inside_write.store(1);
                                  out.write(chunk);
+                                 inside_write.store(0);
                                  written.fetch_add(chunk.size());
                                }
                              });
@@ -179,15 +185,18 @@ TEST(HttpServerStream, ASlowReaderHoldsTheHandlerBackAndTheWaitIsNotProgress) {
       clk);
   raw_socket s(srv.port(), 4096);
   ASSERT_TRUE(s.send(post_request("/v1/jobs/flood", "", {{"Request-Timeout", "30S"}, {"Job-Idle-Timeout", "1S"}})));
+  // Held back: inside one write for 200 ms on end (appending 64 KiB takes
+  // microseconds; only waiting for the reader takes that long).
   std::uint64_t held_at = 0;
   ASSERT_TRUE(wait_until(
       [&] {
         const auto before = written.load();
+        if (inside_write.load() == 0) return false;
         std::this_thread::sleep_for(200ms);
         held_at = written.load();
-        return before > 0 && held_at == before;
+        return inside_write.load() == 1 && held_at == before;
       },
-      30s))
+      60s))
       << "the handler was never held back";
   EXPECT_LT(held_at, 64u << 20) << "the output waiting for the reader is bounded";
   clk.advance(1s - 1ms);
@@ -242,17 +251,98 @@ TEST(HttpServerStream, AnAsyncStreamJobKeepsItsOutputAsItsResult) {
   EXPECT_EQ(json_string(c.get(loc).body, "result"), "chunk 1 of 2\nchunk 2 of 2\n");
 }
 
+// A handler that ignores its context mid-stream: at the deadline it gets
+// the same grace as any handler, then the stream ends without it.
+TEST(HttpServerStream, AHandlerThatIgnoresItsDeadlineMidStreamIsEndedAfterTheGrace) {
+  manual_clock clk;
+  std::latch release{1};
+  std::atomic<bool> returned{false};
+  test_server srv(
+      test_options(),
+      [&](http_server& h) {
+        h.add_stream_handler("stubborn", "text/plain", [&](const context&, const request_view&, output_stream& out) {
+          out.write("started\n");
+          release.wait();  // deaf to its context
+          returned = true;
+        });
+      },
+      clk);
+  raw_socket s(srv.port());
+  ASSERT_TRUE(s.send(post_request("/v1/jobs/stubborn", "", {{"Request-Timeout", "200m"}})));
+  std::string raw = s.read_until("started\n", 5s);
+  ASSERT_TRUE(clk.wait_for_timers(2));  // the session's deadline, the worker's watch
+  clk.advance(200ms);
+  ASSERT_TRUE(clk.wait_for_timers(1)) << "the grace is armed";
+  clk.advance(99ms);
+  raw += s.read_until("\r\n0\r\n", 50ms);
+  EXPECT_EQ(trailers_of(raw), "") << "within the grace: " << raw;
+  clk.advance(1ms);
+  read_to_the_end(s, raw);
+  EXPECT_EQ(trailers_of(raw),
+            "Job-Outcome: deadline_exceeded; stage=run\r\nServer-Timing: queue;dur=300.000, run;dur=0.000\r\n\r\n")
+      << raw;
+  EXPECT_FALSE(returned.load());
+  release.count_down();
+  ASSERT_TRUE(wait_until([&] { return srv.handler("stubborn").completed_late == 1; }));
+  // The connection goes on to the next request.
+  ASSERT_TRUE(s.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"));
+  EXPECT_NE(s.read_until("ok\n", 5s).find("200 OK"), npos);
+}
+
+TEST(HttpServerStream, AnHttp10CallerGetsTheBytesUntilTheConnectionCloses) {
+  test_server srv(test_options());
+  raw_socket s(srv.port());
+  const std::string body = R"({"chunks": 2})";
+  ASSERT_TRUE(
+      s.send("POST /v1/jobs/stream HTTP/1.0\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
+  const auto [raw, closed] = s.read_until_close(5s);
+  EXPECT_TRUE(closed);
+  EXPECT_NE(raw.find(" 200 OK\r\n"), npos) << raw;
+  EXPECT_EQ(raw.find("chunked"), npos) << "HTTP/1.0 has no chunked encoding: " << raw;
+  EXPECT_NE(raw.find("Connection: close\r\n"), npos) << raw;
+  EXPECT_EQ(raw.substr(raw.find("\r\n\r\n") + 4), "chunk 1 of 2\nchunk 2 of 2\n");
+}
+
+TEST(HttpServerStream, AnEmptyWriteIsNotOutputSoAFailureAfterItKeepsItsStatus) {
+  test_server srv(test_options(), [](http_server& h) {
+    h.add_stream_handler("picky", "text/plain", [](const context&, const request_view&, output_stream& out) {
+      out.write("");
+      throw handler_error::bad_input("no");
+    });
+  });
+  const reply r = post(srv.port(), "/v1/jobs/picky", "");
+  EXPECT_EQ(r.status, 400u) << r.body;
+  EXPECT_EQ(srv.metrics().time_to_first_output.count, 0u);
+}
+
+TEST(HttpServerStream, AnAsyncStreamKeepsAtMost16MiB) {
+  test_server srv(test_options(), [](http_server& h) {
+    h.add_stream_handler("huge", "text/plain", [](const context&, const request_view&, output_stream& out) {
+      const std::string mib(1 << 20, 'x');
+      for (int i = 0; i < 17; ++i) out.write(mib);
+    });
+  });
+  client c(srv.port());
+  const reply accepted = c.post("/v1/jobs/huge", "", {{"Prefer", "respond-async"}});
+  ASSERT_EQ(accepted.status, 202u) << accepted.body;
+  const std::string loc = accepted.header("location");
+  ASSERT_TRUE(wait_until([&] { return json_string(c.get(loc).body, "state") == "error"; }));
+  EXPECT_EQ(json_string(c.get(loc).body, "error"), "output_too_large") << c.get(loc).body;
+}
+
 // A `call` to an upstream's stream that was cut off is not a success: the
 // caller sees the upstream's deadline, as for a 504.
 TEST(HttpServerStream, ACallToAStreamThatWasCutOffIsADownstreamDeadline) {
-  test_server upstream(test_options());
+  server_options up = test_options();
+  up.default_budget = up.max_budget = 150ms;  // the upstream's deadline comes long before the caller's
+  test_server upstream(up);
   server_options o = test_options();
   o.upstreams = {{"up", upstream.url()}};
   test_server caller(o);
   client c(caller.port());
   const reply cut = c.post("/v1/jobs/call",
                            R"({"upstream": "up", "handler": "stream", "body": {"chunks": 5, "interval_ms": 100}})",
-                           {{"Request-Timeout", "250m"}});
+                           {{"Request-Timeout", "3S"}});
   EXPECT_EQ(cut.status, 504u) << cut.body;
   EXPECT_EQ(json_string(cut.body, "stage"), "downstream") << cut.body;
   EXPECT_EQ(upstream.handler("stream").expired_run, 1u);

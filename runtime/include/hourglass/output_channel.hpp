@@ -10,7 +10,8 @@
 //   out->on_readable([&] { wake_the_sender(); });           // then take() on its thread
 //
 // Rules (protocol.md, "Streaming responses"):
-//  - write(ctx, chunk) waits while `capacity` bytes or more are buffered: a
+//  - write(ctx, chunk) of an empty chunk does nothing (it is not output).
+//    Otherwise it waits while `capacity` bytes or more are buffered: a
 //    slow reader holds the job back, and that wait counts against the job's
 //    deadline and is not progress, so an idle limit can stop a job stuck
 //    behind a reader that stopped reading. Then it appends the whole chunk
@@ -57,6 +58,8 @@ class output_channel {
   std::size_t buffered() const;
   bool closed() const;
   std::uint64_t bytes_written() const;  // every byte a write ever accepted
+  // Writes waiting in write() for room now (tests wait for a writer held back).
+  std::size_t waiting_writers() const;
 
  private:
   const std::size_t capacity_;
@@ -65,6 +68,7 @@ class output_channel {
   std::string buffer_;
   std::function<void()> readable_;
   std::uint64_t written_ = 0;
+  std::size_t waiting_ = 0;
   bool closed_ = false;
 };
 
