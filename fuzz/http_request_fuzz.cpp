@@ -195,7 +195,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::size_t used = p.put(buffer.data(), ec);
     buffer.consume(used);
     // The server hung up after this: a body delimited by the close ends here.
-    if ((!ec || ec == http::error::need_more) && !p.is_done() && buffer.size() == 0 && p.got_header() &&
+    if ((!ec || ec == http::error::need_more) && !p.is_done() && buffer.size() == 0 && p.is_header_done() &&
         !p.get().has_content_length() && !p.get().chunked()) {
       ec = {};
       p.put_eof(ec);
