@@ -1,4 +1,4 @@
-// The JSON bodies of the built-in handlers sleep and spin, on a context
+// The JSON bodies of the built-in handlers sleep, spin and stream, on a context
 // already past its deadline so nothing waits. Property: a body is either
 // refused with a handler_error (400 invalid_argument) or accepted, and then
 // the job stops at once with a stopped_error; nothing else escapes.
@@ -18,6 +18,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   hourglass::server::request_view req;
   req.body = std::string_view(reinterpret_cast<const char*>(data), size);
   req.content_type = "application/json";
+  // The stream handler writes into a stream that, as the daemon's do, checks
+  // the context first.
+  struct checked_output final : hourglass::server::output_stream {
+    const hourglass::context& ctx;
+    explicit checked_output(const hourglass::context& c) : ctx(c) {}
+    void write(std::string_view) override { ctx.check(); }
+  } out(expired.get());
+  static const hourglass::server::stream_handler_fn stream = hourglass::server::stream_handler();
+  try {
+    stream(expired.get(), req, out);
+    FUZZ_CHECK(false && "an expired context must stop the stream");
+  } catch (const hourglass::server::handler_error& e) {
+    FUZZ_CHECK(e.http_status() == 400);
+    FUZZ_CHECK(e.code() == "invalid_argument");
+  } catch (const hourglass::stopped_error&) {
+  }
   for (const auto& handler : handlers) {
     try {
       (void)handler(expired.get(), req);
