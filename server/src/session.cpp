@@ -309,6 +309,7 @@ void session::submit_sync(std::shared_ptr<job_input> in) {
           shown(sync_call& call, const context& ctx) : c(call) {
             std::lock_guard lock(c.running_mu);
             c.running = &ctx;
+            c.started_at = ctx.get_clock().now();
           }
           ~shown() {
             std::lock_guard lock(c.running_mu);
@@ -399,11 +400,7 @@ void session::step(const std::shared_ptr<sync_call>& call, sync_event e) {
     case sync_action::start_stream: return begin_stream(call, true);
     case sync_action::end_stream_expired: {  // a handler that ignores its context: the stream ends without it
       call->early_status = 200;
-      job_timings t;
-      t.budget = call->budget;
-      t.queue_delay = elapsed(call->submitted_at, core_.clk.now());
-      t.committed = call->committed_so_far();
-      return end_stream(call, status::expired(expiry_stage::run), t);
+      return end_stream(call, status::expired(expiry_stage::run), call->timings_so_far(core_.clk.now()));
     }
     case sync_action::arm_grace:  // running: its context has fired; give the handler a moment to stop
       deadline_timer_.arm(saturating_add(core_.clk.now(), answer_grace),
@@ -415,10 +412,7 @@ void session::step(const std::shared_ptr<sync_call>& call, sync_event e) {
                                                                                          : expiry_stage::run);
       call->early_status = 504;
       stop_watching();
-      job_timings t;
-      t.budget = call->budget;
-      t.queue_delay = elapsed(call->submitted_at, core_.clk.now());
-      t.committed = call->committed_so_far();  // the job goes on; a change may have happened
+      const job_timings t = call->timings_so_far(core_.clk.now());
       return send(job_response(st, t, call->budget, duration::zero(), nullptr, nullptr));
     }
     case sync_action::answer_outcome:

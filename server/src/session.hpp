@@ -61,10 +61,21 @@ class session : public std::enable_shared_from_this<session> {
     // copy would keep the context alive after its job).
     std::mutex running_mu;
     const context* running = nullptr;
-    bool committed_after_run = false;  // set as the handler returns, before its outcome reaches the strand
-    bool committed_so_far() {
+    bool committed_after_run = false;      // set as the handler returns, before its outcome reaches the strand
+    std::optional<time_point> started_at;  // when the handler began (under running_mu)
+    // The timings of an answer sent before the outcome (at the deadline or
+    // the grace's end): queued until the handler began, running since.
+    job_timings timings_so_far(time_point now) {
       std::lock_guard lock(running_mu);
-      return running != nullptr ? running->committed() : committed_after_run;
+      job_timings t;
+      t.budget = budget;
+      t.queue_delay = elapsed(submitted_at, started_at.value_or(now));
+      if (started_at) {
+        t.ran = true;
+        t.run_time = elapsed(*started_at, now);
+      }
+      t.committed = running != nullptr ? running->committed() : committed_after_run;  // a change may have happened
+      return t;
     }
     // A streaming handler's output on its way out (session_stream.cpp); the
     // flags are the strand's.

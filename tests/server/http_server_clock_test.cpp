@@ -108,6 +108,9 @@ TEST(HttpServerClock, AHandlerThatIgnoresItsDeadlineIsAnsweredAfterTheGrace) {
   EXPECT_EQ(rep.status, 504u);
   EXPECT_EQ(json_string(rep.body, "stage"), "run");
   EXPECT_EQ(json_number(rep.body, "remaining_ms"), 0);
+  EXPECT_EQ(json_number(rep.body, "queued_ms"), 0) << rep.body;
+  EXPECT_EQ(json_number(rep.body, "run_ms"), 200) << "running since it started: " << rep.body;
+  EXPECT_EQ(rep.header("server-timing"), "queue;dur=0.000, run;dur=200.000");
 
   release.count_down();  // its own outcome still comes, and is counted as late
   ASSERT_TRUE(wait_until([&] { return srv.handler("stubborn").completed_late == 1; }));

@@ -279,7 +279,7 @@ TEST(HttpServerStream, AHandlerThatIgnoresItsDeadlineMidStreamIsEndedAfterTheGra
   clk.advance(1ms);
   read_to_the_end(s, raw);
   EXPECT_EQ(trailers_of(raw),
-            "Job-Outcome: deadline_exceeded; stage=run\r\nServer-Timing: queue;dur=300.000, run;dur=0.000\r\n\r\n")
+            "Job-Outcome: deadline_exceeded; stage=run\r\nServer-Timing: queue;dur=0.000, run;dur=300.000\r\n\r\n")
       << raw;
   EXPECT_FALSE(returned.load());
   release.count_down();
