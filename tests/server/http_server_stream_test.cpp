@@ -220,6 +220,56 @@ TEST(HttpServerStream, ASlowReaderHoldsTheHandlerBackAndTheWaitIsNotProgress) {
   EXPECT_NE(trailers_of(raw).find("Job-Outcome: deadline_exceeded; stage=idle\r\n"), npos) << trailers_of(raw);
 }
 
+// A reader that takes nothing for --body-timeout (real time here; the job's
+// own clock stands still) is a caller gone: the job is cancelled.
+TEST(HttpServerStream, AReaderThatStopsReadingIsCutOffByTheWriteTimeoutAndItsJobCancelled) {
+  manual_clock clk;
+  server_options o = test_options();
+  o.body_timeout = 300ms;
+  test_server srv(
+      o,
+      [](http_server& h) {
+        h.add_stream_handler("flood", "application/octet-stream",
+                             [](const context&, const request_view&, output_stream& out) {
+                               const std::string chunk(64 * 1024, 'x');
+                               for (;;) out.write(chunk);
+                             });
+      },
+      clk);
+  raw_socket s(srv.port(), 4096);
+  ASSERT_TRUE(s.send(post_request("/v1/jobs/flood", "", {{"Request-Timeout", "30S"}})));
+  ASSERT_TRUE(wait_until([&] { return srv.handler("flood").finished_cancelled == 1; }, 10s))
+      << "the job outlived its reader";
+  EXPECT_EQ(srv.handler("flood").expired_run + srv.handler("flood").expired_idle, 0u);
+  const auto [rest, closed] = s.read_until_close(10s);
+  EXPECT_TRUE(closed) << "the connection was closed";
+  EXPECT_NE(rest.find("Trailer: Job-Outcome"), npos) << "the stream had begun";
+  EXPECT_EQ(trailers_of(rest), "") << "no last chunk: the stream was cut off";
+}
+
+// A request pipelined behind a stream is answered after the stream's trailers.
+TEST(HttpServerStream, ARequestPipelinedBehindAStreamIsAnsweredAfterIt) {
+  manual_clock clk;
+  test_server srv(test_options(), {}, clk);
+  raw_socket s(srv.port());
+  ASSERT_TRUE(
+      s.send(post_request("/v1/jobs/stream", R"({"chunks": 2, "interval_ms": 100})", {{"Request-Timeout", "30S"}}) +
+             "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"));
+  std::string raw = s.read_until("chunk 1 of 2\n", 5s);
+  ASSERT_TRUE(clk.wait_for_timers(3));
+  EXPECT_EQ(raw.find("ok\n"), npos) << "not before the stream ends: " << raw;
+  clk.advance(100ms);
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (raw.find("\r\n\r\nok\n") == npos && std::chrono::steady_clock::now() < until) {
+    raw += s.read_until("ok\n", 100ms);
+  }
+  const auto trailers = raw.find("Job-Outcome: ok\r\n");
+  const auto health = raw.find("\r\n\r\nok\n");
+  ASSERT_NE(trailers, npos) << raw;
+  ASSERT_NE(health, npos) << raw;
+  EXPECT_LT(trailers, health);
+}
+
 TEST(HttpServerStream, AFailureAfterTheFirstBytesIsToldInTheTrailers) {
   test_server srv(test_options(), [](http_server& h) {
     h.add_stream_handler("half", "text/plain", [](const context&, const request_view& req, output_stream& out) {
