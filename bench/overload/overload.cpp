@@ -15,6 +15,7 @@
 #include "hourglass/executor.hpp"
 #include "hourglass/histogram.hpp"
 #include "overload/generator.hpp"
+#include "overload/noise.hpp"
 #include "overload/work.hpp"
 
 namespace hourglass::bench {
@@ -53,6 +54,7 @@ struct run_setup {
   duration min_budget{};
   std::size_t workers = 1;
   std::size_t queue_capacity = 1024;
+  bool noise = false;  // the workers' cores are shared with a hog: keep the generator off them
 };
 
 class policy_runner {
@@ -187,6 +189,7 @@ executed_run execute(const std::string& policy, const run_setup& setup, std::vec
   out.slots.resize(schedule.size());
   auto runner = make_runner(policy, setup, out.slots);
   std::thread gen([&] {
+    if (setup.noise) cpu_noise::pin_to_generator_cores(setup.workers);
     out.gen = run_generator(schedule, window_end, setup.quantum,
                             [&](std::size_t i, time_point at) { runner->send(i, at); });
   });
@@ -323,7 +326,7 @@ double measure_capacity(const run_setup& setup, duration length) {
 }
 
 run_setup setup_of(const overload_options& o) {
-  return run_setup{o.send_quantum, o.service_time, o.budget, o.min_budget, o.workers, o.queue_capacity};
+  return run_setup{o.send_quantum, o.service_time, o.budget, o.min_budget, o.workers, o.queue_capacity, o.noise > 0};
 }
 
 }  // namespace
@@ -358,6 +361,10 @@ overload_options resolve(overload_options o) {
     throw std::invalid_argument("durations must be positive");
   }
   if (o.queue_capacity == 0) throw std::invalid_argument("queue capacity must be positive");
+  if (!(o.noise >= 0 && o.noise < 1)) throw std::invalid_argument("--noise must be in [0, 1)");
+  if (o.noise > 0 && o.workers >= cores) {
+    throw std::invalid_argument("--noise needs a core for the generator (workers < cores)");
+  }
   return o;
 }
 
@@ -367,6 +374,13 @@ overload_report run_overload(const overload_options& options, const std::functio
   const overload_options& o = rep.options;
   const run_setup setup = setup_of(o);
   rep.nominal_capacity_rps = static_cast<double>(o.workers) / to_seconds(o.service_time);
+  // Everything below, capacity included, runs beside the hog: the capacity
+  // is what is left to the workers.
+  const cpu_noise noise(o.noise, o.noise_period, o.workers);
+  if (o.noise > 0) {
+    progress(fmt("noise: a hog takes %.0f%% of each worker core, in slices of %.1f ms", 100 * o.noise,
+                 to_millis(o.noise_period)));
+  }
 
   progress(fmt("capacity: closed loop, %zu worker(s), service time %.3f ms, budget %.3f ms ...", o.workers,
                to_millis(o.service_time), to_millis(o.budget)));

@@ -56,6 +56,10 @@ struct overload_options {
   std::vector<double> step_loads{0.5, 5, 0.5};
   duration step_bin = std::chrono::milliseconds(100);
   std::uint64_t seed = 42;
+  // A CPU hog on the workers' cores (noise.hpp): the share of each core it
+  // takes, in slices of noise_period. 0: none.
+  double noise = 0;
+  duration noise_period = std::chrono::milliseconds(10);
 };
 
 // Counts of what happened to the jobs of one run.

@@ -180,6 +180,7 @@ std::string to_json(const overload_report& r) {
                     {"budget_ms", to_millis(o.budget)},
                     {"min_budget_ms", to_millis(o.min_budget)}});
   j.member("workers", o.workers).member("queue_capacity", o.queue_capacity);
+  if (o.noise > 0) number_fields(j, {{"noise", o.noise}, {"noise_period_ms", to_millis(o.noise_period)}});
   number_fields(j, {{"send_quantum_ms", to_millis(o.send_quantum)},
                     {"duration_s", to_seconds(o.run_length)},
                     {"nominal_capacity_rps", r.nominal_capacity_rps},

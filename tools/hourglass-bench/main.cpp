@@ -95,6 +95,11 @@ int main(int argc, char** argv) {
   ov->add_option("--queue-capacity", ovo.queue_capacity, "admission queue capacity (hourglass, fifo)")
       ->capture_default_str();
   ov->add_option("--seed", ovo.seed, "seed of the Poisson arrivals")->capture_default_str();
+  ov->add_option("--noise", ovo.noise,
+                 "a CPU hog takes this share (0..1) of each worker core, capacity measurement included; workers "
+                 "and the generator are pinned to their own cores")
+      ->capture_default_str();
+  add_duration(*ov, "--noise-period", ovo.noise_period, "the hog's period: it spins noise x period of each");
   ov->add_flag("--json", ov_json, "print one JSON object as the last line of standard output");
   ov->add_option("--csv", csv_path, "write one row per (policy, load) to FILE");
   ov->add_option("--svg", svg_path, "write a chart to FILE");
