@@ -421,8 +421,8 @@ TEST(HttpServerStream, APythonClientTellsCompleteFromInterruptedOutput) {
   ASSERT_EQ(run_command("command -v python3").second, 0) << "python3 is not installed";
   test_server srv(test_options());
   const std::string client = std::string("python3 ") + HOURGLASS_SOURCE_DIR + "/tests/server/stream_client.py ";
-  const auto run = [&](const std::string& body, const std::string& header) {
-    const auto [out, rc] = run_command(client + srv.url() + "/v1/jobs/stream '" + body + "' '" + header + "'");
+  const auto run = [&](const std::string& body, const std::string& header, const std::string& flags = "") {
+    const auto [out, rc] = run_command(client + flags + srv.url() + "/v1/jobs/stream '" + body + "' '" + header + "'");
     EXPECT_EQ(rc, 0) << out;
     boost::system::error_code ec;
     auto v = boost::json::parse(out, ec);
@@ -442,6 +442,17 @@ TEST(HttpServerStream, APythonClientTellsCompleteFromInterruptedOutput) {
   EXPECT_LE(cut.at("chunks").as_array().size(), 3u) << cut;
   EXPECT_EQ(cut.at("trailers").at("job-outcome").as_string(), "deadline_exceeded; stage=run") << cut;
   EXPECT_NE(cut.at("trailers").at("server-timing").as_string().find("run;dur="), npos);
+  const auto stalled = run(R"({"chunks": 5, "interval_ms": 10, "stall_after": 2})", "Job-Idle-Timeout: 200m");
+  ASSERT_TRUE(stalled.contains("chunks")) << stalled;
+  EXPECT_EQ(stalled.at("chunks").as_array().size(), 2u) << stalled;
+  EXPECT_EQ(stalled.at("trailers").at("job-outcome").as_string(), "deadline_exceeded; stage=idle") << stalled;
+  EXPECT_TRUE(stalled.at("complete").as_bool()) << "ended by its last chunk, interrupted by its outcome";
+  // A caller that leaves after one chunk: the job is cancelled, not run on.
+  const auto left = run(R"({"chunks": 50, "interval_ms": 100})", "Request-Timeout: 30S", "--leave-after 1 ");
+  ASSERT_TRUE(left.contains("chunks")) << left;
+  EXPECT_FALSE(left.at("complete").as_bool());
+  ASSERT_TRUE(wait_until([&] { return srv.handler("stream").finished_cancelled == 1; }))
+      << "the job outlived its caller";
 }
 
 }  // namespace
