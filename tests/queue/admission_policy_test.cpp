@@ -33,11 +33,12 @@ TEST(AdmissionPolicy, NothingIsStartedWithZeroBudgetLeft) {
 }
 
 TEST(AdmissionPolicy, RejectsWorkThatCannotStartInTime) {
-  // 20 queued jobs of 1 ms on 2 workers: a new job waits about 10 ms.
+  // 20 queued jobs of 1 ms on 2 workers, both busy: a new job waits for 10
+  // of them per worker, plus half of the job each worker is running.
   const queue_load backed_up{20, 2, 1ms};
-  EXPECT_EQ(predicted_wait(backed_up), 10ms);
-  const job_bounds tight{t0 + 12ms, t0 + 12ms, 3ms};  // 10 ms wait + 3 ms > 12 ms
-  const job_bounds loose{t0 + 13ms, t0 + 13ms, 3ms};
+  EXPECT_EQ(predicted_wait(backed_up), 10500us);
+  const job_bounds tight{t0 + 13500us + 1ns, t0 + 13500us + 1ns, 3ms + 2ns};  // 10.5 ms wait + 3 ms > 13.5 ms
+  const job_bounds loose{t0 + 13500us, t0 + 13500us, 3ms};                    // exactly enough
   EXPECT_EQ(admit(tight, backed_up, t0), kAdmissionExpiry);
   EXPECT_EQ(admit(loose, backed_up, t0), status::ok());
   // The check can be turned off; the plain budget check stays.
@@ -65,7 +66,18 @@ TEST(AdmissionPolicy, FifoTurnsEveryCheckOff) {
 
 TEST(AdmissionPolicy, UnknownServiceTimePredictsNoWait) {
   EXPECT_EQ(predicted_wait({100, 4, 0ns}), 0ns);
-  EXPECT_EQ(predicted_wait({0, 4, 1s}), 0ns);
+  EXPECT_EQ(predicted_wait({0, 4, 1s}), 0ns) << "an empty queue: a worker may be free";
+}
+
+TEST(AdmissionPolicy, OneJobWaitingWaitsForItAndHalfTheRunningOne) {
+  EXPECT_EQ(predicted_wait({1, 1, 100us}), 150us);
+  EXPECT_EQ(predicted_wait({9, 1, 100us}), 950us);
+  EXPECT_EQ(predicted_wait({4, 4, 100us}), 150us);
+  // At 10x load with s = 100 us and D = 1 ms, the ninth job in line is the
+  // last that can start with its 100 us still left.
+  const job_bounds job{t0 + 1ms, t0 + 1ms, 100us};
+  EXPECT_EQ(admit(job, {8, 1, 100us}, t0), status::ok());
+  EXPECT_EQ(admit(job, {9, 1, 100us}, t0), kAdmissionExpiry);
 }
 
 TEST(ServiceTimeEstimator, FollowsTheMean) {

@@ -61,11 +61,11 @@ TEST(AdmissionQueue, PredictedWaitUsesObservedServiceTimes) {
   for (int i = 0; i < 10; ++i) q.observe_service_time(2ms);
   std::vector<queued_job> backlog(5);
   for (auto& j : backlog) ASSERT_TRUE(q.try_push(&j, t0).is_ok());
-  // 5 queued x 2 ms = 10 ms predicted wait.
+  // 5 queued x 2 ms, plus half of the running one: 11 ms predicted wait.
   queued_job tight;
-  tight.bounds = {t0 + 11ms, t0 + 11ms, 2ms};
+  tight.bounds = {t0 + 13ms - 1ns, t0 + 13ms - 1ns, 2ms};
   queued_job ok;
-  ok.bounds = {t0 + 12ms, t0 + 12ms, 2ms};
+  ok.bounds = {t0 + 13ms, t0 + 13ms, 2ms};
   EXPECT_EQ(q.try_push(&tight, t0), status::expired(expiry_stage::admission));
   EXPECT_EQ(q.try_push(&ok, t0), status::ok());
 }

@@ -40,10 +40,16 @@ struct queue_load {
   duration mean_service = duration::zero();  // observed mean run time (0: unknown)
 };
 
-// Expected wait before a job admitted now would start: depth x service / workers.
+// Expected wait before a job admitted now would start: the jobs ahead of it,
+// depth x service / workers, plus what is left of the jobs running now. With
+// jobs waiting every worker is busy (workers never idle beside a queue), and a
+// newcomer finds each running job on average half done: half a service time
+// more. Without it, admission under overload filled the queue to the edge of
+// every budget, so jobs started with too little left and ended late (issue 12).
+// An empty queue predicts no wait: a worker may well be free.
 constexpr duration predicted_wait(const queue_load& load) noexcept {
   if (load.depth == 0 || load.mean_service <= duration::zero() || load.workers == 0) return duration::zero();
-  const auto per_worker = static_cast<double>(load.depth) / static_cast<double>(load.workers);
+  const auto per_worker = static_cast<double>(load.depth) / static_cast<double>(load.workers) + 0.5;
   const double ns = per_worker * static_cast<double>(load.mean_service.count());
   return ns >= 9.2e18 ? duration::max() : duration(static_cast<duration::rep>(ns));
 }
@@ -73,7 +79,9 @@ constexpr bool expired_at_start(const job_bounds& job, time_point now, bool chec
 }
 
 // Exponentially weighted mean of observed service times, lock-free. Updated
-// by workers after each run, read by admission.
+// by workers after each run, read by admission. A worker that ran jobs back
+// to back reports the time between their ends: what a job costs it, so the
+// mean follows throughput and not just run time.
 class service_time_estimator {
  public:
   void observe(duration run) noexcept {
