@@ -33,12 +33,12 @@ TEST(AdmissionPolicy, NothingIsStartedWithZeroBudgetLeft) {
 }
 
 TEST(AdmissionPolicy, RejectsWorkThatCannotStartInTime) {
-  // 20 queued jobs of 1 ms on 2 workers, both busy: a new job waits for 10
-  // of them per worker, plus half of the job each worker is running.
+  // 20 queued jobs of 1 ms on 2 busy workers, which free up one every
+  // 0.5 ms: a new job waits 20 such intervals, and half of one for the first.
   const queue_load backed_up{20, 2, 1ms};
-  EXPECT_EQ(predicted_wait(backed_up), 10500us);
-  const job_bounds tight{t0 + 13500us + 1ns, t0 + 13500us + 1ns, 3ms + 2ns};  // 10.5 ms wait + 3 ms > 13.5 ms
-  const job_bounds loose{t0 + 13500us, t0 + 13500us, 3ms};                    // exactly enough
+  EXPECT_EQ(predicted_wait(backed_up), 10250us);
+  const job_bounds tight{t0 + 13250us + 1ns, t0 + 13250us + 1ns, 3ms + 2ns};  // 10.25 ms wait + 3 ms > 13.25 ms
+  const job_bounds loose{t0 + 13250us, t0 + 13250us, 3ms};                    // exactly enough
   EXPECT_EQ(admit(tight, backed_up, t0), kAdmissionExpiry);
   EXPECT_EQ(admit(loose, backed_up, t0), status::ok());
   // The check can be turned off; the plain budget check stays.
@@ -69,10 +69,12 @@ TEST(AdmissionPolicy, UnknownServiceTimePredictsNoWait) {
   EXPECT_EQ(predicted_wait({0, 4, 1s}), 0ns) << "an empty queue: a worker may be free";
 }
 
-TEST(AdmissionPolicy, OneJobWaitingWaitsForItAndHalfTheRunningOne) {
+TEST(AdmissionPolicy, AWaitIsTheJobsAheadAndHalfAnIntervalForTheFirstWorker) {
   EXPECT_EQ(predicted_wait({1, 1, 100us}), 150us);
   EXPECT_EQ(predicted_wait({9, 1, 100us}), 950us);
-  EXPECT_EQ(predicted_wait({4, 4, 100us}), 150us);
+  // Four busy workers free up one every 25 us: four jobs ahead, 112.5 us.
+  EXPECT_EQ(predicted_wait({4, 4, 100us}), 112500ns);
+  EXPECT_EQ(predicted_wait({1, 8, 80us}), 15us);
   // At 10x load with s = 100 us and D = 1 ms, the ninth job in line is the
   // last that can start with its 100 us still left.
   const job_bounds job{t0 + 1ms, t0 + 1ms, 100us};

@@ -37,19 +37,21 @@ struct job_bounds {
 struct queue_load {
   std::size_t depth = 0;                     // jobs waiting now
   std::size_t workers = 1;                   // workers draining the queue
-  duration mean_service = duration::zero();  // observed mean run time (0: unknown)
+  duration mean_service = duration::zero();  // what a job costs a worker, observed mean (0: unknown)
 };
 
-// Expected wait before a job admitted now would start: the jobs ahead of it,
-// depth x service / workers, plus what is left of the jobs running now. With
-// jobs waiting every worker is busy (workers never idle beside a queue), and a
-// newcomer finds each running job on average half done: half a service time
-// more. Without it, admission under overload filled the queue to the edge of
-// every budget, so jobs started with too little left and ended late (issue 12).
-// An empty queue predicts no wait: a worker may well be free.
+// Expected wait before a job admitted now would start: (depth + 1/2) x
+// service / workers. With jobs waiting every worker is busy (workers never
+// idle beside a queue), and busy workers free up one every service / workers
+// on average: the newcomer waits one such interval per job ahead of it, and
+// half of one for the first worker to free up (it arrives at a random point
+// in that interval). Without the half, admission under overload filled the
+// queue to the edge of every budget, and jobs started with too little left
+// and ended late (issue 12). An empty queue predicts no wait: a worker may
+// well be free.
 constexpr duration predicted_wait(const queue_load& load) noexcept {
   if (load.depth == 0 || load.mean_service <= duration::zero() || load.workers == 0) return duration::zero();
-  const auto per_worker = static_cast<double>(load.depth) / static_cast<double>(load.workers) + 0.5;
+  const auto per_worker = (static_cast<double>(load.depth) + 0.5) / static_cast<double>(load.workers);
   const double ns = per_worker * static_cast<double>(load.mean_service.count());
   return ns >= 9.2e18 ? duration::max() : duration(static_cast<duration::rep>(ns));
 }
@@ -84,9 +86,9 @@ constexpr bool expired_at_start(const job_bounds& job, time_point now, bool chec
 // mean follows throughput and not just run time.
 class service_time_estimator {
  public:
-  void observe(duration run) noexcept {
+  void observe(duration cost) noexcept {
     const auto old = mean_ns_.load(std::memory_order_relaxed);
-    const auto sample = run.count() < 0 ? 0 : run.count();
+    const auto sample = cost.count() < 0 ? 0 : cost.count();
     // alpha = 1/16: smooth enough to ignore one slow job, quick enough to follow a change.
     const auto next = old == 0 ? sample : old + (sample - old) / 16;
     mean_ns_.store(next, std::memory_order_relaxed);  // lost updates only blur the mean

@@ -83,8 +83,8 @@ class admission_queue {
   std::size_t depth() const noexcept { return depth_.load(std::memory_order_relaxed); }
   std::size_t capacity() const noexcept { return opts_.capacity; }
   queue_load load() const noexcept { return {depth(), opts_.workers, service_.mean()}; }
-  // Workers report each run so admission can predict the wait.
-  void observe_service_time(duration run) noexcept { service_.observe(run); }
+  // Workers report what each job cost them so admission can predict the wait.
+  void observe_service_time(duration cost) noexcept { service_.observe(cost); }
   const options& settings() const noexcept { return opts_; }
 
  private:

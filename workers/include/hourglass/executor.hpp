@@ -182,7 +182,9 @@ class executor {
   void prepare(detail::job_record& rec, const job_options& o, handler_metrics& h);
   status admit(detail::job_record* rec, time_point now);
   // A worker's last clock reading, reused as the start of a job it pops
-  // without blocking right after another ended (see run_one).
+  // without blocking right after another ended, and as the start of the
+  // next job's cost to the worker (see run_one). `valid` must be cleared
+  // before every wait, or an idle gap would count as a job's cost.
   struct worker_clock {
     time_point last{};
     bool valid = false;
