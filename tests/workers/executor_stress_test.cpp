@@ -1,6 +1,7 @@
 // Real threads, real clock: P producers x C workers x 1 M jobs with random
 // budgets, cancels and a drain in the middle. Every job gets exactly one
-// outcome, nothing runs twice, the books balance and the queue ends empty.
+// outcome, nothing runs twice, the books balance and the queue ends empty;
+// a third of the jobs may run on their producer's thread (run_here_when_idle).
 // Runs under TSan and ASan+UBSan through tools/check.
 #include "hourglass/executor.hpp"
 
@@ -47,6 +48,7 @@ TEST(ExecutorStress, EveryJobExactlyOneOutcomeThroughADrain) {
         job_options jo;
         if (dice < 80) jo = job_options::within(ex.get_clock(), std::chrono::microseconds(rng() % 3000));
         if (dice % 7 == 0) jo.min_budget = std::chrono::microseconds(rng() % 500);
+        jo.run_here_when_idle = dice % 3 == 0;  // some run on this thread when a worker idles
         const bool spins = dice % 13 == 0;
         const bool fails = dice % 17 == 0;
         job_ref ref = ex.submit(

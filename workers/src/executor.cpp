@@ -86,6 +86,7 @@ class held_batch {
 // On lines of its own: only its worker writes `busy` and fills `batch`.
 struct alignas(64) executor::worker_slot {
   std::atomic<std::size_t> busy{0};
+  std::atomic<bool> taken{false};  // a guest slot held by a submitter (run_here)
   std::shared_ptr<worker_watch> watch = std::make_shared<worker_watch>();
   alignas(64) held_batch batch;
   static_assert(held_batch::capacity >= max_batch, "a bulk pop fits in a batch");
@@ -128,6 +129,7 @@ executor::executor(executor_options options)
   paused_ = options.start_paused;
   update_control_locked();  // no worker runs yet
   for (std::size_t i = 0; i < worker_count_; ++i) slots_.push_back(std::make_unique<worker_slot>());
+  for (std::size_t i = 0; i < worker_count_; ++i) guests_.push_back(std::make_unique<worker_slot>());
   threads_.reserve(worker_count_);
   metrics_->attach_gauges(
       this,
@@ -151,6 +153,7 @@ executor::~executor() {
 std::size_t executor::busy() const noexcept {
   std::size_t n = busy_.load(std::memory_order_relaxed);
   for (const auto& slot : slots_) n += slot->busy.load(std::memory_order_relaxed);
+  for (const auto& guest : guests_) n += guest->busy.load(std::memory_order_relaxed);
   return n;
 }
 
@@ -195,19 +198,60 @@ status executor::admit(detail::job_record* rec, time_point now) {
   push_attempts_.fetch_add(1, std::memory_order_seq_cst);
   status st = queue_.try_push(rec, now);
   if (!st.is_ok()) {
-    failed_pushes_.fetch_add(1, std::memory_order_seq_cst);
-    if (queue_.closed_seq_cst() && all_settled()) {  // shutdown may be waiting for this push
-      std::lock_guard lock(mu_);
-      changed_.notify_all();
-    }
-    rec->release();  // the queue's reference
-    rec->state.store(detail::job_state::done, std::memory_order_release);
-    note_rejected(h, st);
-    rec->deliver(st, rec->timings);
+    refuse_pushed(rec, st);
     return st;
   }
   metrics_->on_admitted(h, budget);
   return st;
+}
+
+void executor::refuse_pushed(detail::job_record* rec, status st) {
+  failed_pushes_.fetch_add(1, std::memory_order_seq_cst);
+  if (queue_.closed_seq_cst() && all_settled()) {  // shutdown may be waiting for this push
+    std::lock_guard lock(mu_);
+    changed_.notify_all();
+  }
+  rec->release();  // the queue's reference
+  rec->state.store(detail::job_state::done, std::memory_order_release);
+  note_rejected(*rec->metrics, st);
+  rec->deliver(st, rec->timings);
+}
+
+executor::worker_slot* executor::borrow_idle_worker() noexcept {
+  // Paused or stopping: jobs wait in the queue. Something queued: it goes first.
+  if (control_.load(std::memory_order_acquire) || queue_.depth() != 0) return nullptr;
+  std::size_t lent = lent_.load(std::memory_order_relaxed);
+  do {
+    if (lent >= idle_.load(std::memory_order_seq_cst)) return nullptr;
+  } while (!lent_.compare_exchange_weak(lent, lent + 1, std::memory_order_acq_rel, std::memory_order_relaxed));
+  for (auto& guest : guests_) {
+    bool free = false;
+    if (guest->taken.compare_exchange_strong(free, true, std::memory_order_acquire)) return guest.get();
+  }
+  lent_.fetch_sub(1, std::memory_order_release);  // more guests than workers in use: cannot happen
+  return nullptr;
+}
+
+void executor::run_here(detail::job_record* rec, time_point now, worker_slot* guest) {
+  // The slot and the loan go back last of all: shutdown waits for lent_ == 0
+  // before it lets the executor go.
+  struct give_back {
+    executor& ex;
+    worker_slot* guest;
+    ~give_back() {
+      guest->taken.store(false, std::memory_order_release);
+      ex.lent_.fetch_sub(1, std::memory_order_seq_cst);
+    }
+  } returned{*this, guest};
+  const duration budget = remaining(rec->bounds.deadline, now);
+  rec->timings.budget = budget;
+  rec->admitted_at = now;
+  // Counted and then checked against close, as a push is (see admit and
+  // try_push): either shutdown waits for this job or we see the queue closed.
+  push_attempts_.fetch_add(1, std::memory_order_seq_cst);
+  if (queue_.closed_seq_cst()) return refuse_pushed(rec, status::rejected(reject_reason::shutting_down));
+  metrics_->on_admitted(*rec->metrics, budget);
+  run_one(rec, guest);
 }
 
 // How many jobs a worker takes from the queue at once. A job taken is no
@@ -527,10 +571,12 @@ void executor::shutdown(time_point drain_deadline) {
     update_control_locked();
     changed_.notify_all();
   }
-  for (auto& slot : slots_) {
-    worker_watch& w = *slot->watch;
-    std::lock_guard lock(w.mu);
-    if (w.current != nullptr && w.current->ctx) w.current->ctx->cancel(cancel_cause::shutdown);
+  for (auto* slots : {&slots_, &guests_}) {
+    for (auto& slot : *slots) {
+      worker_watch& w = *slot->watch;
+      std::lock_guard lock(w.mu);
+      if (w.current != nullptr && w.current->ctx) w.current->ctx->cancel(cancel_cause::shutdown);
+    }
   }
   if (worker_count_ == 0) {
     run_pending();  // manual mode: outcomes for what is left (cancelled/shutdown)
@@ -538,18 +584,22 @@ void executor::shutdown(time_point drain_deadline) {
   queue_.wake(worker_count_);
   for (auto& th : threads_) th.join();
   threads_.clear();
-  for (auto& slot : slots_) {  // no watch outlives the executor's workers
-    worker_watch& w = *slot->watch;
-    std::lock_guard lock(w.mu);
-    w.closed = true;
-    disarm_watch(w, *clock_);
+  // No watch outlives the executor's workers (a guest still running keeps
+  // its context's own deadline check, and is waited for below).
+  for (auto* slots : {&slots_, &guests_}) {
+    for (auto& slot : *slots) {
+      worker_watch& w = *slot->watch;
+      std::lock_guard lock(w.mu);
+      w.closed = true;
+      disarm_watch(w, *clock_);
+    }
   }
   // Anything a worker left behind, and anything a submit that passed the
   // closed check before close() is still pushing (it fails or lands in the
   // queue within a few instructions).
   for (;;) {
     run_pending();
-    if (all_settled()) break;
+    if (all_settled() && lent_.load(std::memory_order_seq_cst) == 0) break;
     std::this_thread::yield();
   }
 }

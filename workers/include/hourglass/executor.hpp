@@ -67,6 +67,12 @@ struct job_options {
   // ctx.progress() for this long, however far its deadline is.
   duration idle_limit = duration::max();
   const context* parent = nullptr;  // the submitter's context: its deadline and cancellation flow in
+  // For short jobs that never block: when nothing is queued and a worker
+  // idles, the submitting thread runs the job itself in that worker's place
+  // (admitted, timed, watched and counted as a worker's job would be), which
+  // saves the two thread hand-offs. The outcome then arrives before submit
+  // returns. Otherwise the job is queued as usual.
+  bool run_here_when_idle = false;
 
   // A job for a caller who waits `budget` from now.
   static job_options within(clock& clk, duration budget) {
@@ -170,6 +176,11 @@ class executor {
   const admission_queue& queue() const noexcept { return queue_; }
   std::size_t workers() const noexcept { return worker_count_; }
   std::size_t busy() const noexcept;
+  // Workers waiting for a job (or about to), less those a submitter stands in for (run_here).
+  std::size_t idle() const noexcept {
+    const std::size_t waiting = idle_.load(std::memory_order_seq_cst), lent = lent_.load(std::memory_order_seq_cst);
+    return waiting > lent ? waiting - lent : 0;
+  }
 
  private:
   // One per worker (defined in executor.cpp): its busy flag, the job it
@@ -181,6 +192,8 @@ class executor {
   status precheck(const job_options& o, time_point now) const noexcept;
   void prepare(detail::job_record& rec, const job_options& o, handler_metrics& h);
   status admit(detail::job_record* rec, time_point now);
+  // A counted push that failed: the record's queue reference dropped, its outcome delivered.
+  void refuse_pushed(detail::job_record* rec, status st);
   // A worker's last clock reading, reused as the start of a job it pops
   // without blocking right after another ended, and as the start of the
   // next job's cost to the worker (see run_one). `valid` must be cleared
@@ -198,6 +211,11 @@ class executor {
   void run_batch(worker_slot* slot, worker_clock* wc);
   // A job from another worker's batch, for a worker about to block; nullptr if none.
   detail::job_record* steal(const worker_slot* thief) noexcept;
+  // run_here_when_idle: a guest slot when nothing is queued and a worker
+  // idles that no other guest stands in for; nullptr otherwise.
+  worker_slot* borrow_idle_worker() noexcept;
+  // Runs an admitted job on this thread in `guest`, then gives the slot back.
+  void run_here(detail::job_record* rec, time_point now, worker_slot* guest);
   void finish(detail::job_record* rec, status st);
   void settle() noexcept;
   handler_metrics& resolve(const job_options& o) {
@@ -244,6 +262,11 @@ class executor {
   // a batch reads it before starting each job and wakes one of them, so no
   // job waits in a batch while a worker idles (see run_batch and steal).
   alignas(64) std::atomic<std::size_t> idle_{0};
+  // Guest slots in use by submitters running a job themselves (run_here):
+  // one at most per worker idle when it was borrowed. An idle worker still
+  // takes a job queued meanwhile, so for the length of a short guest job up
+  // to twice --workers jobs may run.
+  std::atomic<std::size_t> lent_{0};
   // paused_ || stopping_, readable without mu_: workers take the mutex
   // between jobs only when there is something to look at.
   std::atomic<bool> control_{false};
@@ -255,6 +278,7 @@ class executor {
   std::size_t parked_ = 0;
   bool shut_down_ = false;
   std::vector<std::unique_ptr<worker_slot>> slots_;
+  std::vector<std::unique_ptr<worker_slot>> guests_;  // one per worker, for run_here
   std::vector<std::thread> threads_;
 };
 

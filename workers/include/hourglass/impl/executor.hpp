@@ -36,6 +36,12 @@ job_ref executor::submit(const job_options& opts, F&& fn, Done&& on_done) {
   // One reference for the returned job_ref, one for the queue: set, not counted up.
   rec->refs.store(2, std::memory_order_relaxed);
   job_ref ref(rec, detail::adopt_ref);
+  if (opts.run_here_when_idle) {
+    if (worker_slot* guest = borrow_idle_worker()) {
+      run_here(rec, now, guest);
+      return ref;
+    }
+  }
   admit(rec, now);
   return ref;
 }
