@@ -142,7 +142,9 @@ http_server::http_server(server_options options, hourglass::clock& clk) {
   validate(options);
   impl_ = std::make_unique<impl>(std::move(options), clk);
   if (impl_->c.opts.builtin_handlers) {
-    add_handler("echo", echo_handler());
+    handler_options in_place;  // echo copies its body: microseconds, never blocks
+    in_place.run_inline = true;
+    add_handler("echo", echo_handler(), in_place);
     add_handler("sleep", sleep_handler());
     add_handler("spin", spin_handler());
     add_stream_handler("stream", stream_content_type, stream_handler());
@@ -167,6 +169,7 @@ void http_server::add_handler(const std::string& name, handler_fn fn, handler_op
   e.min_budget = options.min_budget.value_or(c.opts.min_budget);
   if (options.idle_limit <= duration::zero()) throw std::logic_error("idle limit of '" + name + "' must be positive");
   e.idle_limit = options.idle_limit;
+  e.run_inline = options.run_inline;
   e.metrics = &c.jobs->handler(name);
   c.handlers.emplace(name, std::move(e));
 }

@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
+#include <utility>
 
 #include "async_endpoints.hpp"
 #include "hourglass/metrics.hpp"
@@ -34,6 +36,26 @@ constexpr auto answer_grace = 100ms;            // a running handler's time to s
 bool is_http_error(const boost::system::error_code& ec) {
   return ec.category() == http::make_error_code(http::error::bad_target).category();
 }
+
+// An outcome delivered on this thread while it is still inside submit (a job
+// it ran itself, run_inline, or one the queue refused): handed back to
+// submit_sync rather than posted to the strand it is already on.
+struct outcome_in_submit {
+  const void* call;
+  std::optional<job_result<handler_result>> result;
+};
+thread_local outcome_in_submit* submitting = nullptr;
+
+class submitting_scope {  // sets `submitting` for one submit, restored even if it throws
+ public:
+  explicit submitting_scope(outcome_in_submit& here) : outer_(std::exchange(submitting, &here)) {}
+  ~submitting_scope() { submitting = outer_; }
+  submitting_scope(const submitting_scope&) = delete;
+  submitting_scope& operator=(const submitting_scope&) = delete;
+
+ private:
+  outcome_in_submit* outer_;
+};
 
 }  // namespace
 
@@ -295,7 +317,10 @@ void session::submit_sync(std::shared_ptr<job_input> in) {
   // Told of the first bytes before the job can write them: the strand hears
   // of them before it hears of the outcome.
   if (call->out) notify_when_readable(call);
+  o.run_here_when_idle = entry_->run_inline && !call->out;
   call->submitted_at = core_.clk.now();
+  outcome_in_submit here{call.get(), std::nullopt};
+  std::optional<submitting_scope> in_submit(std::in_place, here);
   call->ref = core_.jobs->submit(
       o,
       [in, call](const context& ctx) -> handler_result {
@@ -325,8 +350,15 @@ void session::submit_sync(std::shared_ptr<job_input> in) {
         return in->entry->fn(ctx, in->view());
       },
       [self = shared_from_this(), call](job_result<handler_result>&& r) noexcept {
+        if (submitting != nullptr && submitting->call == call.get()) {
+          submitting->result.emplace(std::move(r));
+          return;
+        }
         net::post(self->strand_, [self, call, r = std::move(r)]() mutable { self->on_job_done(call, std::move(r)); });
       });
+  in_submit.reset();
+  if (here.result)
+    return on_job_done(call, std::move(*here.result));  // no deadline to keep, no disconnect to watch for
 
   // Answered at the deadline on the clock the executor expires jobs on.
   if (!core_.fifo() && call->deadline != never) {

@@ -117,6 +117,14 @@ struct handler_options {
   // deadline_exceeded, stage idle. A request's Job-Idle-Timeout can only
   // tighten it. max: no limit of the handler's own.
   duration idle_limit = duration::max();
+  // For handlers that take microseconds and never block (no I/O, no locks
+  // held long): a sync job is run by the connection's I/O thread itself when
+  // nothing is queued and a worker idles, in that worker's place (admitted,
+  // timed and counted as any job). It saves two thread hand-offs, most of
+  // the cost of a tiny job; a handler that blocks would stall the
+  // connections that thread serves. Streaming handlers and async jobs always
+  // go through the queue.
+  bool run_inline = false;
 };
 
 // Handler names: 1 to 64 of [A-Za-z0-9._-]. They appear in URLs and metric labels.
