@@ -2,7 +2,9 @@
 
 #include <boost/beast/http/field.hpp>
 
-#include <cstdio>
+#include <fmt/format.h>
+
+#include <iterator>
 
 #include "hourglass/context.hpp"
 
@@ -27,9 +29,22 @@ response error_response(unsigned status, std::string_view code, std::string_view
 }
 
 std::string server_timing(const job_timings& t) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "queue;dur=%.3f, run;dur=%.3f", to_millis(t.queue_delay), to_millis(t.run_time));
-  return buf;
+  // fmt, not snprintf: glibc's %f took ~3 % of a small response's CPU.
+  return fmt::format("queue;dur={:.3f}, run;dur={:.3f}", to_millis(t.queue_delay), to_millis(t.run_time));
+}
+
+void append_head(std::string& out, const response& res) {
+  const unsigned v = res.version();
+  fmt::format_to(std::back_inserter(out), "HTTP/{}.{} {:03} ", v / 10, v % 10, res.result_int());
+  out.append(res.reason());
+  out.append("\r\n");
+  for (const auto& f : res) {
+    out.append(f.name_string());
+    out.append(": ");
+    out.append(f.value());
+    out.append("\r\n");
+  }
+  out.append("\r\n");
 }
 
 std::string job_outcome_trailer(const status& st, bool committed) {

@@ -10,6 +10,7 @@
 #include <boost/beast/http/write.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <optional>
 #include <utility>
@@ -511,9 +512,12 @@ void session::send(response res) {
     res.content_length(n);
   }
   res_ = std::move(res);
+  head_.clear();  // its capacity stays: the next response reuses it
+  append_head(head_, res_);
   writing_ = true;
   stream_.expires_after(core_.opts.body_timeout);
-  http::async_write(stream_, res_, [self = shared_from_this()](error_code ec, std::size_t) { self->on_write(ec); });
+  const std::array<net::const_buffer, 2> bytes{net::buffer(head_), net::buffer(res_.body())};
+  net::async_write(stream_, bytes, [self = shared_from_this()](error_code ec, std::size_t) { self->on_write(ec); });
 }
 
 void session::on_write(error_code ec) {

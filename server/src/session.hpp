@@ -127,7 +127,8 @@ class session : public std::enable_shared_from_this<session> {
   clock_timer deadline_timer_;  // the sync call's deadline, then its grace, on the daemon's clock
   std::string remote_;          // the peer's addr:port
   time_point headers_at_{};
-  response res_;
+  response res_;      // the response being written: its body, after
+  std::string head_;  // its head (append_head)
   std::shared_ptr<sync_call> call_;
   // A streamed response's head, the chunk being written, and its trailers.
   std::optional<boost::beast::http::response<boost::beast::http::empty_body>> stream_head_;
