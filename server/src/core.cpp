@@ -1,5 +1,6 @@
 #include "core.hpp"
 
+#include <boost/asio/strand.hpp>
 #include <spdlog/sinks/stdout_sinks.h>
 
 #include "hourglass/server/options.hpp"
@@ -77,10 +78,17 @@ core::core(server_options o, hourglass::clock& c)
     : opts(std::move(o)),
       clk(c),
       log(make_logger(opts.log_level)),
+      // One thread runs it: asio may skip some locking around its own queue.
+      io(opts.io_threads == 1 ? 1 : BOOST_ASIO_CONCURRENCY_HINT_DEFAULT),
       upstreams(std::make_unique<upstream_client>(io, opts.upstreams, client_options(opts, clk))),
       async_jobs(make_memory_store(opts.async_max_jobs, opts.async_ttl)),
       jobs(std::make_unique<executor>(executor_settings(opts, clk))),
       async(make_memory_backend(*this)) {}
+
+boost::asio::any_io_executor core::connection_executor() {
+  if (opts.io_threads == 1) return io.get_executor();
+  return boost::asio::make_strand(io);
+}
 
 const handler_entry* core::find_handler(std::string_view name) const {
   const auto it = handlers.find(name);

@@ -66,7 +66,7 @@ void http_server::impl::serve(tcp::socket socket) {
 }
 
 void http_server::impl::accept() {
-  acceptor->async_accept(net::make_strand(c.io), [this](boost::system::error_code ec, tcp::socket socket) {
+  acceptor->async_accept(c.connection_executor(), [this](boost::system::error_code ec, tcp::socket socket) {
     if (ec == net::error::operation_aborted || !acceptor->is_open()) return;
     if (ec) {
       // Out of descriptors or similar: back off briefly instead of spinning.
@@ -270,7 +270,7 @@ void http_server::adopt_connection(int fd) {
   }
   // The session only reads, writes and shuts down: any connected stream
   // socket will do (a Unix-domain one has no TCP endpoint to report).
-  tcp::socket socket(net::make_strand(m.c.io));
+  tcp::socket socket(m.c.connection_executor());
   boost::system::error_code ec;
   socket.assign(tcp::v4(), fd, ec);
   if (ec) {

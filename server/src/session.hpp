@@ -120,7 +120,9 @@ class session : public std::enable_shared_from_this<session> {
   core& core_;
   std::shared_ptr<connection_registry> registry_;
   boost::beast::tcp_stream stream_;
-  const boost::asio::any_io_executor strand_;  // the connection's strand (stream_'s executor)
+  // The connection's strand (stream_'s executor; with one I/O thread an
+  // implicit one: core::connection_executor).
+  const boost::asio::any_io_executor strand_;
   boost::beast::flat_buffer buffer_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::empty_body>> header_parser_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> body_parser_;

@@ -38,6 +38,7 @@ struct one_worker {
       [] {
         server_options o = test_options();
         o.workers = 1;
+        o.io_threads = 1;  // as bench/http/echo_vs_nginx.sh runs it: no strands
         o.drain_timeout = duration::zero();
         return o;
       }(),

@@ -183,7 +183,10 @@ server_options test_options() {
   server_options o;
   o.listen = "127.0.0.1:0";
   o.workers = 4;
-  o.io_threads = 2;
+  // 2: sessions on strands. HOURGLASS_TEST_IO_THREADS=1 runs them on the
+  // lone I/O thread without strands instead (core::connection_executor).
+  const char* io = std::getenv("HOURGLASS_TEST_IO_THREADS");
+  o.io_threads = io != nullptr ? std::strtoul(io, nullptr, 10) : 2;
   const char* level = std::getenv("HOURGLASS_TEST_LOG");
   o.log_level = level != nullptr ? level : "error";
   return o;
