@@ -3,7 +3,8 @@
 # Each server runs on CPU $SERVER_CPU (default 1) with one worker (hourglassd:
 # --workers 1 --io-threads 1; nginx: worker_processes 1), wrk -t1 runs on
 # $CLIENT_CPU (default 0); keep-alive POSTs of 5 bytes to hourglassd's `echo`
-# (through admission, the queue and a worker) and to nginx's `return 200`.
+# (admitted and counted as any job; run on the I/O thread when a worker idles,
+# handler_options::run_inline) and to nginx's `return 200`.
 # RUNS rounds, each measuring nginx then hourglassd for SECONDS; prints each
 # round's req/s and the median, min and max of the ratio hourglassd / nginx.
 # Usage: bench/http/echo_vs_nginx.sh [RUNS=5] [SECONDS=10] [CONNECTIONS=64]
