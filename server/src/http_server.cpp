@@ -56,6 +56,11 @@ struct http_server::impl {
 
 // One accepted connection: served, or closed at once past --max-connections.
 void http_server::impl::serve(tcp::socket socket) {
+  // Each response (or stream chunk) goes out when written, as nginx's
+  // tcp_nodelay does: Nagle would hold a small write behind an unacked one.
+  // (A Unix-domain socket, adopted, has no such option: the error is moot.)
+  boost::system::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
   auto s = std::make_shared<detail::session>(c, std::move(socket));
   if (c.connections->add(s, c.opts.max_connections)) {
     s->start();

@@ -3,6 +3,8 @@
 #include "hourglass/server/http_server.hpp"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -254,6 +256,37 @@ TEST(HttpServerSafety, AnAdoptedConnectionIsServedLikeAnAcceptedOne) {
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
   EXPECT_THROW(not_started.adopt_connection(sv[0]), std::logic_error);
   ::close(sv[1]);
+}
+
+// Responses and stream chunks leave when written (TCP_NODELAY, as nginx
+// sets it): Nagle would hold a chunk behind the client's delayed ACK of the
+// one before. Read on a duplicate of the descriptor the daemon adopts.
+TEST(HttpServerSafety, ConnectionsAreServedWithNagleOff) {
+  test_server srv;
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int client_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(::connect(client_fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const int served = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  ASSERT_GE(served, 0);
+  const int same_socket = ::dup(served);
+  int nodelay = -1;
+  socklen_t size = sizeof nodelay;
+  ASSERT_EQ(::getsockopt(same_socket, IPPROTO_TCP, TCP_NODELAY, &nodelay, &size), 0);
+  EXPECT_EQ(nodelay, 0) << "a fresh socket has Nagle on";
+  srv.get().adopt_connection(served);
+  ASSERT_EQ(::getsockopt(same_socket, IPPROTO_TCP, TCP_NODELAY, &nodelay, &size), 0);
+  EXPECT_NE(nodelay, 0);
+  ::close(same_socket);
+  ::close(client_fd);
+  ::close(listener);
 }
 
 TEST(HttpServerSafety, KeepAliveAndPipeliningWork) {
