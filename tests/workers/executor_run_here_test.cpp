@@ -64,7 +64,36 @@ TEST(ExecutorRunHere, AnIdleWorkersJobRunsOnTheSubmittersThreadBeforeSubmitRetur
   ASSERT_NE(h, nullptr);
   EXPECT_EQ(h->admitted, 1u);
   EXPECT_EQ(h->finished_ok, 1u);
-  EXPECT_EQ(clk.pending_timers(), 0u) << "the guest's watch is disarmed once it is done";
+  EXPECT_EQ(clk.pending_timers(), 1u) << "the guest's watch stays for the next guest job";
+}
+
+// A guest slot's watch is not re-armed per job: a later job with a later
+// deadline leaves it, and when it fires it moves to that job's deadline if
+// one runs, or is gone if none does.
+TEST(ExecutorRunHere, AGuestsWatchOutlivesItsJobAndFiresOnceForNothing) {
+  manual_clock clk;
+  executor ex(testing::workers_on(clk));
+  wait_until_idle(ex);
+  EXPECT_TRUE(ex.submit(here(job_options::within(clk, 100ms)), [] { return 0; }).get().ok());
+  EXPECT_EQ(clk.pending_timers(), 1u);
+  clk.advance(10ms);
+  bool stopped_at_own_deadline = false;
+  auto second = ex.submit(here(job_options::within(clk, 100ms)), [&](const context& ctx) {
+    EXPECT_EQ(clk.pending_timers(), 1u) << "a later deadline leaves the watch where it is";
+    clk.advance(90ms);  // the first job's deadline: the watch fires and moves on
+    EXPECT_FALSE(ctx.token().stop_requested());
+    EXPECT_EQ(clk.pending_timers(), 1u);
+    clk.advance(10ms);  // this job's own deadline
+    stopped_at_own_deadline = ctx.token().stop_requested();
+    return 0;
+  });
+  EXPECT_TRUE(stopped_at_own_deadline);
+  EXPECT_EQ(second.get().st, status::expired(expiry_stage::run));
+  EXPECT_TRUE(ex.submit(here(job_options::within(clk, 50ms)), [] { return 0; }).get().ok());
+  EXPECT_EQ(clk.pending_timers(), 1u);
+  clk.advance(50ms);  // fires with nothing running
+  EXPECT_EQ(clk.pending_timers(), 0u) << "a watch with nothing to watch is gone";
+  EXPECT_EQ(ex.busy(), 0u);
 }
 
 // The guest slot's watch fires the job's deadline as a worker's would: the
