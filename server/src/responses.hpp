@@ -6,6 +6,7 @@
 #include <boost/beast/http/status.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include <array>
 #include <exception>
 #include <string>
 #include <string_view>
@@ -27,6 +28,9 @@ response error_response(unsigned status, std::string_view code, std::string_view
 
 // "queue;dur=0.012, run;dur=1.250" (milliseconds).
 std::string server_timing(const job_timings& t);
+// The same, written into `buf` (no allocation: a sync job's answer sets it).
+using server_timing_buffer = std::array<char, 64>;  // the longest: two 20-digit durations
+std::string_view server_timing(const job_timings& t, server_timing_buffer& buf);
 
 // Appends the head of `res` (status line, fields in order, blank line) to
 // `out` exactly as Beast's serializer writes it; the body follows as is,

@@ -455,9 +455,11 @@ void session::step(const std::shared_ptr<sync_call>& call, sync_event e) {
   }
   // The outcome is in.
   job_result<handler_result>& r = *call->result;
-  const error_info err = r.st.code == outcome::error ? describe_error(r.error) : error_info{};
+  // Only an error has one (its default strings are an allocation per request).
+  std::optional<error_info> err;
+  if (r.st.code == outcome::error) err = describe_error(r.error);
   job_report rep{call->entry->name, "sync", call->budget, r.timings, r.st, 0};
-  if (r.st.code == outcome::error) rep.note = err.detail;
+  if (err) rep.note = err->detail;
   if (next.action == sync_action::log_outcome) {  // answered at the deadline already
     rep.http_status = call->early_status;
     core_.log_job(rep);
@@ -481,7 +483,8 @@ void session::step(const std::shared_ptr<sync_call>& call, sync_event e) {
     return maybe_continue();
   }
   const duration left = remaining(call->deadline, core_.clk.now());
-  response res = job_response(r.st, r.timings, call->budget, left, r.result ? &*r.result : nullptr, &err);
+  response res = job_response(r.st, r.timings, call->budget, left, r.result ? &*r.result : nullptr,
+                              err ? &*err : nullptr);
   rep.http_status = res.result_int();
   core_.log_job(rep);
   send(std::move(res));

@@ -77,6 +77,11 @@ TEST(Responses, ServerTimingIsMillisecondsToTheMicrosecond) {
   t.run_time = std::chrono::nanoseconds(1'250'600);
   EXPECT_EQ(server_timing(t), "queue;dur=0.012, run;dur=1.251");
   EXPECT_EQ(server_timing({}), "queue;dur=0.000, run;dur=0.000");
+  job_timings longest;  // the widest text: it fits the buffer whole
+  longest.queue_delay = longest.run_time = duration::max();
+  server_timing_buffer buf;
+  EXPECT_EQ(server_timing(longest, buf), "queue;dur=9223372036854.775, run;dur=9223372036854.775");
+  EXPECT_EQ(server_timing(longest), "queue;dur=9223372036854.775, run;dur=9223372036854.775");
 }
 
 }  // namespace
