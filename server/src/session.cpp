@@ -4,6 +4,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
+#include <boost/beast/core/error.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
@@ -65,9 +66,10 @@ session::session(core& c, net::ip::tcp::socket socket)
       registry_(c.connections),
       stream_(std::move(socket)),
       strand_(stream_.get_executor()),
+      io_timer_(strand_, [this] { on_io_timeout(); }),
       deadline_timer_(c.clk, strand_) {
   error_code ec;
-  const auto peer = beast::get_lowest_layer(stream_).socket().remote_endpoint(ec);
+  const auto peer = stream_.remote_endpoint(ec);
   if (!ec) {
     remote_ = support::endpoint_string(peer);
   }
@@ -76,6 +78,7 @@ session::session(core& c, net::ip::tcp::socket socket)
 session::~session() { registry_->remove(this); }
 
 void session::start() {
+  io_timer_.guard(weak_from_this());
   net::dispatch(strand_, [self = shared_from_this()] { self->read_request(); });
 }
 
@@ -105,7 +108,7 @@ void session::read_request() {
     return;
   }
   // Idle keep-alive wait for the first byte; the header timeout starts after it.
-  stream_.expires_after(core_.opts.idle_timeout);
+  io_timer_.expires_after(core_.opts.idle_timeout);
   stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](error_code ec, std::size_t n) {
     if (ec) {
       self->do_close();
@@ -125,12 +128,13 @@ void session::read_header() {
   // 413 for --max-body, or accept it when --max-body is larger. The body
   // parser gets --max-body (read_body).
   header_parser_->body_limit(boost::none);
-  stream_.expires_after(core_.opts.header_timeout);
+  io_timer_.expires_after(core_.opts.header_timeout);
   http::async_read_header(stream_, buffer_, *header_parser_,
                           [self = shared_from_this()](error_code ec, std::size_t) { self->on_header(ec); });
 }
 
 void session::on_header(error_code ec) {
+  ec = seen(ec);
   if (ec == http::error::header_limit) {
     req_keep_alive_ = false;
     send_error(431, "headers_too_large", "request headers exceed 8 KiB");
@@ -246,7 +250,7 @@ void session::start_job(std::string_view name) {
     case job_gate::continue_then_read_body: {
       static constexpr std::string_view go_on = "HTTP/1.1 100 Continue\r\n\r\n";
       writing_ = true;
-      stream_.expires_after(core_.opts.body_timeout);
+      io_timer_.expires_after(core_.opts.body_timeout);
       net::async_write(stream_, net::buffer(go_on.data(), go_on.size()),
                        [self = shared_from_this()](error_code ec, std::size_t) {
                          self->writing_ = false;
@@ -264,12 +268,13 @@ void session::read_body() {
   body_parser_.emplace(std::move(*header_parser_));
   header_parser_.reset();
   body_parser_->body_limit(core_.opts.max_body);
-  stream_.expires_after(core_.opts.body_timeout);
+  io_timer_.expires_after(core_.opts.body_timeout);
   http::async_read(stream_, buffer_, *body_parser_,
                    [self = shared_from_this()](error_code ec, std::size_t) { self->on_body(ec); });
 }
 
 void session::on_body(error_code ec) {
+  ec = seen(ec);
   if (ec == http::error::body_limit) {
     req_keep_alive_ = false;
     return send_error(413, "payload_too_large", "request body exceeds --max-body");
@@ -308,7 +313,7 @@ void session::submit_sync(std::shared_ptr<job_input> in) {
   call->deadline = saturating_add(headers_at_, budget_);  // the budget started when the headers arrived
   if (entry_->stream) call->out = std::make_shared<output_channel>();
   call_ = call;
-  stream_.expires_never();
+  io_timer_.expires_never();
 
   job_options o;
   o.metrics = entry_->metrics;
@@ -376,6 +381,7 @@ void session::watch() {
 }
 
 void session::on_watch(error_code ec, std::size_t n) {
+  ec = seen(ec);
   watching_ = false;
   if (!ec) buffer_.commit(n);
   const bool open_call = phase_ == phase::job && call_ && still_open(call_->state);
@@ -395,7 +401,7 @@ void session::on_watch(error_code ec, std::size_t n) {
 void session::stop_watching() {
   if (!watching_) return;
   error_code ignored;
-  beast::get_lowest_layer(stream_).socket().cancel(ignored);
+  stream_.cancel(ignored);
 }
 
 void session::on_deadline(const std::shared_ptr<sync_call>& call) {
@@ -498,7 +504,7 @@ void session::send_error(unsigned status, std::string_view code, std::string_vie
 
 // A reply that may come from another thread (the fleet's broker calls): sent on the strand.
 std::function<void(response)> session::answer_later() {
-  stream_.expires_after(core_.opts.body_timeout);
+  io_timer_.expires_after(core_.opts.body_timeout);
   return [self = shared_from_this()](response res) {
     net::post(self->strand_, [self, res = std::move(res)]() mutable { self->send(std::move(res)); });
   };
@@ -518,7 +524,7 @@ void session::send(response res) {
   head_.clear();  // its capacity stays: the next response reuses it
   append_head(head_, res_);
   writing_ = true;
-  stream_.expires_after(core_.opts.body_timeout);
+  io_timer_.expires_after(core_.opts.body_timeout);
   const std::array<net::const_buffer, 2> bytes{net::buffer(head_), net::buffer(res_.body())};
   net::async_write(stream_, bytes, [self = shared_from_this()](error_code ec, std::size_t) { self->on_write(ec); });
 }
@@ -540,8 +546,20 @@ void session::do_close() {
   phase_ = phase::closed;
   deadline_timer_.cancel();
   error_code ignored;
-  beast::get_lowest_layer(stream_).socket().shutdown(net::ip::tcp::socket::shutdown_both, ignored);
-  stream_.close();
+  stream_.shutdown(net::ip::tcp::socket::shutdown_both, ignored);
+  stream_.close(ignored);
+  io_timer_.cancel();
 }
+
+// As Beast's basic_stream does on a timeout: the socket closes, and the
+// operations it interrupts report the timeout (seen).
+void session::on_io_timeout() {
+  if (phase_ == phase::closed) return;
+  timed_out_ = true;
+  error_code ignored;
+  stream_.close(ignored);
+}
+
+boost::system::error_code session::seen(error_code ec) const { return ec && timed_out_ ? beast::error::timeout : ec; }
 
 }  // namespace hourglass::server::detail

@@ -5,7 +5,6 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/fields.hpp>
 #include <boost/beast/http/parser.hpp>
@@ -19,6 +18,7 @@
 #include <string>
 
 #include "clock_timer.hpp"
+#include "connection_timer.hpp"
 #include "core.hpp"
 #include "hourglass/output_channel.hpp"
 #include "job_input.hpp"
@@ -114,15 +114,20 @@ class session : public std::enable_shared_from_this<session> {
   void on_write(error_code ec);
   void maybe_continue();
   void do_close();
+  void on_io_timeout();
+  // An operation's error as the timeout that caused it, when one did.
+  error_code seen(error_code ec) const;
   bool authorized() const;
   bool body_unread() const;
 
   core& core_;
   std::shared_ptr<connection_registry> registry_;
-  boost::beast::tcp_stream stream_;
+  boost::asio::ip::tcp::socket stream_;
   // The connection's strand (stream_'s executor; with one I/O thread an
   // implicit one: core::connection_executor).
   const boost::asio::any_io_executor strand_;
+  connection_timer io_timer_;  // the socket timeouts; on expiry, on_io_timeout
+  bool timed_out_ = false;     // it expired: the socket is closed
   boost::beast::flat_buffer buffer_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::empty_body>> header_parser_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> body_parser_;
