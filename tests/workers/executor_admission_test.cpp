@@ -5,7 +5,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
-#include <thread>
 
 #include "common/eventually.hpp"
 
