@@ -326,43 +326,44 @@ void session::submit_sync(std::shared_ptr<job_input> in) {
   o.run_here_when_idle = entry_->run_inline && !call->out;
   call->submitted_at = core_.clk.now();
   outcome_in_submit here{call.get(), std::nullopt};
-  std::optional<submitting_scope> in_submit(std::in_place, here);
-  call->ref = core_.jobs->submit(
-      o,
-      [in, call](const context& ctx) -> handler_result {
-        auto expected = job_phase::queued;
-        // The client was already answered at the deadline: never run.
-        if (!call->phase.compare_exchange_strong(expected, job_phase::running)) {
-          throw stopped_error(status::expired(expiry_stage::queue));
-        }
-        struct shown {
-          sync_call& c;
-          shown(sync_call& call, const context& ctx) : c(call) {
-            std::lock_guard lock(c.running_mu);
-            c.running = &ctx;
-            c.started_at = ctx.get_clock().now();
+  {
+    const submitting_scope in_submit(here);
+    call->ref = core_.jobs->submit(
+        o,
+        [in, call](const context& ctx) -> handler_result {
+          auto expected = job_phase::queued;
+          // The client was already answered at the deadline: never run.
+          if (!call->phase.compare_exchange_strong(expected, job_phase::running)) {
+            throw stopped_error(status::expired(expiry_stage::queue));
           }
-          ~shown() {
-            std::lock_guard lock(c.running_mu);
-            c.committed_after_run = c.running->committed();
-            c.running = nullptr;
+          struct shown {
+            sync_call& c;
+            shown(sync_call& call, const context& ctx) : c(call) {
+              std::lock_guard lock(c.running_mu);
+              c.running = &ctx;
+              c.started_at = ctx.get_clock().now();
+            }
+            ~shown() {
+              std::lock_guard lock(c.running_mu);
+              c.committed_after_run = c.running->committed();
+              c.running = nullptr;
+            }
+          } while_running(*call, ctx);
+          if (call->out) {  // a streaming handler: its bytes go out as they come
+            channel_output out(ctx, *call->out);
+            in->entry->stream(ctx, in->view(), out);
+            return handler_result{{}, in->entry->stream_content_type};
           }
-        } while_running(*call, ctx);
-        if (call->out) {  // a streaming handler: its bytes go out as they come
-          channel_output out(ctx, *call->out);
-          in->entry->stream(ctx, in->view(), out);
-          return handler_result{{}, in->entry->stream_content_type};
-        }
-        return in->entry->fn(ctx, in->view());
-      },
-      [self = shared_from_this(), call](job_result<handler_result>&& r) noexcept {
-        if (submitting != nullptr && submitting->call == call.get()) {
-          submitting->result.emplace(std::move(r));
-          return;
-        }
-        net::post(self->strand_, [self, call, r = std::move(r)]() mutable { self->on_job_done(call, std::move(r)); });
-      });
-  in_submit.reset();
+          return in->entry->fn(ctx, in->view());
+        },
+        [self = shared_from_this(), call](job_result<handler_result>&& r) noexcept {
+          if (submitting != nullptr && submitting->call == call.get()) {
+            submitting->result.emplace(std::move(r));
+            return;
+          }
+          net::post(self->strand_, [self, call, r = std::move(r)]() mutable { self->on_job_done(call, std::move(r)); });
+        });
+  }
   if (here.result)
     return on_job_done(call, std::move(*here.result));  // no deadline to keep, no disconnect to watch for
 
