@@ -23,13 +23,21 @@ status admission_queue::try_push(queued_job* job, time_point now) noexcept {
   }
   // Reserve a slot first, by compare-and-swap so the count itself never
   // exceeds capacity (a fetch_add/undo would let depth() overshoot briefly).
-  std::size_t d = depth_.load(std::memory_order_relaxed);
-  do {
-    if (d >= opts_.capacity) return status::rejected(reject_reason::queue_full);
-  } while (!depth_.compare_exchange_weak(d, d + 1, std::memory_order_acq_rel, std::memory_order_relaxed));
+  // Checked against the producers' copy of popped_ (never ahead of it, so
+  // never too lenient); only when that says full is popped_ itself read.
+  std::size_t in = pushed_.load(std::memory_order_relaxed);
+  for (;;) {
+    if (in - popped_seen_.load(std::memory_order_relaxed) >= opts_.capacity) {  // wraps when stale: look
+      const std::size_t out = popped_.load(std::memory_order_acquire);
+      popped_seen_.store(out, std::memory_order_relaxed);
+      in = pushed_.load(std::memory_order_relaxed);  // read after out: in >= out
+      if ((in >= out ? in - out : 0) >= opts_.capacity) return status::rejected(reject_reason::queue_full);
+    }
+    if (pushed_.compare_exchange_weak(in, in + 1, std::memory_order_acq_rel, std::memory_order_relaxed)) break;
+  }
   job->admitted_at = now;
   if (!impl_->q.enqueue(job)) {  // only on allocation failure
-    depth_.fetch_sub(1, std::memory_order_acq_rel);
+    pushed_.fetch_sub(1, std::memory_order_acq_rel);
     return status::rejected(reject_reason::queue_full);
   }
   return status::ok();
@@ -38,14 +46,14 @@ status admission_queue::try_push(queued_job* job, time_point now) noexcept {
 queued_job* admission_queue::pop_wait() noexcept {
   queued_job* job = nullptr;
   impl_->q.wait_dequeue(job);
-  if (job != nullptr) depth_.fetch_sub(1, std::memory_order_acq_rel);
+  if (job != nullptr) popped_.fetch_add(1, std::memory_order_acq_rel);
   return job;
 }
 
 queued_job* admission_queue::try_pop() noexcept {
   queued_job* job = nullptr;
   if (!impl_->q.try_dequeue(job)) return nullptr;
-  if (job != nullptr) depth_.fetch_sub(1, std::memory_order_acq_rel);
+  if (job != nullptr) popped_.fetch_add(1, std::memory_order_acq_rel);
   return job;
 }
 

@@ -31,6 +31,37 @@ TEST(AdmissionQueue, CapacityIsAHardBound) {
   EXPECT_EQ(q.try_push(&jobs[4], t0), status::ok());
 }
 
+// Producers check capacity against their own copy of the pop count, which
+// goes stale as workers pop: stale, it may only refuse, never admit past
+// capacity, and a refusal looks again so pops are seen at once.
+TEST(AdmissionQueue, ProducersSeePopsAtOnceAndBulkTakenJobsStillCount) {
+  admission_queue q({.capacity = 4});
+  std::vector<queued_job> jobs(4);
+  for (int cycle = 0; cycle < 3; ++cycle) {
+    for (auto& j : jobs) ASSERT_TRUE(q.try_push(&j, t0).is_ok());
+    EXPECT_TRUE(q.full());
+    EXPECT_EQ(q.try_push(&jobs[0], t0), status::rejected(reject_reason::queue_full));
+    ASSERT_NE(q.try_pop(), nullptr);
+    ASSERT_NE(q.try_pop(), nullptr);
+    EXPECT_FALSE(q.full());
+    EXPECT_EQ(q.depth(), 2u);
+    ASSERT_TRUE(q.try_push(&jobs[0], t0).is_ok());
+    ASSERT_TRUE(q.try_push(&jobs[1], t0).is_ok());
+    EXPECT_EQ(q.try_push(&jobs[2], t0), status::rejected(reject_reason::queue_full));
+    // Taken in bulk, not yet started: still waiting, still in capacity.
+    queued_job* taken[4];
+    ASSERT_EQ(q.try_pop_bulk(taken, 4), 4u);
+    EXPECT_EQ(q.depth(), 4u);
+    EXPECT_TRUE(q.full());
+    EXPECT_EQ(q.try_push(&jobs[2], t0), status::rejected(reject_reason::queue_full));
+    q.dequeued(3);
+    EXPECT_EQ(q.depth(), 1u);
+    EXPECT_FALSE(q.full());
+    q.dequeued(1);
+    EXPECT_EQ(q.depth(), 0u);
+  }
+}
+
 TEST(AdmissionQueue, StampsAdmissionTime) {
   admission_queue q({.capacity = 4});
   queued_job j;

@@ -141,7 +141,7 @@ status executor::precheck(const job_options& o, time_point now) const noexcept {
   if (b.latest_useful_start() != never) {
     if (const status s = hourglass::admit(b, queue_.load(), now, queue_.settings().admission); !s.is_ok()) return s;
   }
-  if (queue_.depth() >= queue_.capacity()) return status::rejected(reject_reason::queue_full);
+  if (queue_.full()) return status::rejected(reject_reason::queue_full);
   if (o.parent != nullptr && o.parent->done()) {
     const status ps = o.parent->stop_status();
     return ps.code == outcome::deadline_exceeded ? status::expired(expiry_stage::admission) : ps;

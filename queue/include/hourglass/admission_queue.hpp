@@ -70,7 +70,7 @@ class admission_queue {
   std::size_t pop_wait_bulk(queued_job** out, std::size_t max) noexcept;
   std::size_t try_pop_bulk(queued_job** out, std::size_t max) noexcept;
   // `n` jobs taken by a bulk pop have left the waiting line.
-  void dequeued(std::size_t n) noexcept { depth_.fetch_sub(n, std::memory_order_acq_rel); }
+  void dequeued(std::size_t n) noexcept { popped_.fetch_add(n, std::memory_order_acq_rel); }
 
   // Stop admitting (shutting_down). Jobs already queued can still be popped.
   void close() noexcept;
@@ -80,7 +80,21 @@ class admission_queue {
   // Wakes `n` blocked consumers with nullptr (used to stop workers).
   void wake(std::size_t n) noexcept;
 
-  std::size_t depth() const noexcept { return depth_.load(std::memory_order_relaxed); }
+  // Jobs admitted and not yet popped. Popped first, then pushed: a job is
+  // counted popped only after its push was counted, so the difference read
+  // this way is never negative (a rare failed enqueue undoes its count: clamped).
+  std::size_t depth() const noexcept {
+    const std::size_t out = popped_.load(std::memory_order_acquire);
+    const std::size_t in = pushed_.load(std::memory_order_acquire);
+    return in > out ? in - out : 0;
+  }
+  // depth() >= capacity(), cheap for producers: the consumers' counter is
+  // read only when the producers' last look at it says the queue may be full.
+  bool full() const noexcept {
+    const std::size_t in = pushed_.load(std::memory_order_relaxed);
+    if (in - popped_seen_.load(std::memory_order_relaxed) < opts_.capacity) return false;  // wraps: exact look
+    return depth() >= opts_.capacity;
+  }
   std::size_t capacity() const noexcept { return opts_.capacity; }
   queue_load load() const noexcept { return {depth(), opts_.workers, service_.mean()}; }
   // Workers report what each job cost them so admission can predict the wait.
@@ -91,7 +105,14 @@ class admission_queue {
   struct impl;  // moodycamel lives behind this: one adapter, not in our public headers
   options opts_;
   std::unique_ptr<impl> impl_;
-  alignas(64) std::atomic<std::size_t> depth_{0};
+  // depth = pushed_ - popped_, each on the line of the side that writes it:
+  // one shared counter written by the submitter per push and by a worker per
+  // pop missed in both caches on every job (issue 12). popped_seen_ is the
+  // producers' copy of popped_, never ahead of it, so capacity checked
+  // against it is a hard bound still (only ever stricter).
+  alignas(64) std::atomic<std::size_t> pushed_{0};   // slots reserved by producers, ever
+  std::atomic<std::size_t> popped_seen_{0};          // popped_ as producers last read it
+  alignas(64) std::atomic<std::size_t> popped_{0};   // jobs that left the waiting line, ever
   alignas(64) std::atomic<bool> closed_{false};
   service_time_estimator service_;
 };
