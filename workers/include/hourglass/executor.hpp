@@ -206,6 +206,8 @@ class executor {
   static constexpr std::size_t max_batch = 16;
   std::size_t batch_limit() const noexcept;
   void worker_loop(std::size_t index);
+  // Takes the job to its one outcome. The caller then settles it (settle):
+  // a batch settles all its jobs at once.
   void run_one(detail::job_record* rec, worker_slot* slot, worker_clock* wc = nullptr);
   // Runs the jobs of `slot`'s batch until it is empty (other workers may take some).
   void run_batch(worker_slot* slot, worker_clock* wc);
@@ -217,7 +219,8 @@ class executor {
   // Runs an admitted job on this thread in `guest`, then gives the slot back.
   void run_here(detail::job_record* rec, time_point now, worker_slot* guest);
   void finish(detail::job_record* rec, status st);
-  void settle() noexcept;
+  // `n` popped records have their outcomes (see all_settled).
+  void settle(std::size_t n) noexcept;
   handler_metrics& resolve(const job_options& o) {
     return o.metrics ? *o.metrics : (o.handler == "default" ? *default_handler_ : metrics_->handler(o.handler));
   }
