@@ -29,9 +29,11 @@ enum class job_state : std::uint8_t { queued, starting, running, done, cancelled
 // submitter bump-allocates records from its current slab; each record holds
 // its slab, and the slab is freed by whoever drops its last record. A slab
 // is reference-counted on its own, so a record kept alive by a job_ref or
-// job_handle stays valid after the executor is gone. Nothing is pooled:
-// memory is bounded by the live records (one slab per record kept, at
-// worst) plus the executor's one current slab.
+// job_handle stays valid after the executor is gone. A slab whose records
+// are all gone is kept for reuse, up to 128 slabs (1 MiB) in the process
+// (record_slab.cpp), and freed beyond that: memory is bounded by the live
+// records (one slab per record kept, at worst), each executor's current
+// slab, and that 1 MiB.
 class record_slab {
  public:
   static constexpr std::size_t bytes = 8192;
@@ -68,14 +70,35 @@ class record_slab {
         used_ += need;
         ++carved_;
         slab = current_;
+        // The next record's lines, for writing: they were last written by a
+        // worker on another core (or never), and waiting for them in the
+        // store buffer was the submitter's largest stall (issue 12).
+        // A read prefetch would bring them in shared and the store would
+        // still have to claim them: x86 needs PREFETCHW for that, which
+        // older Intel cores lack (hence the CPU check).
+        char* next = reinterpret_cast<char*>(current_) + used_;
+        for (std::size_t off = 0; off < need && used_ + off < bytes; off += line) prefetch_for_write(next + off);
       }
       busy_.store(false, std::memory_order_release);
       return p;
     }
 
    private:
+    void prefetch_for_write(const char* p) const noexcept {
+#if defined(__x86_64__)
+      if (prefetchw_) {
+        asm volatile("prefetchw %0" : : "m"(*p));
+        return;
+      }
+#endif
+      __builtin_prefetch(p, 1);
+    }
+    static bool cpu_prefetches_for_write() noexcept;
     void next_slab() noexcept;  // retires the current slab, starts a new one (nullptr if out of memory)
+    void* spare() noexcept;     // a slab's memory kept from one whose records are all gone; nullptr if none
     std::atomic<bool> busy_{false};
+    const bool prefetchw_ = cpu_prefetches_for_write();
+    void* spare_ = nullptr;  // spares taken from the process's list and not used yet
     record_slab* current_ = nullptr;
     std::size_t used_ = 0;
     std::uint32_t carved_ = 0;
@@ -145,7 +168,6 @@ class job_impl final : public job_record {
     if constexpr (takes_context_v<F>) {
       if constexpr (std::is_void_v<R>) {
         fn_(*ctx);
-        value_.emplace();
       } else {
         value_.emplace(fn_(*ctx));
       }
@@ -153,7 +175,6 @@ class job_impl final : public job_record {
       (void)ctx;
       if constexpr (std::is_void_v<R>) {
         fn_();
-        value_.emplace();
       } else {
         value_.emplace(fn_());
       }
@@ -161,16 +182,27 @@ class job_impl final : public job_record {
   }
   void deliver(status st, const job_timings& t) noexcept override {
     job_result<T> r{st, {}, {}, t};
-    if (st.is_ok()) r.result = std::move(value_);
+    if (st.is_ok()) {  // only a run that returned normally is ok
+      if constexpr (std::is_void_v<R>) {
+        r.result.emplace();
+      } else {
+        r.result = std::move(value_);
+      }
+    }
     if (st.code == outcome::error) r.error = error;
     done_(std::move(r));
   }
   bool wants_context() const noexcept override { return takes_context_v<F>; }
 
  private:
-  F fn_;
+  // A void job's value is its ok status: nothing stored. With an empty
+  // function that keeps a job whose callback holds one pointer in three
+  // cache lines rather than four (issue 12: each line is a miss to the
+  // submitter that writes it and to the worker that reads it).
+  struct no_value {};
+  [[no_unique_address]] F fn_;
   Done done_;
-  std::optional<T> value_;
+  [[no_unique_address]] std::conditional_t<std::is_void_v<R>, no_value, std::optional<T>> value_;
 };
 
 struct adopt_ref_t {};
