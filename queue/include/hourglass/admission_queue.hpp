@@ -21,6 +21,7 @@
 // Thread safety: all members may be called from any thread.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <memory>
@@ -80,20 +81,28 @@ class admission_queue {
   // Wakes `n` blocked consumers with nullptr (used to stop workers).
   void wake(std::size_t n) noexcept;
 
-  // Jobs admitted and not yet popped. Popped first, then pushed: a job is
-  // counted popped only after its push was counted, so the difference read
-  // this way is never negative (a rare failed enqueue undoes its count: clamped).
+  // Jobs admitted and not yet popped, as of one instant: pushed_ read while
+  // popped_ stood still (two reads at different instants could count a job
+  // pushed and popped in between, or miss one). After a few tries under a
+  // stream of pops: the count from the last tries, capped at capacity.
   std::size_t depth() const noexcept {
-    const std::size_t out = popped_.load(std::memory_order_acquire);
-    const std::size_t in = pushed_.load(std::memory_order_acquire);
-    return in > out ? in - out : 0;
+    for (int tries = 0;; ++tries) {
+      const std::size_t out = popped_.load(std::memory_order_acquire);
+      const std::size_t in = pushed_.load(std::memory_order_acquire);
+      if (popped_.load(std::memory_order_acquire) == out || tries == 3) {
+        return in > out ? std::min(in - out, opts_.capacity) : 0;
+      }
+    }
   }
   // depth() >= capacity(), cheap for producers: the consumers' counter is
-  // read only when the producers' last look at it says the queue may be full.
+  // read only when the producers' last look at it says the queue may be
+  // full. Never full by mistake (pushed is read before popped, so a pop in
+  // between only lowers the count); try_push's reservation is the bound.
   bool full() const noexcept {
     const std::size_t in = pushed_.load(std::memory_order_relaxed);
     if (in - popped_seen_.load(std::memory_order_relaxed) < opts_.capacity) return false;  // wraps: exact look
-    return depth() >= opts_.capacity;
+    const std::size_t out = popped_.load(std::memory_order_acquire);
+    return in > out && in - out >= opts_.capacity;
   }
   std::size_t capacity() const noexcept { return opts_.capacity; }
   queue_load load() const noexcept { return {depth(), opts_.workers, service_.mean()}; }
