@@ -50,6 +50,7 @@
 #include "hourglass/detail/job_record.hpp"
 #include "hourglass/job.hpp"
 #include "hourglass/metrics.hpp"
+#include "hourglass/recent_now.hpp"
 
 namespace hourglass {
 
@@ -187,6 +188,11 @@ class executor {
   // runs, and the batch of jobs it took from the queue and has not started.
   struct worker_slot;
 
+  // How stale an admission stamp may be (recent_now): on the real clock a
+  // submit within this long of the thread's last reading reuses it. A job
+  // is then stamped up to this much early: its queue delay reads as much
+  // longer, and admission sees as much more budget.
+  static constexpr duration admission_stamp_age = std::chrono::microseconds(1);
   // A job's effective bounds: its own deadline and its parent's, whichever is first.
   static job_bounds bounds_of(const job_options& o) noexcept;
   status precheck(const job_options& o, time_point now) const noexcept;
