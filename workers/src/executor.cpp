@@ -128,14 +128,8 @@ std::size_t executor::busy() const noexcept {
   return n;
 }
 
-job_bounds executor::bounds_of(const job_options& o) noexcept {
-  const time_point deadline = o.parent != nullptr ? earliest(o.deadline, o.parent->deadline()) : o.deadline;
-  return job_bounds{deadline, earliest(o.start_by, deadline), o.min_budget};
-}
-
-status executor::precheck(const job_options& o, time_point now) const noexcept {
+status executor::precheck(const job_options& o, const job_bounds& b, time_point now) const noexcept {
   if (queue_.closed()) return status::rejected(reject_reason::shutting_down);
-  const job_bounds b = bounds_of(o);
   // Without a deadline there is nothing to check, and reading the load would
   // pull the workers' service-time line into the submitter's cache for nothing.
   if (b.latest_useful_start() != never) {
@@ -151,8 +145,8 @@ status executor::precheck(const job_options& o, time_point now) const noexcept {
 
 void executor::note_rejected(handler_metrics& h, status st) noexcept { metrics_->on_refused(h, st); }
 
-void executor::prepare(detail::job_record& rec, const job_options& o, handler_metrics& h) {
-  rec.bounds = bounds_of(o);
+void executor::prepare(detail::job_record& rec, const job_options& o, const job_bounds& b, handler_metrics& h) {
+  rec.bounds = b;
   rec.metrics = &h;
   rec.run_limit = o.run_limit;
   rec.reserve = o.reserve;

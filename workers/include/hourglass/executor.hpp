@@ -194,9 +194,16 @@ class executor {
   // longer, and admission sees as much more budget.
   static constexpr duration admission_stamp_age = std::chrono::microseconds(1);
   // A job's effective bounds: its own deadline and its parent's, whichever is first.
-  static job_bounds bounds_of(const job_options& o) noexcept;
-  status precheck(const job_options& o, time_point now) const noexcept;
-  void prepare(detail::job_record& rec, const job_options& o, handler_metrics& h);
+  // Inline and computed once per submit: returned through memory from an
+  // out-of-line call, it was read back with one wide load that store
+  // forwarding could not serve, which waited for every store before it,
+  // the new record's included (issue 12).
+  static job_bounds bounds_of(const job_options& o) noexcept {
+    const time_point deadline = o.parent != nullptr ? earliest(o.deadline, o.parent->deadline()) : o.deadline;
+    return job_bounds{deadline, earliest(o.start_by, deadline), o.min_budget};
+  }
+  status precheck(const job_options& o, const job_bounds& b, time_point now) const noexcept;
+  void prepare(detail::job_record& rec, const job_options& o, const job_bounds& b, handler_metrics& h);
   status admit(detail::job_record* rec, time_point now);
   // A counted push that failed: the record's queue reference dropped, its outcome delivered.
   void refuse_pushed(detail::job_record* rec, status st);

@@ -11,7 +11,8 @@ job_ref executor::submit(const job_options& opts, F&& fn, Done&& on_done) {
   using T = job_value_t<detail::fn_result_t<Fn>>;
   handler_metrics& h = resolve(opts);
   const time_point now = recent_now(*clock_, admission_stamp_age);
-  if (const status early = precheck(opts, now); !early.is_ok()) {
+  const job_bounds bounds = bounds_of(opts);
+  if (const status early = precheck(opts, bounds, now); !early.is_ok()) {
     note_rejected(h, early);
     on_done(job_result<T>{early, {}, {}, rejected_timings(opts, now)});
     return job_ref();
@@ -32,7 +33,7 @@ job_ref executor::submit(const job_options& opts, F&& fn, Done&& on_done) {
   } else {
     rec = new Impl(Fn(std::forward<F>(fn)), D(std::forward<Done>(on_done)));
   }
-  prepare(*rec, opts, h);
+  prepare(*rec, opts, bounds, h);
   // One reference for the returned job_ref, one for the queue: set, not counted up.
   rec->refs.store(2, std::memory_order_relaxed);
   job_ref ref(rec, detail::adopt_ref);
