@@ -378,7 +378,7 @@ void executor::run_one(detail::job_record* rec, worker_slot* slot, worker_clock*
   if (wc != nullptr && wc->valid && timeless) {
     start = std::max(wc->last, rec->admitted_at);
   } else {
-    start = clock_->now();
+    start = fast_now(*clock_, fast_clock_span);
     if (wc != nullptr) {
       wc->last = start;
       wc->valid = true;
@@ -453,7 +453,7 @@ void executor::run_one(detail::job_record* rec, worker_slot* slot, worker_clock*
     facts.how = run_ending::threw;
     rec->error = std::current_exception();
   }
-  const time_point end = clock_->now();
+  const time_point end = fast_now(*clock_, fast_clock_span);
   if (wc != nullptr) wc->last = end;
 
   if (slot != nullptr) {

@@ -50,7 +50,7 @@
 #include "hourglass/detail/job_record.hpp"
 #include "hourglass/job.hpp"
 #include "hourglass/metrics.hpp"
-#include "hourglass/recent_now.hpp"
+#include "hourglass/fast_now.hpp"
 
 namespace hourglass {
 
@@ -188,11 +188,11 @@ class executor {
   // runs, and the batch of jobs it took from the queue and has not started.
   struct worker_slot;
 
-  // How stale an admission stamp may be (recent_now): on the real clock a
-  // submit within this long of the thread's last reading reuses it. A job
-  // is then stamped up to this much early: its queue delay reads as much
-  // longer, and admission sees as much more budget.
-  static constexpr duration admission_stamp_age = std::chrono::microseconds(1);
+  // Admission stamps and the workers' start and end readings come from
+  // fast_now: on the real clock, a thread's last reading plus the CPU
+  // counter's ticks since, read afresh once it is this old (a few ns off
+  // the clock at most).
+  static constexpr duration fast_clock_span = std::chrono::microseconds(100);
   // A job's effective bounds: its own deadline and its parent's, whichever is first.
   // Inline and computed once per submit: returned through memory from an
   // out-of-line call, it was read back with one wide load that store

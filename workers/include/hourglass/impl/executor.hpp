@@ -10,7 +10,7 @@ job_ref executor::submit(const job_options& opts, F&& fn, Done&& on_done) {
   using D = std::decay_t<Done>;
   using T = job_value_t<detail::fn_result_t<Fn>>;
   handler_metrics& h = resolve(opts);
-  const time_point now = recent_now(*clock_, admission_stamp_age);
+  const time_point now = fast_now(*clock_, fast_clock_span);
   const job_bounds bounds = bounds_of(opts);
   if (const status early = precheck(opts, bounds, now); !early.is_ok()) {
     note_rejected(h, early);
