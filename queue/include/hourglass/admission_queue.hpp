@@ -122,8 +122,10 @@ class admission_queue {
   alignas(64) std::atomic<std::size_t> pushed_{0};   // slots reserved by producers, ever
   std::atomic<std::size_t> popped_seen_{0};          // popped_ as producers last read it
   alignas(64) std::atomic<std::size_t> popped_{0};   // jobs that left the waiting line, ever
-  alignas(64) std::atomic<bool> closed_{false};
-  service_time_estimator service_;
+  alignas(64) std::atomic<bool> closed_{false};  // read by every submit
+  // Written by a worker after every job: on closed_'s line, each write
+  // took the line from the submitter reading closed_ and back (issue 12).
+  alignas(64) service_time_estimator service_;
 };
 
 }  // namespace hourglass
