@@ -28,7 +28,8 @@ duration tsc_ticks_as_duration(std::uint64_t ticks, std::uint64_t ns_per_tick_q3
   return std::chrono::duration_cast<duration>(std::chrono::nanoseconds(static_cast<std::int64_t>(ns)));
 }
 
-bool tsc_reading_is_young(std::uint64_t then, std::uint64_t now, duration span, std::uint64_t ns_per_tick_q32) noexcept {
+bool tsc_reading_is_young(std::uint64_t then, std::uint64_t now, duration span,
+                          std::uint64_t ns_per_tick_q32) noexcept {
   if (now < then || ns_per_tick_q32 == 0) return false;
   return tsc_ticks_as_duration(now - then, ns_per_tick_q32) < span;
 }

@@ -25,16 +25,16 @@ TEST(FastNow, TicksBecomeTimeAtTheMeasuredPeriod) {
   EXPECT_EQ(detail::tsc_ticks_as_duration(2'500, q32_of_2_5ghz), 999ns);  // the period rounds down a hair
   EXPECT_EQ(detail::tsc_ticks_as_duration(2'500'000'000, q32_of_2_5ghz), 999'999'999ns);
   EXPECT_EQ(detail::tsc_ticks_as_duration(250'000'000'000'000, q32_of_2_5ghz) / 1s, 99'999);  // no overflow
-  EXPECT_EQ(detail::tsc_ticks_as_duration(2'500, 0), 0ns);  // period unknown
+  EXPECT_EQ(detail::tsc_ticks_as_duration(2'500, 0), 0ns);                                    // period unknown
 }
 
 TEST(FastNow, AReadingIsYoungOnlyWithinItsSpanAndAKnownPeriod) {
   EXPECT_TRUE(detail::tsc_reading_is_young(100, 100, 1us, q32_of_2_5ghz));
   EXPECT_TRUE(detail::tsc_reading_is_young(100, 100 + 2'500, 1us, q32_of_2_5ghz));   // 999 ns
   EXPECT_FALSE(detail::tsc_reading_is_young(100, 100 + 2'510, 1us, q32_of_2_5ghz));  // 1003 ns
-  EXPECT_FALSE(detail::tsc_reading_is_young(100, 99, 1us, q32_of_2_5ghz));  // another core's counter, behind
-  EXPECT_FALSE(detail::tsc_reading_is_young(100, 100, 1us, 0));             // period not known yet
-  EXPECT_FALSE(detail::tsc_reading_is_young(100, 100, 0ns, q32_of_2_5ghz));  // no span allowed
+  EXPECT_FALSE(detail::tsc_reading_is_young(100, 99, 1us, q32_of_2_5ghz));           // another core's counter, behind
+  EXPECT_FALSE(detail::tsc_reading_is_young(100, 100, 1us, 0));                      // period not known yet
+  EXPECT_FALSE(detail::tsc_reading_is_young(100, 100, 0ns, q32_of_2_5ghz));          // no span allowed
 }
 
 TEST(FastNow, AManualClockIsReadEveryTime) {

@@ -119,10 +119,10 @@ class admission_queue {
   // pop missed in both caches on every job (issue 12). popped_seen_ is the
   // producers' copy of popped_, never ahead of it, so capacity checked
   // against it is a hard bound still (only ever stricter).
-  alignas(64) std::atomic<std::size_t> pushed_{0};   // slots reserved by producers, ever
-  std::atomic<std::size_t> popped_seen_{0};          // popped_ as producers last read it
-  alignas(64) std::atomic<std::size_t> popped_{0};   // jobs that left the waiting line, ever
-  alignas(64) std::atomic<bool> closed_{false};  // read by every submit
+  alignas(64) std::atomic<std::size_t> pushed_{0};  // slots reserved by producers, ever
+  std::atomic<std::size_t> popped_seen_{0};         // popped_ as producers last read it
+  alignas(64) std::atomic<std::size_t> popped_{0};  // jobs that left the waiting line, ever
+  alignas(64) std::atomic<bool> closed_{false};     // read by every submit
   // Written by a worker after every job: on closed_'s line, each write
   // took the line from the submitter reading closed_ and back (issue 12).
   alignas(64) service_time_estimator service_;

@@ -48,9 +48,9 @@
 #include "hourglass/clock.hpp"
 #include "hourglass/context.hpp"
 #include "hourglass/detail/job_record.hpp"
+#include "hourglass/fast_now.hpp"
 #include "hourglass/job.hpp"
 #include "hourglass/metrics.hpp"
-#include "hourglass/fast_now.hpp"
 
 namespace hourglass {
 
