@@ -37,6 +37,14 @@ TEST(FastNow, AReadingIsYoungOnlyWithinItsSpanAndAKnownPeriod) {
   EXPECT_FALSE(detail::tsc_reading_is_young(100, 100, 0ns, q32_of_2_5ghz));          // no span allowed
 }
 
+TEST(FastNow, OnlyAReadingBracketedTightlyByTheCounterIsASample) {
+  EXPECT_TRUE(detail::tsc_bracket_is_tight(1'000, 1'100));  // an ordinary vDSO read
+  EXPECT_TRUE(detail::tsc_bracket_is_tight(1'000, 1'000 + detail::tsc_tight_bracket_ticks));
+  EXPECT_FALSE(detail::tsc_bracket_is_tight(1'000, 1'001 + detail::tsc_tight_bracket_ticks));
+  EXPECT_FALSE(detail::tsc_bracket_is_tight(1'000, 1'000 + 500'000));  // preempted ~200 us mid-read
+  EXPECT_FALSE(detail::tsc_bracket_is_tight(1'000, 999));              // moved to a core whose counter lags
+}
+
 TEST(FastNow, AManualClockIsReadEveryTime) {
   manual_clock clk;
   const time_point a = fast_now(clk, 1s);

@@ -8,10 +8,12 @@
 // reading of the clock plus the counter's ticks since (at the counter's
 // measured rate), while that reading is younger than `span`; past that, or
 // on any other clock (a manual_clock in tests above all), clk.now() itself.
-// A thread's results never go back. Against now() they differ by the rate's
-// error over at most `span`: a few ns at 100 us once the rate is measured
-// (its first ~1 ms in the process reads the clock every time), up to ~50 ns
-// while NTP slews the clock at its 500 ppm limit.
+// A thread's results never go back. Against now() they differ by at most
+// half a tight bracket (see below: ~1 us, the counter's value at the
+// thread's last reading) plus the rate's error over at most `span`: a few
+// ns at 100 us once the rate is measured (its first ~1 ms in the process
+// reads the clock every time), up to ~50 ns while NTP slews the clock at
+// its 500 ppm limit.
 //
 // Why: steady_clock::now() costs ~31 ns on this project's machines (the
 // vDSO's ordered counter read, seqlock and scaling), and an empty job paid
@@ -40,6 +42,11 @@ duration tsc_ticks_as_duration(std::uint64_t ticks, std::uint64_t ns_per_tick_q3
 // at counter value `now` (a counter that went back, as on a thread moved to
 // a core whose counter lags, is never young; nor is any with no rate yet).
 bool tsc_reading_is_young(std::uint64_t then, std::uint64_t now, duration span, std::uint64_t ns_per_tick_q32) noexcept;
+// A clock reading is a sample of the counter only when the counter values
+// read just before and just after it are close: ~100 ticks normally, and
+// 4096 (1-2 us at today's rates) bounds the sample's error at half that.
+inline constexpr std::uint64_t tsc_tight_bracket_ticks = 4096;
+bool tsc_bracket_is_tight(std::uint64_t before, std::uint64_t after) noexcept;
 }  // namespace detail
 
 }  // namespace hourglass
