@@ -91,5 +91,27 @@ TEST(ServiceTimeEstimator, FollowsTheMean) {
   EXPECT_NEAR(static_cast<double>(est.mean().count()), 2e6, 2e6 * 0.01);
 }
 
+// A worker's own mean moves every job; the shared one only when the
+// worker's has moved from it by more than 1/32, and then to the worker's.
+TEST(ServiceTimeEstimator, AWorkersMeanIsPublishedOnlyWhenItHasMoved) {
+  service_time_estimator est;
+  service_time_estimator::worker_mean mine;
+  est.observe(1600us, mine);
+  EXPECT_EQ(est.mean(), 1600us);  // the first sample is published
+  est.observe(2400us, mine);      // +50 us: 1/32 exactly, not more
+  EXPECT_EQ(mine.ns, 1'650'000);
+  EXPECT_EQ(est.mean(), 1600us);
+  est.observe(1616us, mine);  // back by 2 us: still within 1/32
+  EXPECT_EQ(mine.ns, 1'647'875);
+  EXPECT_EQ(est.mean(), 1600us);
+  est.observe(3000us, mine);  // 1,732,382 ns: moved by 132 us
+  EXPECT_EQ(est.mean(), duration(mine.ns));
+  EXPECT_EQ(mine.ns, 1'732'382);
+  // A steady stream converges and the shared mean follows to within 1/32.
+  for (int i = 0; i < 200; ++i) est.observe(800us, mine);
+  EXPECT_NEAR(static_cast<double>(mine.ns), 8e5, 8e5 * 0.01);
+  EXPECT_NEAR(static_cast<double>(est.mean().count()), 8e5, 8e5 / 32 + 1);
+}
+
 }  // namespace
 }  // namespace hourglass

@@ -101,6 +101,34 @@ TEST(AdmissionQueue, PredictedWaitUsesObservedServiceTimes) {
   EXPECT_EQ(q.try_push(&ok, t0), status::ok());
 }
 
+// admission() skips reading the depth when a full queue could not make the
+// job late: its answers must be admit()'s with the real depth, at every
+// depth and around every edge of the budget.
+TEST(AdmissionQueue, AdmissionAnswersAsAdmitWithTheRealDepthDoes) {
+  admission_queue q({.capacity = 8, .workers = 2});
+  service_time_estimator::worker_mean mine;
+  q.observe_service_time(1ms, mine);
+  std::vector<queued_job> backlog(8);
+  for (std::size_t depth = 0;; ++depth) {
+    ASSERT_EQ(q.depth(), depth);
+    for (const duration min_budget : {duration(0ns), duration(100us), duration(2ms)}) {
+      for (duration slack = -1ms; slack <= 8ms; slack += 250us) {
+        for (const duration nudge : {duration(-1ns), duration(0ns), duration(1ns)}) {
+          const time_point deadline = t0 + min_budget + slack + nudge;
+          const job_bounds job{deadline, deadline, min_budget};
+          EXPECT_EQ(q.admission(job, t0), admit(job, q.load(), t0))
+              << "depth " << depth << ", slack " << (slack + nudge).count() << " ns";
+        }
+      }
+    }
+    if (depth == backlog.size()) break;
+    ASSERT_TRUE(q.try_push(&backlog[depth], t0).is_ok());
+  }
+  const job_bounds async_job{never, t0 + 1ns, 0ns};  // freshness bound only
+  EXPECT_EQ(q.admission(async_job, t0), admit(async_job, q.load(), t0));
+  EXPECT_EQ(q.admission(job_bounds{}, t0), status::ok());
+}
+
 // Many producers and consumers: nothing lost, nothing twice, never over capacity.
 TEST(AdmissionQueue, ConcurrentProducersAndConsumers) {
   constexpr std::size_t kCapacity = 64;

@@ -130,11 +130,7 @@ std::size_t executor::busy() const noexcept {
 
 status executor::precheck(const job_options& o, const job_bounds& b, time_point now) const noexcept {
   if (queue_.closed()) return status::rejected(reject_reason::shutting_down);
-  // Without a deadline there is nothing to check, and reading the load would
-  // pull the workers' service-time line into the submitter's cache for nothing.
-  if (b.latest_useful_start() != never) {
-    if (const status s = hourglass::admit(b, queue_.load(), now, queue_.settings().admission); !s.is_ok()) return s;
-  }
+  if (const status s = queue_.admission(b, now); !s.is_ok()) return s;
   if (queue_.full()) return status::rejected(reject_reason::queue_full);
   if (o.parent != nullptr && o.parent->done()) {
     const status ps = o.parent->stop_status();
@@ -227,7 +223,7 @@ void executor::run_here(detail::job_record* rec, time_point now, worker_slot* gu
 // would have (mean service time from the admission estimator; unknown: 1).
 std::size_t executor::batch_limit() const noexcept {
   constexpr auto extra_wait = std::chrono::microseconds(20);
-  const auto mean = queue_.load().mean_service;
+  const auto mean = queue_.mean_service();
   if (mean <= duration::zero() || mean * 2 > extra_wait) return 1;
   return std::min<std::size_t>(max_batch, static_cast<std::size_t>(extra_wait / mean));
 }
@@ -480,7 +476,12 @@ void executor::run_one(detail::job_record* rec, worker_slot* slot, worker_clock*
   // 100 us jobs that was 2-3 % more per job, and admission let in jobs that
   // could not start in time (issue 12). A worker that waited for this job
   // has only its run time to go by.
-  queue_.observe_service_time(back_to_back ? elapsed(previous, end) : t.run_time);
+  const duration cost = back_to_back ? elapsed(previous, end) : t.run_time;
+  if (wc != nullptr) {
+    queue_.observe_service_time(cost, wc->cost);
+  } else {
+    queue_.observe_service_time(cost);
+  }
 
   // One outcome (run_outcome.hpp).
   facts.context = rec->ctx ? rec->ctx->get().stop_status(end) : status::ok();

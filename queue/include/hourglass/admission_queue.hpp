@@ -105,9 +105,26 @@ class admission_queue {
     return in > out && in - out >= opts_.capacity;
   }
   std::size_t capacity() const noexcept { return opts_.capacity; }
+  // admit() against this queue's load at `now`; try_push's own check, for
+  // callers that check before building a job. The depth (on the consumers'
+  // line, a cross-core miss) is read only for a job that could not wait
+  // behind a full queue: the predicted wait grows with the depth and
+  // depth() never passes capacity, so the answer is the same (issue 12).
+  status admission(const job_bounds& job, time_point now) const noexcept {
+    if (job.latest_useful_start() == never) return status::ok();  // no deadline: no load to read
+    queue_load worst{opts_.capacity, opts_.workers, service_.mean()};
+    if (admit(job, worst, now, opts_.admission).is_ok()) return status::ok();
+    worst.depth = depth();
+    return admit(job, worst, now, opts_.admission);
+  }
   queue_load load() const noexcept { return {depth(), opts_.workers, service_.mean()}; }
   // Workers report what each job cost them so admission can predict the wait.
   void observe_service_time(duration cost) noexcept { service_.observe(cost); }
+  void observe_service_time(duration cost, service_time_estimator::worker_mean& mine) noexcept {
+    service_.observe(cost, mine);
+  }
+  // The observed mean alone (load() reads the depth as well: the producers' line).
+  duration mean_service() const noexcept { return service_.mean(); }
   const options& settings() const noexcept { return opts_; }
 
  private:

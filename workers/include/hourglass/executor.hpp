@@ -214,6 +214,7 @@ class executor {
   struct worker_clock {
     time_point last{};
     bool valid = false;
+    service_time_estimator::worker_mean cost;  // this worker's mean cost per job
   };
   // Jobs a worker takes from the queue at once (see batch_limit()).
   static constexpr std::size_t max_batch = 16;
