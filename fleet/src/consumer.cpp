@@ -50,8 +50,8 @@ std::vector<job_ref> consumer::impl::abandon_locked(bool hand_back, bool include
   return refs;
 }
 
-void consumer::impl::push_outcome_locked(const std::string& entry, held& h, std::optional<duration> run, field_list fields,
-                                         status recorded) {
+void consumer::impl::push_outcome_locked(const std::string& entry, held& h, std::optional<duration> run,
+                                         field_list fields, status recorded) {
   h.writing = true;
   h.ref = job_ref();
   if (outbox.size() >= opts.max_unwritten_outcomes) {
@@ -74,7 +74,8 @@ void consumer::impl::hand_back_locked(const std::string& entry, held& h) {
 }
 
 void consumer::impl::count_recorded(const std::string& handler, const status& recorded) {
-  if (opts.metrics != nullptr) opts.metrics->on_recorded(opts.metrics->handler(handler.empty() ? "default" : handler), recorded);
+  if (opts.metrics != nullptr)
+    opts.metrics->on_recorded(opts.metrics->handler(handler.empty() ? "default" : handler), recorded);
 }
 
 void consumer::impl::forget_locked(const std::string& entry) {
@@ -84,8 +85,8 @@ void consumer::impl::forget_locked(const std::string& entry) {
 
 // ---- a job's life ----
 
-void consumer::impl::submit(const std::string& entry, const std::string& job_id, const std::string& handler, time_point start_by,
-            duration freshness, duration min_budget, stream_id sid) {
+void consumer::impl::submit(const std::string& entry, const std::string& job_id, const std::string& handler,
+                            time_point start_by, duration freshness, duration min_budget, stream_id sid) {
   job_options o;
   o.handler = handler.empty() ? std::string_view("default") : std::string_view(handler);
   if (opts.metrics != nullptr) o.metrics = &in_executor.handler(o.handler);
@@ -112,8 +113,9 @@ void consumer::impl::submit(const std::string& entry, const std::string& job_id,
   if (abandoned_meanwhile) ref.cancel(cancel_cause::shutdown);
 }
 
-consumer::impl::run_value consumer::impl::start_and_run(const context& ctx, const std::string& entry, const std::string& job_id, duration freshness,
-                        duration min_budget, stream_id sid) {
+consumer::impl::run_value consumer::impl::start_and_run(const context& ctx, const std::string& entry,
+                                                        const std::string& job_id, duration freshness,
+                                                        duration min_budget, stream_id sid) {
   // A start whose reply is lost may have counted a delivery: it is tried
   // again, under the same token (counted once), until the job's context ends
   // (fencing ends it when the broker stays away).
@@ -203,17 +205,14 @@ void consumer::impl::on_done(const std::string& entry, job_result<run_value>&& r
   if (s.counted == tally::expired) ++(h.reclaimed ? st.expired_reclaim : st.expired_queue);
   if (s.counted == tally::dead_lettered) ++st.dead_lettered;
   if (s.counted == tally::broker_error) ++st.broker_errors;
-  if (s.counted == tally::dead_lettered || s.counted == tally::cancelled_at_start) count_recorded(h.handler, s.recorded);
+  if (s.counted == tally::dead_lettered || s.counted == tally::cancelled_at_start)
+    count_recorded(h.handler, s.recorded);
   switch (s.what) {
     case detail::settlement::action::write:
       push_outcome_locked(entry, h, facts.run, std::move(s.fields), s.recorded);
       break;
-    case detail::settlement::action::hand_back:
-      hand_back_locked(entry, h);
-      break;
-    case detail::settlement::action::forget:
-      forget_locked(entry);
-      break;
+    case detail::settlement::action::hand_back: hand_back_locked(entry, h); break;
+    case detail::settlement::action::forget: forget_locked(entry); break;
   }
 }
 

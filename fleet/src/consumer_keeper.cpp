@@ -39,8 +39,8 @@ bool consumer::impl::renew() {
         refs = abandon_locked(false, true);
         st.fenced_jobs += refs.size();
         fenced_line = "fleet: lease of " + opts.name + " not renewed for " +
-                      detail::ms_text(elapsed(last_renewed, clk.now())) + " ms: stopping its " + std::to_string(refs.size()) +
-                      " jobs (the fleet may reclaim them)";
+                      detail::ms_text(elapsed(last_renewed, clk.now())) + " ms: stopping its " +
+                      std::to_string(refs.size()) + " jobs (the fleet may reclaim them)";
       }
     }
     for (job_ref& r : refs) r.cancel(cancel_cause::shutdown);

@@ -42,8 +42,7 @@ void consumer::impl::deliver(const std::vector<stream_entry>& entries, bool recl
     const duration freshness = ms_field(e.field("freshness_ms"), duration::max());
     const duration min_budget = ms_field(e.field("min_budget_ms"), duration::zero());
     const job_age age = age_on_broker(*sid, broker_now);
-    const time_point start_by =
-        opts.judge_freshness ? start_by_on_our_clock(age, freshness, sent) : never;
+    const time_point start_by = opts.judge_freshness ? start_by_on_our_clock(age, freshness, sent) : never;
     {
       std::lock_guard lock(mu);
       if (held_entries.count(e.id) != 0) continue;  // ours already (reclaimed while we renewed late)

@@ -66,9 +66,9 @@ duration fleet_predicted_wait(std::uint64_t backlog, duration mean_run, std::uin
 
 duration freshness_at_entry(duration freshness, duration round_trip) noexcept {
   if (freshness == duration::max()) return freshness;
-  const duration trips = round_trip <= duration::zero() ? duration::zero()
+  const duration trips = round_trip <= duration::zero()      ? duration::zero()
                          : round_trip >= duration::max() / 2 ? duration::max()
-                                                              : 2 * round_trip;
+                                                             : 2 * round_trip;
   return freshness > trips ? freshness - trips : duration::zero();
 }
 

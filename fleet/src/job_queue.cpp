@@ -191,10 +191,10 @@ std::int64_t broker_us(const redis_reply& s, const redis_reply& us) {
 
 job_queue::start_answer job_queue::start(const context& ctx, const held_entry& e, std::string_view consumer,
                                          unsigned max_deliveries, std::string_view token) {
-  const redis_reply r = eval(ctx, detail::start_script, {key("stream"), key("job:" + e.job_id), key("dead")},
-                             {std::string(group), e.entry, std::string(consumer), std::to_string(max_deliveries),
-                              e.job_id, millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1))),
-                              std::string(token)});
+  const redis_reply r = eval(
+      ctx, detail::start_script, {key("stream"), key("job:" + e.job_id), key("dead")},
+      {std::string(group), e.entry, std::string(consumer), std::to_string(max_deliveries), e.job_id,
+       millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1))), std::string(token)});
   if (!r.is_array() || r.elements.size() < 4) broker_error("start", r);
   start_answer a;
   const std::string& v = r.elements[0].str;

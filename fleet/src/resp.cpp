@@ -68,7 +68,8 @@ redisReplyObjectFunctions bounded_table() {
 
 void* bounded_array(const redisReadTask* task, int elements) {
   const auto* limit = static_cast<const std::size_t*>(task->privdata);
-  if (limit != nullptr && elements > 0 && static_cast<std::size_t>(elements) > *limit / 4) return nullptr;  // "Out of memory"
+  if (limit != nullptr && elements > 0 && static_cast<std::size_t>(elements) > *limit / 4)
+    return nullptr;  // "Out of memory"
   return bounded_functions().createArray(task, elements);
 }
 

@@ -25,8 +25,8 @@ std::string ms_text(duration d);
 // What the job's function (the start script, then the handler) returns.
 struct run_value {
   enum class kind {
-    ran,      // the handler ran: `out` is its result
-    expired,  // the start script's TIME said its freshness had run out
+    ran,        // the handler ran: `out` is its result
+    expired,    // the start script's TIME said its freshness had run out
     skipped,    // not ours any more, or an outcome is recorded already
     dead,       // max_deliveries reached: the start script dead-lettered it
     cancelled,  // a DELETE marked it: the start script recorded it cancelled
@@ -37,10 +37,10 @@ struct run_value {
 
 // What we knew of the delivery when its job ended.
 struct delivery_facts {
-  bool reclaimed = false;      // taken over from a dead holder: late is stage reclaim
-  bool started = false;        // the start script said run
-  duration queued{};           // the broker's age of the job when it started (or expired)
-  std::optional<duration> run; // how long the handler ran, when it did
+  bool reclaimed = false;       // taken over from a dead holder: late is stage reclaim
+  bool started = false;         // the start script said run
+  duration queued{};            // the broker's age of the job when it started (or expired)
+  std::optional<duration> run;  // how long the handler ran, when it did
 };
 
 struct settlement {

@@ -166,7 +166,6 @@ TEST_F(JobQueue, AStartCalledAgainWithItsTokenAfterALostReplyCountsOneDelivery) 
   EXPECT_EQ(queue.start(context(), {entry, e.id}, "c1", 2, "life-3/" + entry).v, verdict::dead);
 }
 
-
 // A drain that cuts off a start's reply does not know the start ran: the
 // broker's start token decides, so that delivery is uncounted all the same.
 TEST_F(JobQueue, AHandBackUncountsTheStartsOfThisLifeOnlyWhetherOrNotTheirRepliesArrived) {

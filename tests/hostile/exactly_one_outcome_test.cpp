@@ -25,12 +25,13 @@ struct tally {
   std::mutex mu;
   std::vector<std::string> async_ids;    // to wait for their outcomes
   std::vector<std::string> deleted_ids;  // DELETEd: each must end cancelled
-  std::vector<std::string> surprises;  // the first few unexpected answers
+  std::vector<std::string> surprises;    // the first few unexpected answers
 
   void surprise(const std::string& what, const reply& r) {
     ++unexpected;
     std::lock_guard lock(mu);
-    if (surprises.size() < 5) surprises.push_back(what + ": " + std::to_string(r.status) + " " + r.error + " " + r.body);
+    if (surprises.size() < 5)
+      surprises.push_back(what + ": " + std::to_string(r.status) + " " + r.error + " " + r.body);
   }
 };
 
@@ -127,7 +128,9 @@ void send_one(std::uint16_t port, client& c, int i, tally& t) {
       // before the FIN), admits or refuses it, and a job it admitted ends
       // cancelled/caller_gone. Nobody sees the answer.
       raw_socket s(port);
-      s.send("POST /v1/jobs/sleep HTTP/1.1\r\nHost: t\r\nRequest-Timeout: 20S\r\nContent-Length: 13\r\n\r\n{\"ms\": 60000}");
+      s.send(
+          "POST /v1/jobs/sleep HTTP/1.1\r\nHost: t\r\nRequest-Timeout: 20S\r\nContent-Length: 13\r\n\r\n{\"ms\": "
+          "60000}");
       s.close();
       ++t.disconnects;
       return;
@@ -191,15 +194,21 @@ TEST(ExactlyOneOutcome, TwentyThousandMixedRequestsReconcileWithTheMetrics) {
       ADD_FAILURE() << "DELETEd job " << id << " ended " << state;
     }
   }
-  ASSERT_TRUE(wait_until([&] {
-    const metrics_snapshot m = srv.metrics();
-    return m.queue_depth == 0 && m.workers_busy == 0;
-  }, 30s));
-  ASSERT_TRUE(wait_until([&] {
-    const handler_snapshot s = srv.handler("sleep");
-    const std::uint64_t finished = s.finished_ok + s.finished_error + s.finished_deadline_exceeded + s.finished_cancelled;
-    return finished == s.admitted;
-  }, 30s)) << "every admitted job has its outcome";
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const metrics_snapshot m = srv.metrics();
+        return m.queue_depth == 0 && m.workers_busy == 0;
+      },
+      30s));
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const handler_snapshot s = srv.handler("sleep");
+        const std::uint64_t finished = s.finished_ok + s.finished_error + s.finished_deadline_exceeded +
+                                       s.finished_cancelled;
+        return finished == s.admitted;
+      },
+      30s))
+      << "every admitted job has its outcome";
 
   EXPECT_EQ(t.unexpected.load(), 0u);
   for (const std::string& s : t.surprises) ADD_FAILURE() << "unexpected answer: " << s;

@@ -103,9 +103,9 @@ TEST_F(FleetDaemon, EveryAcceptedJobIsCountedOnceInTheFleetsMetrics) {
   EXPECT_TRUE(wait_until([&] {
     return fleet_sum(&handler_snapshot::finished_ok) == 6u && fleet_sum(&handler_snapshot::finished_error) == 1u &&
            fleet_sum(&handler_snapshot::finished_cancelled) == 1u;
-  })) << "ok " << fleet_sum(&handler_snapshot::finished_ok) << ", error "
-      << fleet_sum(&handler_snapshot::finished_error) << ", cancelled "
-      << fleet_sum(&handler_snapshot::finished_cancelled);
+  })) << "ok "
+      << fleet_sum(&handler_snapshot::finished_ok) << ", error " << fleet_sum(&handler_snapshot::finished_error)
+      << ", cancelled " << fleet_sum(&handler_snapshot::finished_cancelled);
   EXPECT_EQ(fleet_sum(&handler_snapshot::finished_deadline_exceeded), 0u);
   EXPECT_EQ(fleet_sum(&handler_snapshot::rejected_queue_full), 0u) << "the executors' own counts stay out of it";
 }

@@ -84,7 +84,7 @@ struct consumer_options {
   unsigned max_deliveries = 3;
   duration read_block = std::chrono::milliseconds(500);  // longest XREADGROUP BLOCK
   std::size_t max_unwritten_outcomes = 10000;            // kept while the broker is down
-  bool judge_freshness = true;  // false (--policy fifo): every job runs, however late
+  bool judge_freshness = true;                           // false (--policy fifo): every job runs, however late
   std::function<void(const std::string&)> log;           // a line per state change; nullptr: silent
   // Where the outcomes this consumer records are counted, as a daemon counts
   // its own jobs (finished_total, expired_total: a job's first outcome only,
@@ -106,7 +106,7 @@ struct consumer_stats {
   std::uint64_t lost_entries = 0;      // the loss alarm: pending entries whose data was deleted
   std::uint64_t outcomes_dropped = 0;  // more unwritten outcomes than max_unwritten_outcomes
   std::uint64_t broker_errors = 0;
-  std::uint64_t negative_ages = 0;     // entries newer than the broker's TIME (its clock stepped back)
+  std::uint64_t negative_ages = 0;          // entries newer than the broker's TIME (its clock stepped back)
   std::size_t held = 0;                     // entries this daemon holds now
   std::size_t unwritten = 0;                // outcomes waiting for the broker
   bool fenced = false;                      // another process took the name: this consumer stopped

@@ -113,9 +113,9 @@ class job_queue {
                      std::string_view token);
 
   struct renew_answer {
-    bool fenced = false;              // another process holds the consumer name
-    std::vector<std::string> marked;  // entries whose job a DELETE marked
-    std::vector<std::string> lost;    // entries this consumer no longer holds
+    bool fenced = false;               // another process holds the consumer name
+    std::vector<std::string> marked;   // entries whose job a DELETE marked
+    std::vector<std::string> lost;     // entries this consumer no longer holds
     std::vector<std::string> deleted;  // held entries deleted from the stream: the loss alarm
     std::int64_t broker_now_us = 0;
     std::int64_t backlog = 0;  // the queue's entries not yet delivered
