@@ -88,8 +88,9 @@ struct context_state {
 
   hourglass::clock* clk;
   time_point deadline;
+  // Asked directly: a token copy kept here cost every context a reference
+  // count taken and dropped (two locked instructions per job, issue 12).
   cancellation_source source;
-  cancellation_token token = source.token();
   std::shared_ptr<context_state> parent;  // keeps the parent's deadline timer alive
   cancellation_token parent_token;
   std::optional<cancellation_callback<parent_forwarder>> parent_link;
@@ -150,7 +151,7 @@ time_point context::deadline() const noexcept { return state_->deadline; }
 duration context::remaining() const noexcept { return hourglass::remaining(state_->deadline, state_->clk->now()); }
 
 bool context::done() const noexcept {
-  if (state_->token.stop_requested()) return true;
+  if (state_->source.stop_requested()) return true;
   if (state_->deadline == never && !state_->idle) return false;
   const time_point now = state_->clk->now();
   return (state_->deadline != never && now >= state_->deadline) || state_->idle_ran_out(now);
@@ -175,12 +176,12 @@ void context::progress() const noexcept {
 }
 
 status context::stop_status() const noexcept {
-  if (state_->deadline == never && !state_->idle) return state_->token.reason();
+  if (state_->deadline == never && !state_->idle) return state_->source.reason();
   return stop_status(state_->clk->now());
 }
 
 status context::stop_status(time_point now) const noexcept {
-  status s = state_->token.reason();
+  status s = state_->source.reason();
   if (!s.is_ok()) return s;
   if (state_->deadline != never && now >= state_->deadline) return status::expired(expiry_stage::run);
   if (state_->idle_ran_out(now)) return status::expired(expiry_stage::idle);
@@ -191,7 +192,7 @@ void context::check() const {
   if (const status s = stop_status(); !s.is_ok()) throw stopped_error(s);
 }
 
-cancellation_token context::token() const noexcept { return state_->token; }
+cancellation_token context::token() const noexcept { return state_->source.token(); }
 
 bool context::sleep_until(time_point t) const {
   if (done()) return false;
@@ -214,7 +215,7 @@ bool context::sleep_until(time_point t) const {
     // still wakes it through the token.
     waiter w;
     {
-      cancellation_callback on_stop(state_->token, [&w]() noexcept { w.wake(); });
+      cancellation_callback on_stop(state_->source.token(), [&w]() noexcept { w.wake(); });
       std::unique_lock lock(w.mu);
       for (;;) {
         // The idle due time moves with progress from other threads: look again.
@@ -229,17 +230,17 @@ bool context::sleep_until(time_point t) const {
         if (now >= t || (state_->deadline != never && now >= state_->deadline) || state_->idle_ran_out(now)) break;
       }
     }  // the callback is deregistered (or has finished) before `w` goes
-    return !state_->token.stop_requested() && clk.now() >= t;
+    return !state_->source.stop_requested() && clk.now() >= t;
   }
   auto w = std::make_shared<waiter>();
   const timer_id id = clk.schedule(t, [w]() noexcept { w->wake(); });
   {
-    cancellation_callback on_stop(state_->token, [&w]() noexcept { w->wake(); });
+    cancellation_callback on_stop(state_->source.token(), [&w]() noexcept { w->wake(); });
     std::unique_lock lock(w->mu);
     w->cv.wait(lock, [&] { return w->woken; });
   }
   clk.cancel(id);
-  return !state_->token.stop_requested() && clk.now() >= t;
+  return !state_->source.stop_requested() && clk.now() >= t;
 }
 
 void context::end_commit() const noexcept {
@@ -278,7 +279,7 @@ context_source context::child_until(time_point deadline, duration idle_limit) co
   const time_point d = earliest(deadline, state_->deadline);
   auto s = std::make_shared<detail::context_state>(clk, d);
   s->parent = state_;
-  s->parent_token = state_->token;
+  s->parent_token = state_->source.token();
   // Registering on the parent runs the forwarder at once if the parent has
   // already stopped: a child of a stopped parent is born stopped.
   s->parent_link.emplace(s->parent_token, detail::parent_forwarder{&s->source, &s->parent_token});
@@ -318,7 +319,7 @@ context_source context_source::watched(hourglass::clock& clk, time_point deadlin
 
 bool context_source::arm_if_shared() {
   detail::context_state& s = *ctx_.state_;
-  if (ctx_.state_.use_count() <= 1 || s.timer || s.deadline == never || s.token.stop_requested()) return false;
+  if (ctx_.state_.use_count() <= 1 || s.timer || s.deadline == never || s.source.stop_requested()) return false;
   if (s.deadline <= s.clk->now()) {
     s.source.request_stop(status::expired(expiry_stage::run));
     return false;
