@@ -70,12 +70,15 @@ void wait_on_asio_timer(const context& ctx, tally& t) {
 // The floor, in the same run: `concurrency` plain threads, each waiting on a
 // condition variable until deadlines drawn the same way, with the same timer
 // slack as hourglass's timer thread. No executor, no context, no callbacks:
-// what the machine's timers and scheduler cost by themselves.
-histogram_snapshot measure_bare_waits(const cancel_options& o, tally& t) {
+// what the machine's timers and scheduler cost by themselves. With a
+// `spin_margin`, each wait wakes that much early and spins to its deadline;
+// `spun` adds up the time spent spinning.
+histogram_snapshot measure_bare_waits(const cancel_options& o, duration spin_margin, tally& t,
+                                      std::atomic<std::int64_t>& spun) {
   std::vector<std::thread> threads;
   const std::size_t per_thread = (o.jobs + o.concurrency - 1) / o.concurrency;
   for (std::size_t i = 0; i < o.concurrency; ++i) {
-    threads.emplace_back([&o, &t, per_thread, i] {
+    threads.emplace_back([&o, &t, &spun, spin_margin, per_thread, i] {
       request_precise_timed_waits();  // as hourglass's timer thread and workers do
       std::mt19937_64 rng(i);
       std::uniform_int_distribution<std::int64_t> spread(0, o.budget.count());
@@ -84,8 +87,12 @@ histogram_snapshot measure_bare_waits(const cancel_options& o, tally& t) {
       for (std::size_t n = 0; n < per_thread; ++n) {
         const time_point deadline = steady::now() + o.budget + duration(spread(rng));
         std::unique_lock lock(mu);
-        cv.wait_until(lock, deadline, [] { return false; });
-        t.seen(deadline, steady::now());
+        cv.wait_until(lock, deadline - spin_margin, [] { return false; });
+        const time_point woke = steady::now();
+        time_point now = woke;
+        while (now < deadline) now = steady::now();
+        spun.fetch_add((now - woke).count(), std::memory_order_relaxed);
+        t.seen(deadline, now);
       }
     });
   }
@@ -142,11 +149,21 @@ std::string quantiles_line(const char* name, const histogram_snapshot& h, double
 cancel_report run_cancel(const cancel_options& o, const std::function<void(const std::string&)>& progress) {
   if (o.jobs == 0 || o.concurrency == 0) throw std::invalid_argument("--jobs and --concurrency must be at least 1");
   if (o.budget <= duration::zero()) throw std::invalid_argument("--budget must be positive");
+  if (o.spin_margin < duration::zero() || o.spin_margin > o.budget) {
+    throw std::invalid_argument("--spin-floor must be between 0 and --budget");
+  }
   cancel_report r;
   r.options = o;
   {
     tally t;
-    r.bare_wait = measure_bare_waits(o, t);
+    std::atomic<std::int64_t> spun{0};
+    r.bare_wait = measure_bare_waits(o, duration::zero(), t, spun);
+  }
+  if (o.spin_margin > duration::zero()) {
+    tally t;
+    std::atomic<std::int64_t> spun{0};
+    r.spin_wait = measure_bare_waits(o, o.spin_margin, t, spun);
+    if (r.spin_wait.count != 0) r.spin_per_wait = duration(spun.load() / static_cast<std::int64_t>(r.spin_wait.count));
   }
   for (const wait_kind kind : {wait_kind::sleep_for, wait_kind::asio_timer}) {
     tally t;
@@ -192,6 +209,12 @@ void print_table(std::ostream& out, const cancel_report& r) {
   out << quantiles_line("bare cv wait", r.bare_wait, 1e3);
   out << quantiles_line("ctx.sleep_for", r.sleep_for, 1e3);
   out << quantiles_line("asio timer", r.asio_timer, 1e3);
+  if (o.spin_margin > duration::zero()) {
+    out << quantiles_line("cv wait + spin", r.spin_wait, 1e3);
+    std::snprintf(line, sizeof line, "  (the spin floor woke %.1f us early and spun %.1f us per wait on average)\n",
+                  to_millis(o.spin_margin) * 1e3, to_millis(r.spin_per_wait) * 1e3);
+    out << line;
+  }
   std::snprintf(line, sizeof line, "ended before the deadline: %llu   expired before they started: %llu\n",
                 static_cast<unsigned long long>(r.early), static_cast<unsigned long long>(r.not_measured));
   out << line;
@@ -214,6 +237,11 @@ std::string to_json(const cancel_report& r) {
   add_latency_json(j.key("bare_wait_us"), r.bare_wait, 1e3);
   add_latency_json(j.key("sleep_for_us"), r.sleep_for, 1e3);
   add_latency_json(j.key("asio_timer_us"), r.asio_timer, 1e3);
+  if (r.options.spin_margin > duration::zero()) {
+    j.member("spin_margin_us", to_millis(r.options.spin_margin) * 1e3);
+    add_latency_json(j.key("spin_wait_us"), r.spin_wait, 1e3);
+    j.member("spin_per_wait_us", to_millis(r.spin_per_wait) * 1e3);
+  }
   j.member("early", r.early).member("not_measured", r.not_measured);
   if (r.http) {
     j.key("http").begin_object().member("requests", r.http->sent).member("budget_ms", to_millis(r.options.http_budget));

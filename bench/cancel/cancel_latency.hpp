@@ -10,6 +10,9 @@
 // wait at once, with their deadlines spread over `budget`. Beside them, in
 // the same run, the floor: as many plain threads waiting on a condition
 // variable until deadlines drawn the same way (what timers cost without us).
+// With --spin-floor M, one more floor: the same plain waits woken M early and
+// spinning to the deadline, with the CPU each spent: what a waiter that never
+// lets its CPU idle near its deadline would get (hourglass does not spin).
 //
 // Over HTTP (with --url): hourglass-bench http against the daemon's sleep
 // handler with a budget far shorter than the sleep: each request's 504 is
@@ -35,6 +38,7 @@ struct cancel_options {
   std::size_t requests = 500;                      // over HTTP
   std::size_t connections = 100;                   // over HTTP: requests in flight at once
   duration http_budget = std::chrono::milliseconds(50);
+  duration spin_margin = duration::zero();  // > 0: also the spin floor, woken this early
 };
 
 struct cancel_report {
@@ -43,6 +47,8 @@ struct cancel_report {
   histogram_snapshot bare_wait{log_bucket_layout::three_digits_precision};  // the floor: plain threads, no hourglass
   histogram_snapshot sleep_for{log_bucket_layout::three_digits_precision};
   histogram_snapshot asio_timer{log_bucket_layout::three_digits_precision};
+  histogram_snapshot spin_wait{log_bucket_layout::three_digits_precision};  // empty unless spin_margin > 0
+  duration spin_per_wait = duration::zero();                              // mean CPU spent spinning, per wait
   std::uint64_t early = 0;         // waits that ended before the deadline (a bug if not 0)
   std::uint64_t not_measured = 0;  // jobs of both kinds that expired before they started (not a wait)
   std::optional<http_report> http;

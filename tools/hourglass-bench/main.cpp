@@ -141,6 +141,8 @@ int main(int argc, char** argv) {
   cn->add_option("--requests", cno.requests, "over HTTP: requests to the sleep handler")->capture_default_str();
   cn->add_option("--connections", cno.connections, "over HTTP: requests in flight at once")->capture_default_str();
   add_duration(*cn, "--http-budget", cno.http_budget, "over HTTP: each request's budget (Request-Timeout)");
+  add_duration(*cn, "--spin-floor", cno.spin_margin,
+               "also measure plain waits woken this early that spin to their deadline (0: not measured)");
   cn->add_flag("--json", cn_json, "print one JSON object as the last line of standard output");
 
   // ---- http ----
