@@ -39,6 +39,23 @@ void BM_Metrics_OnFinished(benchmark::State& state) {
 }
 BENCHMARK(BM_Metrics_OnFinished)->Threads(1)->Threads(2);
 
+// What a worker records per job with a deadline (dispatch and finish), into
+// the registry's shared histograms or into a shard of its own (range(0) = 1).
+void BM_Metrics_PerJob(benchmark::State& state) {
+  static metrics m;
+  const bool sharded = state.range(0) != 0;
+  metrics_shard* shard = sharded ? m.acquire_shard() : nullptr;
+  handler_metrics& h = m.handler("bench");
+  const auto d = std::chrono::microseconds(250);
+  for (auto _ : state) {
+    m.on_dispatch(d, d, shard);
+    m.on_finished(h, status::ok(), d, false, shard);
+  }
+  m.release_shard(shard);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Metrics_PerJob)->ArgName("shard")->Arg(0)->Arg(1)->Threads(1)->Threads(2);
+
 void BM_Metrics_Snapshot(benchmark::State& state) {
   static metrics m;
   m.handler("bench");

@@ -137,6 +137,22 @@ void log_histogram::record_ns(std::uint64_t ns) noexcept {
   note_extremes(ns, ns);
 }
 
+void log_histogram::record_single_writer(duration d) noexcept {
+  record_ns_single_writer(d.count() <= 0 ? 0 : static_cast<std::uint64_t>(d.count()));
+}
+
+void log_histogram::record_ns_single_writer(std::uint64_t ns) noexcept {
+  const auto bump = [](std::atomic<std::uint64_t>& a, std::uint64_t by) { a.store(a.load(relaxed) + by, relaxed); };
+  if (ns > highest_trackable_ns) {
+    ns = highest_trackable_ns;
+    bump(clamped_, 1);
+  }
+  bump(buckets_[layout_.index_of(ns)], 1);
+  bump(sum_, ns);
+  if (ns < min_.load(relaxed)) min_.store(ns, relaxed);
+  if (ns > max_.load(relaxed)) max_.store(ns, relaxed);
+}
+
 void log_histogram::note_extremes(std::uint64_t lo, std::uint64_t hi) noexcept {
   std::uint64_t cur = min_.load(relaxed);
   while (lo < cur && !min_.compare_exchange_weak(cur, lo, relaxed)) {

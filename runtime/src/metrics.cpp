@@ -252,13 +252,27 @@ void metrics::on_refused(handler_metrics& h, const status& st) noexcept {
   }
 }
 
-void metrics::on_dispatch(duration queue_delay_time, duration remaining_at_dispatch) noexcept {
+void metrics::on_dispatch(duration queue_delay_time, duration remaining_at_dispatch, metrics_shard* shard) noexcept {
+  if (shard != nullptr) {
+    shard->queue_delay.record_single_writer(queue_delay_time);
+    if (remaining_at_dispatch != duration::max()) {
+      shard->remaining_budget_at_dispatch.record_single_writer(remaining_at_dispatch);
+    }
+    return;
+  }
   queue_delay.record(queue_delay_time);
   if (remaining_at_dispatch != duration::max()) remaining_budget_at_dispatch.record(remaining_at_dispatch);
 }
 
-void metrics::on_finished(handler_metrics& h, const status& st, duration run_time, bool completed_late) noexcept {
-  if (count_finish(h, st, run_time)) run_duration.record(run_time);
+void metrics::on_finished(handler_metrics& h, const status& st, duration run_time, bool completed_late,
+                          metrics_shard* shard) noexcept {
+  if (count_finish(h, st, run_time)) {
+    if (shard != nullptr) {
+      shard->run_duration.record_single_writer(run_time);
+    } else {
+      run_duration.record(run_time);
+    }
+  }
   if (completed_late) {
     h.completed_late.add();
     h.completed_late_ns.add(non_negative_ns(run_time));
@@ -344,7 +358,30 @@ metrics_snapshot metrics::snapshot() const {
   s.remaining_budget_at_dispatch = remaining_budget_at_dispatch.snapshot();
   s.run_duration = run_duration.snapshot();
   s.time_to_first_output = time_to_first_output.snapshot();
+  std::shared_lock lock(mutex_);
+  for (const auto& shard : shards_) {
+    s.queue_delay.merge(shard->queue_delay.snapshot());
+    s.remaining_budget_at_dispatch.merge(shard->remaining_budget_at_dispatch.snapshot());
+    s.run_duration.merge(shard->run_duration.snapshot());
+  }
   return s;
+}
+
+metrics_shard* metrics::acquire_shard() {
+  std::unique_lock lock(mutex_);
+  if (!free_shards_.empty()) {
+    metrics_shard* shard = free_shards_.back();
+    free_shards_.pop_back();
+    return shard;
+  }
+  shards_.push_back(std::make_unique<metrics_shard>(options_.histogram_precision));
+  return shards_.back().get();
+}
+
+void metrics::release_shard(metrics_shard* shard) {
+  if (shard == nullptr) return;
+  std::unique_lock lock(mutex_);
+  free_shards_.push_back(shard);
 }
 
 void metrics::attach_gauges(const void* owner, gauge_reader queue_depth_of, gauge_reader workers_busy_of) {

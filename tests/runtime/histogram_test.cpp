@@ -118,6 +118,28 @@ TEST(log_histogram, CountSumMinMaxAreExact) {
   EXPECT_DOUBLE_EQ(s.mean_ns(), static_cast<double>(s.sum_ns) / 4.0);
 }
 
+// One writer's plain updates keep exactly the state locked ones would.
+TEST(log_histogram, SingleWriterRecordingEqualsRecording) {
+  log_histogram locked, plain;
+  const std::uint64_t values[] = {999, 0, 1'234'567, 5, log_histogram::highest_trackable_ns + 7, 2'000'000'000, 64};
+  for (const std::uint64_t v : values) {
+    locked.record_ns(v);
+    plain.record_ns_single_writer(v);
+  }
+  locked.record(std::chrono::nanoseconds(-3));
+  plain.record_single_writer(std::chrono::nanoseconds(-3));
+  locked.record(std::chrono::microseconds(3));
+  plain.record_single_writer(std::chrono::microseconds(3));
+  const auto a = locked.snapshot(), b = plain.snapshot();
+  EXPECT_EQ(b.count, 9u);
+  EXPECT_EQ(b.counts, a.counts);
+  EXPECT_EQ(b.sum_ns, a.sum_ns);
+  EXPECT_EQ(b.min_ns, 0u);
+  EXPECT_EQ(b.max_ns, log_histogram::highest_trackable_ns);
+  EXPECT_EQ(b.clamped, 1u);
+  EXPECT_EQ(b.clamped, a.clamped);
+}
+
 TEST(log_histogram, SmallValuesAreExact) {
   log_histogram h;  // P = 6: everything below 128 has a bucket of its own
   std::vector<std::uint64_t> values;

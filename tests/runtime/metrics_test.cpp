@@ -363,6 +363,80 @@ TEST(metrics_recorders, OnDispatch) {
   expect_globals_untouched(s);
 }
 
+// A shard's records land in the same families as the registry's own.
+TEST(metrics_shards, RecordIntoTheSameFamilies) {
+  metrics m;
+  metrics_shard* shard = m.acquire_shard();
+  ASSERT_NE(shard, nullptr);
+  handler_metrics& h = m.handler("h");
+  m.on_dispatch(3ms, 40ms, shard);
+  m.on_dispatch(1ms, duration::max());  // the registry's own histograms
+  m.on_dispatch(-1ns, duration::max(), shard);
+  m.on_finished(h, status::ok(), 2ms, false, shard);
+  m.on_finished(h, status::cancelled(cancel_cause::requested), duration::zero(), false, shard);  // never ran
+  m.on_finished(h, status::ok(), 5ms, true);
+  const auto s = m.snapshot();
+  EXPECT_EQ(counts_of(s), (histogram_counts{0, 3, 1, 2}));
+  EXPECT_EQ(s.queue_delay.sum_ns, 4'000'000u);
+  EXPECT_EQ(s.queue_delay.min_ns, 0u);
+  EXPECT_EQ(s.queue_delay.max_ns, 3'000'000u);
+  EXPECT_EQ(s.remaining_budget_at_dispatch.sum_ns, 40'000'000u);
+  EXPECT_EQ(s.run_duration.sum_ns, 7'000'000u);
+  EXPECT_EQ(s.find("h")->finished_ok, 2u);
+  EXPECT_EQ(s.find("h")->finished_cancelled, 1u);
+  EXPECT_EQ(s.find("h")->completed_late, 1u);
+  m.release_shard(shard);
+}
+
+// A released shard stays counted and is handed to the next writer.
+TEST(metrics_shards, AReleasedShardKeepsItsValuesAndIsReused) {
+  metrics m;
+  metrics_shard* a = m.acquire_shard();
+  metrics_shard* b = m.acquire_shard();
+  EXPECT_NE(a, b);
+  m.on_dispatch(1ms, 9ms, a);
+  m.on_dispatch(2ms, 8ms, b);
+  m.release_shard(a);
+  EXPECT_EQ(m.snapshot().queue_delay.count, 2u);
+  EXPECT_EQ(m.acquire_shard(), a);
+  m.on_dispatch(4ms, 6ms, a);
+  const auto s = m.snapshot();
+  EXPECT_EQ(s.queue_delay.count, 3u);
+  EXPECT_EQ(s.queue_delay.sum_ns, 7'000'000u);
+  EXPECT_EQ(s.remaining_budget_at_dispatch.sum_ns, 23'000'000u);
+  m.release_shard(nullptr);  // nothing
+  m.release_shard(a);
+  m.release_shard(b);
+}
+
+// One shard per thread, with snapshots taken meanwhile: exact totals.
+TEST(metrics_shards, ConcurrentWritersEachWithAShardCountExactly) {
+  metrics m;
+  constexpr int threads = 4, per_thread = 20'000;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&m] {
+      metrics_shard* shard = m.acquire_shard();
+      handler_metrics& h = m.handler("h");
+      for (int i = 0; i < per_thread; ++i) {
+        m.on_dispatch(1ms, 9ms, shard);
+        m.on_finished(h, status::ok(), 2ms, false, shard);
+        if (i % 2'000 == 0) {
+          EXPECT_LE(m.snapshot().run_duration.count, std::uint64_t{threads} * per_thread);
+        }
+      }
+      m.release_shard(shard);
+    });
+  }
+  for (auto& th : pool) th.join();
+  const auto s = m.snapshot();
+  EXPECT_EQ(s.queue_delay.count, std::uint64_t{threads} * per_thread);
+  EXPECT_EQ(s.remaining_budget_at_dispatch.sum_ns, std::uint64_t{threads} * per_thread * 9'000'000);
+  EXPECT_EQ(s.run_duration.count, std::uint64_t{threads} * per_thread);
+  EXPECT_EQ(s.run_duration.sum_ns, std::uint64_t{threads} * per_thread * 2'000'000);
+  EXPECT_EQ(s.find("h")->finished_ok, std::uint64_t{threads} * per_thread);
+}
+
 struct finished_case {
   const char* what;
   status st;

@@ -354,3 +354,38 @@ TEST(Executor, AJobMayReportItNeverReallyStarted) {
 
 }  // namespace
 }  // namespace hourglass
+
+namespace hourglass {
+namespace {
+
+// Workers record their jobs' histograms in shards of the registry; a later
+// executor on the same registry adds to the same totals.
+TEST(Executor, WorkersHistogramsReachTheRegistryAcrossExecutors) {
+  manual_clock clk;
+  metrics registry;
+  constexpr int per_executor = 50;
+  for (int round = 0; round < 2; ++round) {
+    executor_options o;
+    o.workers = 1;  // one job advances the clock at a time: every run takes exactly 1 ms
+    o.clock = &clk;
+    o.metrics = &registry;
+    executor ex(o);
+    std::vector<job_handle<int>> jobs;
+    for (int i = 0; i < per_executor; ++i) {
+      jobs.push_back(ex.submit(job_options::within(clk, 1h), [&clk](const context&) {
+        clk.advance(1ms);
+        return 1;
+      }));
+    }
+    for (auto& j : jobs) EXPECT_TRUE(j.get().ok());
+  }
+  const auto s = registry.snapshot();
+  EXPECT_EQ(s.find("default")->finished_ok, 2u * per_executor);
+  EXPECT_EQ(s.queue_delay.count, 2u * per_executor);
+  EXPECT_EQ(s.remaining_budget_at_dispatch.count, 2u * per_executor);
+  EXPECT_EQ(s.run_duration.count, 2u * per_executor);
+  EXPECT_EQ(s.run_duration.sum_ns, 2u * per_executor * 1'000'000);
+}
+
+}  // namespace
+}  // namespace hourglass

@@ -56,6 +56,9 @@ struct alignas(64) executor::worker_slot {
   bool guest = false;              // a submitter's, for run_here (set at construction)
   std::atomic<bool> taken{false};  // a guest slot held by a submitter
   std::shared_ptr<worker_watch> watch = std::make_shared<worker_watch>();
+  // The per-job histograms of whoever runs in this slot (one thread at a
+  // time): recorded without locked instructions (metrics.hpp, "Shards").
+  metrics_shard* shard = nullptr;
   alignas(64) held_batch batch;
   static_assert(held_batch::capacity >= max_batch, "a bulk pop fits in a batch");
 };
@@ -96,10 +99,14 @@ executor::executor(executor_options options)
           admission_options{options.deadline_checks, options.deadline_checks && options.predicted_wait_admission}}) {
   paused_ = options.start_paused;
   update_control_locked();  // no worker runs yet
-  for (std::size_t i = 0; i < worker_count_; ++i) slots_.push_back(std::make_unique<worker_slot>());
+  for (std::size_t i = 0; i < worker_count_; ++i) {
+    slots_.push_back(std::make_unique<worker_slot>());
+    slots_.back()->shard = metrics_->acquire_shard();
+  }
   for (std::size_t i = 0; i < worker_count_; ++i) {
     guests_.push_back(std::make_unique<worker_slot>());
     guests_.back()->guest = true;
+    guests_.back()->shard = metrics_->acquire_shard();
   }
   threads_.reserve(worker_count_);
   metrics_->attach_gauges(
@@ -119,6 +126,10 @@ executor::~executor() {
   }
   if (!done) shutdown(time_point::min());
   metrics_->detach_gauges(this);
+  // Every worker has left and every guest slot is back (shutdown waits for both).
+  for (auto* slots : {&slots_, &guests_}) {
+    for (auto& slot : *slots) metrics_->release_shard(slot->shard);
+  }
 }
 
 std::size_t executor::busy() const noexcept {
@@ -334,9 +345,10 @@ std::size_t executor::run_pending() {
   return n;
 }
 
-void executor::finish(detail::job_record* rec, status st) {
+void executor::finish(detail::job_record* rec, status st, worker_slot* slot) {
   rec->state.store(detail::job_state::done, std::memory_order_release);
-  metrics_->on_finished(*rec->metrics, st, rec->timings.run_time, rec->timings.completed_late);
+  metrics_->on_finished(*rec->metrics, st, rec->timings.run_time, rec->timings.completed_late,
+                        slot != nullptr ? slot->shard : nullptr);
   rec->deliver(st, rec->timings);
 }
 
@@ -394,7 +406,7 @@ void executor::run_one(detail::job_record* rec, worker_slot* slot, worker_clock*
     early = status::cancelled(cancel_cause::shutdown);
   }
   if (!early.is_ok()) {
-    finish(rec, early);
+    finish(rec, early, slot);
     rec->release();
     return;
   }
@@ -418,7 +430,7 @@ void executor::run_one(detail::job_record* rec, worker_slot* slot, worker_clock*
     }
   }
   t.remaining_at_dispatch = remaining(rec->bounds.deadline, start);
-  metrics_->on_dispatch(t.queue_delay, t.remaining_at_dispatch);
+  metrics_->on_dispatch(t.queue_delay, t.remaining_at_dispatch, slot != nullptr ? slot->shard : nullptr);
   rec->state.store(detail::job_state::running, std::memory_order_release);
   // Only a job with a context can be cancelled by shutdown() or expired by
   // the watch: only it needs to be seen in the slot (two uncontended mutex
@@ -490,7 +502,7 @@ void executor::run_one(detail::job_record* rec, worker_slot* slot, worker_clock*
   const run_verdict verdict = run_outcome(facts);
   t.completed_late = verdict.completed_late;
   const status st = verdict.st;
-  finish(rec, st);
+  finish(rec, st, slot);
   rec->release();
 }
 

@@ -25,6 +25,10 @@
 // Thread safety: record/record_ns/merge may be called from any number of
 // threads concurrently; they are lock-free (one relaxed fetch_add on the
 // bucket and the sum, plus a load, and rarely a CAS, for min and max).
+// record_single_writer/record_ns_single_writer are for a histogram that one
+// thread at a time records into (nothing else records, merges or resets
+// meanwhile; a mutex or a join orders successive writers): they update with a
+// plain load and store, no locked instruction. Readers may still run.
 // Readers (count, snapshot, value_at_quantile, ...) may run concurrently with
 // recorders and see a state that is not an instant: each field is read
 // separately. snapshot() derives its count from the buckets and clamps min/max
@@ -117,6 +121,9 @@ class log_histogram {
 
   void record(duration d) noexcept;
   void record_ns(std::uint64_t ns) noexcept;
+  // One writer at a time only (see "Thread safety").
+  void record_single_writer(duration d) noexcept;
+  void record_ns_single_writer(std::uint64_t ns) noexcept;
 
   std::uint64_t count() const noexcept;  // sums the buckets: O(buckets)
   std::uint64_t sum_ns() const noexcept;

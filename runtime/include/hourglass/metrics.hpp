@@ -74,6 +74,13 @@
 //   on_retry_denied_deadline()      retries.denied_deadline += 1
 //   on_retry_denied_budget()        retries.denied_retry_budget += 1
 //   (retry_call(..., &m.retries) updates the same three counters itself.)
+// Shards: on_dispatch and on_finished take an optional metrics_shard, whose
+// histograms stand in for queue_delay, remaining_budget_at_dispatch and
+// run_duration. A shard has one writer at a time (an executor's worker), so
+// it records without locked instructions and its lines stay in that writer's
+// cache; snapshot() adds every shard into those families. A shard is never
+// freed before the registry: release_shard() keeps its values counted and
+// hands it to the next acquire_shard().
 // Gauges (queue_depth, workers_busy) are maintained by their owners directly,
 // or, for an owner that knows them better than a per-job set() would (the
 // executor), read from it at snapshot time: attach_gauges(). While attached,
@@ -229,6 +236,19 @@ inline constexpr std::array<std::uint64_t, 18> prometheus_bucket_bounds_ns = {
     10'000'000,    25'000'000,    50'000'000,    100'000'000,    250'000'000,    500'000'000,
     1'000'000'000, 2'500'000'000, 5'000'000'000, 10'000'000'000, 30'000'000'000, 60'000'000'000};
 
+// The per-job histograms of one writer at a time (see "Shards" above).
+class alignas(64) metrics_shard {
+ public:
+  explicit metrics_shard(unsigned precision)
+      : queue_delay(precision), remaining_budget_at_dispatch(precision), run_duration(precision) {}
+
+ private:
+  friend class metrics;
+  log_histogram queue_delay;
+  log_histogram remaining_budget_at_dispatch;
+  log_histogram run_duration;
+};
+
 struct metrics_options {
   std::size_t max_handlers = 256;  // distinct handler blocks, "other" not included
   unsigned histogram_precision = log_histogram::default_precision;
@@ -254,8 +274,11 @@ class metrics {
   void on_insufficient_budget(handler_metrics& h) noexcept;
   void on_invalid_timeout(handler_metrics& h) noexcept;
   void on_refused(handler_metrics& h, const status& st) noexcept;
-  void on_dispatch(duration queue_delay, duration remaining_at_dispatch) noexcept;
-  void on_finished(handler_metrics& h, const status& st, duration run_time, bool completed_late) noexcept;
+  // With a shard (from acquire_shard, held by the calling thread alone), its
+  // histograms record instead of the registry's own: no locked instruction.
+  void on_dispatch(duration queue_delay, duration remaining_at_dispatch, metrics_shard* shard = nullptr) noexcept;
+  void on_finished(handler_metrics& h, const status& st, duration run_time, bool completed_late,
+                   metrics_shard* shard = nullptr) noexcept;
   void on_recorded(handler_metrics& h, const status& st) noexcept;
   void on_first_output(duration since_start) noexcept;
   void on_retry_attempt() noexcept;
@@ -263,6 +286,12 @@ class metrics {
   void on_retry_denied_budget() noexcept;
 
   metrics_snapshot snapshot() const;
+
+  // A shard for one writer at a time, valid for the registry's lifetime. The
+  // mutex here and in release_shard orders one writer's records before the next's.
+  metrics_shard* acquire_shard();
+  // Its values stay in the totals; the next acquire_shard() may hand it out again.
+  void release_shard(metrics_shard* shard);
 
   // Gauges read at snapshot time from `owner` (see "Gauges" above). One owner
   // at a time; detach_gauges(owner) stores the owner's last values into the
@@ -295,6 +324,8 @@ class metrics {
   std::map<std::string_view, handler_metrics*, std::less<>> by_name_;
   std::size_t named_ = 0;  // blocks counted against max_handlers
   handler_metrics* other_ = nullptr;
+  std::vector<std::unique_ptr<metrics_shard>> shards_;  // every shard ever made
+  std::vector<metrics_shard*> free_shards_;             // released, for the next acquire
   // attach_gauges(), guarded by mutex_
   const void* gauge_owner_ = nullptr;
   gauge_reader queue_depth_of_ = nullptr;

@@ -232,7 +232,8 @@ class executor {
   worker_slot* borrow_idle_worker() noexcept;
   // Runs an admitted job on this thread in `guest`, then gives the slot back.
   void run_here(detail::job_record* rec, time_point now, worker_slot* guest);
-  void finish(detail::job_record* rec, status st);
+  // `slot`: whose metrics shard records it (nullptr: the registry's own histograms).
+  void finish(detail::job_record* rec, status st, worker_slot* slot);
   // `n` popped records have their outcomes (see all_settled).
   void settle(std::size_t n) noexcept;
   handler_metrics& resolve(const job_options& o) {
