@@ -48,7 +48,7 @@ struct cancel_report {
   histogram_snapshot sleep_for{log_bucket_layout::three_digits_precision};
   histogram_snapshot asio_timer{log_bucket_layout::three_digits_precision};
   histogram_snapshot spin_wait{log_bucket_layout::three_digits_precision};  // empty unless spin_margin > 0
-  duration spin_per_wait = duration::zero();                              // mean CPU spent spinning, per wait
+  duration spin_per_wait = duration::zero();                                // mean CPU spent spinning, per wait
   std::uint64_t early = 0;         // waits that ended before the deadline (a bug if not 0)
   std::uint64_t not_measured = 0;  // jobs of both kinds that expired before they started (not a wait)
   std::optional<http_report> http;
