@@ -62,9 +62,10 @@ TEST(HttpServerAsync, DeleteCancelsARunningJobAtOnce) {
 }
 
 TEST(HttpServerAsync, DeleteCancelsAQueuedJobThatThenNeverRuns) {
+  manual_clock clk;  // the blocker runs until the test moves the clock
   server_options o = test_options();
   o.workers = 1;
-  test_server srv(o);
+  test_server srv(o, {}, clk);
   client c(srv.port());
   const std::string blocker = submit(c, "sleep", R"({"ms": 400})");
   ASSERT_TRUE(wait_until([&] { return state_of(c, blocker) == "running"; }));
@@ -73,54 +74,76 @@ TEST(HttpServerAsync, DeleteCancelsAQueuedJobThatThenNeverRuns) {
   const reply d = c.request("DELETE", queued);
   EXPECT_EQ(d.status, 200u) << "a queued job is cancelled on the spot";
   EXPECT_EQ(json_string(d.body, "state"), "cancelled");
-  ASSERT_TRUE(wait_until([&] { return state_of(c, blocker) == "ok"; }));
+  ASSERT_TRUE(wait_until([&] {
+    clk.advance(std::chrono::milliseconds(400));
+    return state_of(c, blocker) == "ok";
+  }));
   EXPECT_EQ(srv.handler("echo").finished_ok, 0u);
 }
 
 TEST(HttpServerAsync, FreshnessExpiresAJobThatWaitedTooLong) {
+  manual_clock clk;
   server_options o = test_options();
   o.workers = 1;
-  test_server srv(o);
+  test_server srv(o, {}, clk);
   client c(srv.port());
   const std::string blocker = submit(c, "sleep", R"({"ms": 400})");
   ASSERT_TRUE(wait_until([&] { return state_of(c, blocker) == "running"; }));
   const std::string stale = submit(c, "echo", "x", {{"Prefer", "respond-async"}, {"Job-Freshness", "100m"}});
-  ASSERT_TRUE(wait_until([&] { return state_of(c, stale) == "deadline_exceeded"; }, 3s));
+  EXPECT_EQ(state_of(c, stale), "queued");
+  // Time passes until the blocker is done (it may not be asleep yet when
+  // the clock first moves); the echo job is then far past its freshness.
+  ASSERT_TRUE(wait_until([&] {
+    clk.advance(std::chrono::milliseconds(400));
+    return state_of(c, blocker) == "ok";
+  }));
+  ASSERT_TRUE(wait_until([&] { return state_of(c, stale) == "deadline_exceeded"; }));
   EXPECT_EQ(json_string(c.get(stale).body, "stage"), "queue");
   EXPECT_EQ(srv.handler("echo").expired_queue, 1u);
   EXPECT_EQ(srv.handler("echo").finished_ok, 0u);
 }
 
 TEST(HttpServerAsync, TheRunTimeIsBoundedByTheHandlerNotTheCaller) {
-  test_server srv(test_options(), [](http_server& s) {
-    s.add_handler(
-        "slow",
-        [](const context& ctx, const request_view&) {
-          ctx.sleep_for(std::chrono::seconds(10));
-          ctx.check();
-          return handler_result{};
-        },
-        handler_options{std::chrono::milliseconds(150), std::nullopt});
-  });
+  manual_clock clk;
+  test_server srv(
+      test_options(),
+      [](http_server& s) {
+        s.add_handler(
+            "slow",
+            [](const context& ctx, const request_view&) {
+              ctx.sleep_for(std::chrono::seconds(10));
+              ctx.check();
+              return handler_result{};
+            },
+            handler_options{std::chrono::milliseconds(150), std::nullopt});
+      },
+      clk);
   client c(srv.port());
   // A caller's tiny budget header does not bound an async job: only its freshness does.
   const std::string loc = submit(c, "slow", "", {{"Prefer", "respond-async"}, {"Request-Timeout", "1m"}});
-  ASSERT_TRUE(wait_until([&] { return state_of(c, loc) == "deadline_exceeded"; }, 3s));
+  ASSERT_TRUE(wait_until([&] { return state_of(c, loc) == "running"; }));
+  clk.advance(std::chrono::milliseconds(149));
+  EXPECT_EQ(state_of(c, loc), "running") << "1 ms before its run limit";
+  clk.advance(std::chrono::milliseconds(1));
+  ASSERT_TRUE(wait_until([&] { return state_of(c, loc) == "deadline_exceeded"; }));
   const reply r = c.get(loc);
   EXPECT_EQ(json_string(r.body, "stage"), "run");
-  EXPECT_GE(json_number(r.body, "run_ms"), 140.0);
+  EXPECT_EQ(json_number(r.body, "run_ms"), 150.0);
 }
 
 TEST(HttpServerAsync, UnknownIdsAre404AndFinishedJobsExpire) {
+  manual_clock clk;
   server_options o = test_options();
   o.async_ttl = std::chrono::milliseconds(200);
-  test_server srv(o);
+  test_server srv(o, {}, clk);
   client c(srv.port());
   EXPECT_EQ(c.get("/v1/jobs/0123456789abcdef0123456789abcdef").status, 404u);
   EXPECT_EQ(c.request("DELETE", "/v1/jobs/nope").status, 404u);
   const std::string loc = submit(c, "echo", "x");
   ASSERT_TRUE(wait_until([&] { return state_of(c, loc) == "ok"; }));
-  ASSERT_TRUE(wait_until([&] { return c.get(loc).status == 404u; }, 3s)) << "kept for --async-ttl only";
+  clk.advance(
+      std::chrono::milliseconds(200));  // the exact edge: HttpServerClock.AFinishedAsyncJobIsKeptForTheTtlExactly
+  EXPECT_EQ(c.get(loc).status, 404u) << "kept for --async-ttl only";
 }
 
 TEST(HttpServerAsync, TheStoreIsBounded) {

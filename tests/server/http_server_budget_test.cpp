@@ -123,22 +123,6 @@ TEST_F(HttpServerBudget, NoHeaderGetsTheDefaultAndLargeBudgetsAreClamped) {
   EXPECT_NEAR(budget_for({{"X-Envoy-Expected-Rq-Timeout-Ms", "999999999999"}}), 20000, 0.001);
 }
 
-// Real-clock smoke test; the exact case is HttpServerClock.TheBudgetStartsWhenTheHeadersArrive.
-TEST_F(HttpServerBudget, TheBudgetStartsWhenTheHeadersArrive) {
-  raw_socket s(srv_.port());
-  ASSERT_TRUE(s.send("POST /v1/jobs/report HTTP/1.1\r\nHost: t\r\nRequest-Timeout: 600m\r\nContent-Length: 4\r\n\r\n"));
-  std::this_thread::sleep_for(300ms);  // the body is late: that time is spent from the budget
-  ASSERT_TRUE(s.send("body"));
-  const std::string resp = s.read_until("}", 5s);
-  ASSERT_NE(resp.find("200 OK"), std::string::npos) << resp;
-  const auto body = resp.substr(resp.find("\r\n\r\n") + 4);
-  EXPECT_NEAR(json_number(body, "budget_ms"), 600, 0.001);
-  // The server stamps the headers when it has parsed them, a little after
-  // they were sent (5.5 ms late on a loaded CI machine): generous slack.
-  EXPECT_LE(json_number(body, "remaining_ms"), 600 - 300 + 50);
-  EXPECT_GT(json_number(body, "remaining_ms"), 0);
-}
-
 TEST_F(HttpServerBudget, AsyncJobFreshnessIsValidatedToo) {
   const reply r = conn_.post("/v1/jobs/report", "", {{"Prefer", "respond-async"}, {"Job-Freshness", "soon"}});
   ASSERT_TRUE(r.ok) << r.error;

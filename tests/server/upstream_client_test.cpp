@@ -101,7 +101,10 @@ TEST_F(UpstreamClient, AConnectionClosedByThePeerWhileIdleIsReplaced) {
   test_server caller(co);
   auto& c = caller.get().upstreams();
   EXPECT_EQ(c.post_job(context(), "q", "echo", "1", "", "").body, "1");
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // the callee hangs up meanwhile
+  // The callee hangs up the pooled connection: only the metrics request's own stays open.
+  ASSERT_TRUE(wait_until([&] {
+    return metric_value(get(quick.port(), "/metrics").body, "hourglass_http_connections_open") == 1;
+  })) << "the callee never closed the idle connection";
   EXPECT_EQ(c.post_job(context(), "q", "echo", "2", "", "").body, "2");
 }
 
