@@ -7,7 +7,9 @@
 #include <map>
 #include <ostream>
 #include <sstream>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "hourglass/support/json.hpp"
 
@@ -46,14 +48,106 @@ void numbers(support::json_writer& j, std::string_view key, const std::vector<do
   j.end_array();
 }
 
-const char* colour(const std::string& policy) {
-  if (policy == "hourglass") return "#1a9850";
-  if (policy == "fifo") return "#f46d43";
-  if (policy == "asio") return "#5e4fa2";
-  return "#444444";
+// How a policy's line is drawn. fifo and asio often coincide (both near 0
+// under overload), and all three do at light load, so they differ in more
+// than colour: asio is a wide solid line, hourglass a narrower solid one,
+// fifo a thin dashed one, each with a marker of its own; the widest is drawn
+// first, so the narrower lines stay visible on top of it.
+struct policy_style {
+  const char* colour;
+  double width;
+  const char* dash;  // stroke-dasharray; "" for a solid line
+  char marker;       // 'o' circle, 's' square, 'd' diamond
+};
+
+policy_style style(const std::string& policy) {
+  if (policy == "hourglass") return {"#1a9850", 2.5, "", 'o'};
+  if (policy == "fifo") return {"#f46d43", 2, "7,4", 's'};
+  if (policy == "asio") return {"#5e4fa2", 5, "", 'd'};
+  return {"#444444", 2.5, "", 'o'};
+}
+
+// True when policy a's line is drawn before (under) b's.
+bool drawn_before(const std::string& a, const std::string& b) { return style(a).width > style(b).width; }
+
+// The stroke attributes of a policy's line.
+std::string stroke(const policy_style& ps) {
+  std::string a = "stroke=\"" + std::string(ps.colour) + "\" stroke-width=\"" + num(ps.width) + "\"";
+  if (*ps.dash) a += " stroke-dasharray=\"" + std::string(ps.dash) + "\"";
+  return a;
+}
+
+// A policy's marker centred on (x, y), filled or hollow (white), with a tooltip.
+std::string marker(const policy_style& ps, double x, double y, bool filled, const std::string& title) {
+  const std::string paint = "fill=\"" + std::string(filled ? ps.colour : "white") + "\" stroke=\"" + ps.colour + "\"";
+  std::string shape, tag;
+  if (ps.marker == 's') {
+    tag = "rect";
+    shape = "<rect x=\"" + num(x - 3.5) + "\" y=\"" + num(y - 3.5) + "\" width=\"7\" height=\"7\"";
+  } else if (ps.marker == 'd') {
+    tag = "polygon";
+    shape = "<polygon points=\"" + num(x) + ',' + num(y - 6.5) + ' ' + num(x + 6.5) + ',' + num(y) + ' ' + num(x) +
+            ',' + num(y + 6.5) + ' ' + num(x - 6.5) + ',' + num(y) + "\"";
+  } else {
+    tag = "circle";
+    shape = "<circle cx=\"" + num(x) + "\" cy=\"" + num(y) + "\" r=\"4\"";
+  }
+  return shape + ' ' + paint + "><title>" + title + "</title></" + tag + ">";
+}
+
+// A legend's sample of a policy's line from x1 to x2 at y, its marker in the middle.
+std::string legend_sample(const std::string& policy, double x1, double x2, double y) {
+  const policy_style ps = style(policy);
+  return "<line x1=\"" + num(x1) + "\" x2=\"" + num(x2) + "\" y1=\"" + num(y) + "\" y2=\"" + num(y) + "\" " +
+         stroke(ps) + "/>" + marker(ps, (x1 + x2) / 2, y, true, policy);
+}
+
+// `text` broken at spaces into lines of at most `max_chars` characters; a
+// longer word gets a line of its own, never cut.
+std::vector<std::string> wrap_words(std::string_view text, std::size_t max_chars) {
+  std::vector<std::string> lines;
+  std::string line;
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t end = std::min(text.find(' ', i), text.size());
+    const std::string_view word = text.substr(i, end - i);
+    if (!word.empty()) {
+      if (!line.empty() && line.size() + 1 + word.size() > max_chars) lines.push_back(std::exchange(line, {}));
+      if (!line.empty()) line += ' ';
+      line += word;
+    }
+    i = end + 1;
+  }
+  if (!line.empty()) lines.push_back(std::move(line));
+  return lines;
 }
 
 }  // namespace
+
+std::vector<double> nice_ticks(double max, int max_steps) {
+  if (!(max > 0) || !std::isfinite(max)) max = 1;
+  max_steps = std::max(max_steps, 1);
+  // units x 10^k, computed so that it is the double nearest that decimal.
+  const auto scaled = [](long long units, int k) {
+    const double p = std::pow(10.0, std::abs(k));
+    return k < 0 ? static_cast<double>(units) / p : static_cast<double>(units) * p;
+  };
+  // The step, units x 10^k: from a decade below the raw step (in case log10
+  // rounds up), the first of 1, 2, 5 x 10^k not below it.
+  const double raw = max / max_steps;
+  int k = static_cast<int>(std::floor(std::log10(raw))) - 1;
+  long long units = 0;
+  while (units == 0) {
+    for (const long long f : {1LL, 2LL, 5LL}) {
+      if (units == 0 && scaled(f, k) >= raw * (1 - 1e-9)) units = f;
+    }
+    if (units == 0) ++k;
+  }
+  const double step = scaled(units, k);
+  const auto n = std::max(1LL, static_cast<long long>(std::ceil(max / step - 1e-9)));
+  std::vector<double> ticks;
+  for (long long i = 0; i <= n; ++i) ticks.push_back(scaled(i * units, k));
+  return ticks;
+}
 
 void print_table(std::ostream& out, const overload_report& r) {
   const auto& o = r.options;
@@ -258,43 +352,48 @@ std::string to_svg(const overload_report& r) {
   s << "<polyline fill=\"none\" stroke=\"#999\" stroke-dasharray=\"5,4\" points=\"";
   for (double l = lo; l <= hi * 1.0001; l *= 1.05) s << px(l) << ',' << py(std::min(l, 1.0)) << ' ';
   s << "\"/>\n";
-  std::vector<std::string> order;
-  for (const auto& p : o.policies) order.push_back(p);
-  double ly = top1 + 10;
+  // The legend: a sample of each line, from x = sample_x1 to sample_x2, then its name at legend_x.
+  const double sample_x1 = left + plot_w + 12, sample_x2 = left + plot_w + 44, legend_x = left + plot_w + 50;
+  std::vector<std::string> order = o.policies;
+  std::stable_sort(order.begin(), order.end(), drawn_before);
   for (const auto& p : order) {
-    s << "<polyline fill=\"none\" stroke=\"" << colour(p) << "\" stroke-width=\"2.5\" points=\"";
+    const policy_style ps = style(p);
+    s << "<polyline fill=\"none\" " << stroke(ps) << " points=\"";
     for (const auto& x : r.runs) {
       if (x.policy == p) s << px(x.load) << ',' << py(x.goodput_ratio) << ' ';
     }
     s << "\"/>\n";
     for (const auto& x : r.runs) {
       if (x.policy != p) continue;
-      s << "<circle cx=\"" << px(x.load) << "\" cy=\"" << py(x.goodput_ratio) << "\" r=\"4\" fill=\""
-        << (x.valid ? colour(p) : "white") << "\" stroke=\"" << colour(p) << "\"><title>" << p << " at "
-        << num(x.load, 3) << "x: goodput " << fixed(x.goodput_ratio, 3) << " of capacity, wasted "
-        << fixed(100 * x.wasted_work_ratio, 1) << "%, p99 " << fixed(x.p99_ms, 2) << " ms"
-        << (x.valid ? "" : " (invalid: generator fell behind)") << "</title></circle>\n";
+      const std::string title = p + " at " + num(x.load, 3) + "x: goodput " + fixed(x.goodput_ratio, 3) +
+                                " of capacity, wasted " + fixed(100 * x.wasted_work_ratio, 1) + "%, p99 " +
+                                fixed(x.p99_ms, 2) + " ms" + (x.valid ? "" : " (invalid: generator fell behind)");
+      s << marker(ps, px(x.load), py(x.goodput_ratio), x.valid, title) << "\n";
     }
-    s << "<line x1=\"" << left + plot_w + 20 << "\" x2=\"" << left + plot_w + 44 << "\" y1=\"" << ly << "\" y2=\"" << ly
-      << "\" stroke=\"" << colour(p) << "\" stroke-width=\"3\"/><text x=\"" << left + plot_w + 50 << "\" y=\"" << ly + 4
-      << "\">" << p << "</text>\n";
+  }
+  double ly = top1 + 10;
+  for (const auto& p : o.policies) {
+    s << legend_sample(p, sample_x1, sample_x2, ly) << "<text x=\"" << legend_x << "\" y=\"" << ly + 4 << "\">" << p
+      << "</text>\n";
     ly += 22;
   }
-  s << "<line x1=\"" << left + plot_w + 20 << "\" x2=\"" << left + plot_w + 44 << "\" y1=\"" << ly << "\" y2=\"" << ly
-    << "\" stroke=\"#999\" stroke-dasharray=\"5,4\"/><text x=\"" << left + plot_w + 50 << "\" y=\"" << ly + 4
+  s << "<line x1=\"" << sample_x1 << "\" x2=\"" << sample_x2 << "\" y1=\"" << ly << "\" y2=\"" << ly
+    << "\" stroke=\"#999\" stroke-dasharray=\"5,4\"/><text x=\"" << legend_x << "\" y=\"" << ly + 4
     << "\">ideal</text>\n";
 
   if (has_step) {
     const double top2 = y0 + gap;
     const double y2 = top2 + panel_h;
     std::size_t bins = 0;
-    double rmax = 1;
+    double vmax = r.capacity_rps;
     for (const auto& st : r.steps) {
       bins = std::max(bins, st.goodput_rps.size());
-      for (double v : st.goodput_rps) rmax = std::max(rmax, v);
-      for (double v : st.offered_rps) rmax = std::max(rmax, v);
+      for (double v : st.goodput_rps) vmax = std::max(vmax, v);
+      for (double v : st.offered_rps) vmax = std::max(vmax, v);
     }
-    rmax *= 1.08;
+    // Round ticks (1, 2, 5 x 10^k); the axis ends at the first one above every value.
+    const std::vector<double> yticks = nice_ticks(vmax, 6);
+    const double rmax = yticks.back();
     const double bin_s = r.step_bin_ms / 1000.0;
     const double tmax = std::max(1e-9, bin_s * static_cast<double>(bins));
     auto tx = [&](double t) { return left + plot_w * t / tmax; };
@@ -316,10 +415,10 @@ std::string to_svg(const overload_report& r) {
     for (double t = 0; t <= tmax + 1e-9; t += tstep) {
       s << "<text x=\"" << tx(t) << "\" y=\"" << y2 + 18 << "\" text-anchor=\"middle\">" << num(t, 3) << "</text>\n";
     }
-    for (int k = 0; k <= 4; ++k) {
-      const double v = rmax / 1.08 * k / 4;
-      s << "<text x=\"" << left - 8 << "\" y=\"" << ty(v) + 4 << "\" text-anchor=\"end\">" << fixed(v, 0)
-        << "</text>\n";
+    for (const double v : yticks) {
+      s << "<line x1=\"" << left << "\" x2=\"" << left + plot_w << "\" y1=\"" << ty(v) << "\" y2=\"" << ty(v)
+        << "\" stroke=\"#eee\"/><text x=\"" << left - 8 << "\" y=\"" << ty(v) + 4 << "\" text-anchor=\"end\">"
+        << num(v, 12) << "</text>\n";
     }
     s << "<text x=\"" << left + plot_w / 2 << "\" y=\"" << y2 + 38 << "\" text-anchor=\"middle\">time (s)</text>\n";
     s << "<text transform=\"translate(" << left - 60 << ',' << top2 + panel_h / 2
@@ -332,24 +431,35 @@ std::string to_svg(const overload_report& r) {
         << ',' << ty(off[b]) << ' ';
     }
     s << "\"/>\n";
-    double ly2 = top2 + 10;
-    for (const auto& st : r.steps) {
-      s << "<polyline fill=\"none\" stroke=\"" << colour(st.policy) << "\" stroke-width=\"2.5\" points=\"";
-      for (std::size_t b = 0; b < st.goodput_rps.size(); ++b) {
-        s << tx(bin_s * (static_cast<double>(b) + 0.5)) << ',' << ty(st.goodput_rps[b]) << ' ';
+    std::vector<const step_series*> drawn;
+    for (const auto& st : r.steps) drawn.push_back(&st);
+    std::stable_sort(drawn.begin(), drawn.end(),
+                     [](const step_series* a, const step_series* b) { return drawn_before(a->policy, b->policy); });
+    for (const step_series* st : drawn) {
+      s << "<polyline fill=\"none\" " << stroke(style(st->policy)) << " points=\"";
+      for (std::size_t b = 0; b < st->goodput_rps.size(); ++b) {
+        s << tx(bin_s * (static_cast<double>(b) + 0.5)) << ',' << ty(st->goodput_rps[b]) << ' ';
       }
       s << "\"/>\n";
-      s << "<line x1=\"" << left + plot_w + 20 << "\" x2=\"" << left + plot_w + 44 << "\" y1=\"" << ly2 << "\" y2=\""
-        << ly2 << "\" stroke=\"" << colour(st.policy) << "\" stroke-width=\"3\"/><text x=\"" << left + plot_w + 50
-        << "\" y=\"" << ly2 + 4 << "\">" << st.policy << "</text><text x=\"" << left + plot_w + 50 << "\" y=\""
-        << ly2 + 19 << "\" font-size=\"11\" fill=\"#555\">"
-        << (st.recovery_ms ? "recovers in " + fixed(*st.recovery_ms, 1) + " ms"
-                           : std::string("no recovery within the phase"))
-        << "</text>\n";
-      ly2 += 40;
     }
-    s << "<line x1=\"" << left + plot_w + 20 << "\" x2=\"" << left + plot_w + 44 << "\" y1=\"" << ly2 << "\" y2=\""
-      << ly2 << "\" stroke=\"#999\" stroke-dasharray=\"5,4\"/><text x=\"" << left + plot_w + 50 << "\" y=\"" << ly2 + 4
+    // Each policy's note (11 px text) wraps to the legend's width, never cut: at
+    // most 0.65 em a character (DejaVu Sans, the usual fallback, is the widest).
+    const auto note_chars = static_cast<std::size_t>((W - legend_x - 6) / (0.65 * 11));
+    double ly2 = top2 + 10;
+    for (const auto& st : r.steps) {
+      s << legend_sample(st.policy, sample_x1, sample_x2, ly2) << "<text x=\"" << legend_x << "\" y=\"" << ly2 + 4
+        << "\">" << st.policy << "</text>\n";
+      const std::string note = st.recovery_ms ? "recovers in " + fixed(*st.recovery_ms, 1) + " ms"
+                                              : std::string("no recovery within the phase");
+      double ny = ly2 + 19;
+      for (const auto& line : wrap_words(note, note_chars)) {
+        s << "<text x=\"" << legend_x << "\" y=\"" << ny << "\" font-size=\"11\" fill=\"#555\">" << line << "</text>\n";
+        ny += 14;
+      }
+      ly2 = ny + 7;
+    }
+    s << "<line x1=\"" << sample_x1 << "\" x2=\"" << sample_x2 << "\" y1=\"" << ly2 << "\" y2=\"" << ly2
+      << "\" stroke=\"#999\" stroke-dasharray=\"5,4\"/><text x=\"" << legend_x << "\" y=\"" << ly2 + 4
       << "\">offered</text>\n";
   }
   s << "</svg>\n";

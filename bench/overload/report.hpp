@@ -5,6 +5,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "overload/overload.hpp"
 #include "overload/throughput.hpp"
@@ -23,6 +24,14 @@ void write_csv(std::ostream& out, const overload_report& r);
 // Two panels: goodput / capacity against offered load per policy, and the
 // step run's goodput over time per policy.
 std::string to_svg(const overload_report& r);
+
+// Round ticks for an axis from 0 that must show `max`: 0, step, 2 step, ...,
+// up to the first multiple of step at or above `max` (the axis's top). The
+// step is the smallest 1, 2 or 5 x 10^k that covers `max` in at most
+// `max_steps` steps (taken as 1 if smaller). Each tick is the double nearest
+// its decimal value (0.6, not 0.6000000000000001). A `max` that is not a
+// positive finite number is taken as 1. Pure: the step chart's y axis.
+std::vector<double> nice_ticks(double max, int max_steps);
 
 void print_table(std::ostream& out, const throughput_report& r);
 std::string to_json(const throughput_report& r);
