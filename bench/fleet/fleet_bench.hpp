@@ -1,5 +1,5 @@
-// hourglass-bench fleet: jobs through a Redis broker (protocol.md,
-// "hourglass-bench" and "Fleet mode").
+// hourglass-bench fleet: jobs through a Redis broker (docs/reference/cli.md,
+// "fleet"; docs/fleet.md).
 //
 // Three measurements on the same Redis, in one run:
 //  - the broker's own limit: raw XADD + XREADGROUP + XACK per second, with

@@ -1,4 +1,5 @@
-// hourglass-bench http: open-loop HTTP load against a hourglassd (protocol.md).
+// hourglass-bench http: open-loop HTTP load against a hourglassd
+// (docs/reference/cli.md, "http").
 //
 // Arrivals follow a fixed schedule (rate R), whatever the server does: a
 // request that finds every connection busy waits for one, and its latency is

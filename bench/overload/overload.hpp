@@ -1,4 +1,4 @@
-// The in-process overload experiment (protocol.md, "hourglass-bench overload").
+// The in-process overload experiment (docs/reference/cli.md, "overload").
 //
 // 1. Capacity: closed loop, saturating. The `hourglass` executor is kept busy
 //    with 2 jobs per worker in flight (each completion submits the next) and

@@ -1,5 +1,6 @@
 // How hourglass-bench shows its results: a table for people, one JSON line
-// for programs (protocol.md keys first), CSV for spreadsheets, SVG for eyes.
+// for programs (the keys docs/reference/cli.md lists first), CSV for
+// spreadsheets, SVG for eyes.
 #pragma once
 
 #include <iosfwd>
@@ -18,7 +19,7 @@ namespace hourglass::bench {
 
 void print_table(std::ostream& out, const overload_report& r);
 std::string to_json(const overload_report& r);
-// One run's JSON object (protocol.md keys first); `repeat`: which repetition.
+// One run's JSON object (docs/reference/cli.md's keys first); `repeat`: which repetition.
 void write_run_json(support::json_writer& j, const run_result& x, std::optional<int> repeat = std::nullopt);
 void write_csv(std::ostream& out, const overload_report& r);
 // Two panels: goodput / capacity against offered load per policy, and the

@@ -1,4 +1,4 @@
-// Empty-job throughput (protocol.md, "hourglass-bench throughput").
+// Empty-job throughput (docs/reference/cli.md, "throughput").
 //
 // One thread submits `jobs` empty jobs as fast as it can to `workers`
 // workers, and the clock stops when the last one has run. Idle workers block

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Runs a hourglass-bench command and checks that the last line of its
-standard output is one JSON object with the keys protocol.md promises.
+standard output is one JSON object with the keys docs/reference/cli.md promises.
 
 usage: check_json.py {throughput|overload|http|fleet|cancel} -- COMMAND [ARGS...]
 """

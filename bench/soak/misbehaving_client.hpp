@@ -1,7 +1,7 @@
-// The soak's misbehaving clients, one connection each. The daemon promises
-// (protocol.md) that "a client that sends its headers or body too slowly is
-// disconnected after a read timeout, so slow clients cannot hold connections
-// or workers"; these check that promise, over and over, while the daemon is
+// The soak's misbehaving clients, one connection each. The daemon closes a
+// connection whose headers or body arrive too slowly (--header-timeout,
+// --body-timeout: docs/reference/http-api.md), so slow clients hold neither
+// connections nor workers; these check that promise, over and over, while the daemon is
 // overloaded:
 //  - header_trickle: a request line, then a header one byte every 500 ms;
 //  - body_trickle: complete headers announcing 100000 bytes, then one byte every 500 ms;

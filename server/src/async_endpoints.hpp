@@ -25,7 +25,7 @@ response submit_async_job(core& c, std::shared_ptr<const job_input> in, time_poi
 // GET (cancel false) or DELETE (cancel true) of a stored job; 404 when unknown or expired.
 response async_job_response(core& c, std::string_view id, bool cancel);
 
-// The JSON body describing `r` at `now` (protocol.md, "Async jobs").
+// The JSON body describing `r` at `now` (docs/reference/http-api.md, "The job object").
 std::string async_job_json(const async_record& r, time_point now);
 
 }  // namespace hourglass::server::detail

@@ -9,7 +9,7 @@
 namespace hourglass::server::detail {
 
 // What an upstream's HTTP answer says about the upstream's health: the
-// verdict its circuit breaker records (protocol.md, "Circuit breakers").
+// verdict its circuit breaker records (docs/guards.md, "Circuit breakers").
 //  - 2xx: success.
 //  - 4xx: ignored. The upstream answered; our request was at fault.
 //  - 504 with stage `admission`: ignored. It was given less budget than it

@@ -1,7 +1,8 @@
-// hourglassd --broker: async jobs on the fleet's durable queue (protocol.md,
-// "Fleet mode"). Producer calls (enqueue, GET, DELETE) run on a small pool of
-// broker threads, never on an I/O thread; the fleet consumer feeds this
-// daemon's share of the queue into its executor and runs the handlers.
+// hourglassd --broker: async jobs on the fleet's durable queue (docs/fleet.md;
+// keys and scripts: docs/reference/fleet-layout.md). Producer calls (enqueue,
+// GET, DELETE) run on a small pool of broker threads, never on an I/O thread;
+// the fleet consumer feeds this daemon's share of the queue into its executor
+// and runs the handlers.
 #include "fleet_backend.hpp"
 
 #include <boost/asio/post.hpp>

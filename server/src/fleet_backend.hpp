@@ -1,5 +1,5 @@
 // hourglassd --broker: the async backend on the fleet's Redis queue
-// (protocol.md, "Fleet mode"). Internal to the server.
+// (docs/fleet.md, docs/reference/fleet-layout.md). Internal to the server.
 #pragma once
 
 #include <cstdint>

@@ -73,8 +73,8 @@ struct budget_limits {
   duration max_budget;
 };
 
-// The budget a job request gets from its headers (protocol.md, "Time, budgets
-// and the wire format"): the tightest of Request-Timeout, grpc-timeout and
+// The budget a job request gets from its headers (docs/reference/budgets.md):
+// the tightest of Request-Timeout, grpc-timeout and
 // X-Envoy-Expected-Rq-Timeout-Ms, the default without any, clamped to the
 // maximum; for async requests also Job-Freshness (default: the default
 // budget); for both, Job-Idle-Timeout (the longest the job may go without

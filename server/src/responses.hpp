@@ -37,11 +37,12 @@ std::string_view server_timing(const job_timings& t, server_timing_buffer& buf);
 // since a string_body response carries its framing in its fields
 // (Content-Length, or none and a close). Written as two plain buffers, one
 // send: Beast's generic buffer sequences cost ~10 % of a small response's
-// CPU (issue 12). Chunked responses are written by Beast (session_stream.cpp).
+// CPU in a profile of the echo path. Chunked responses are written by Beast
+// (session_stream.cpp).
 void append_head(std::string& out, const response& res);
 
-// The Job-Outcome trailer that ends a streamed response (protocol.md,
-// "Streaming responses"): the outcome, its stage when it is
+// The Job-Outcome trailer that ends a streamed response
+// (docs/reference/http-api.md, "Trailers"): the outcome, its stage when it is
 // deadline_exceeded ("deadline_exceeded; stage=idle"), and
 // "; committed=true" when the job crossed a commit point.
 std::string job_outcome_trailer(const status& st, bool committed);
@@ -55,7 +56,7 @@ struct error_info {
 };
 error_info describe_error(const std::exception_ptr& e);
 
-// The HTTP status for a job outcome (protocol.md, "Job outcomes").
+// The HTTP status for a job outcome (docs/reference/outcomes.md, "HTTP status and body").
 unsigned http_status_for(const status& st, const error_info* error);
 
 // The JSON error body for a non-ok outcome, with the budget fields.

@@ -1,4 +1,4 @@
-// A sync job's streamed response (protocol.md, "Streaming responses"): the
+// A sync job's streamed response (docs/reference/http-api.md, "Trailers"): the
 // handler writes into the call's output_channel on its worker; here, on the
 // connection's strand, the bytes go out as HTTP/1.1 chunks, and the stream
 // ends with trailers saying how the job ended. One write at a time: the

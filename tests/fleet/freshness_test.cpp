@@ -24,7 +24,7 @@ TEST(BrokerTime, SecondsAndMicros) {
   EXPECT_FALSE(parse_broker_time("1", "-1"));
 }
 
-// protocol.md / freshness.hpp's worked example.
+// freshness.hpp's worked example (docs/fleet.md, "The clock rule").
 TEST(Freshness, TheWorkedExample) {
   const time_point sent = time_point{} + 42s;
   const job_age age = age_on_broker(stream_id{1'000'000, 0}, 1'003'200'000);

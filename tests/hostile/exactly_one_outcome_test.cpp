@@ -3,7 +3,7 @@
 // many connections at once, against a small queue, then every one
 // reconciled against the metrics: offered = admitted + rejected, admitted =
 // the sum of outcomes, each outcome as many as the clients saw, nothing
-// counted twice (protocol.md, "The accounting invariant").
+// counted twice (docs/reference/metrics.md, "Accounting").
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -78,7 +78,8 @@ void send_one(std::uint16_t port, client& c, int i, tally& t) {
     }
     case kind::insufficient: {
       const reply r = c.post("/v1/jobs/echo", "x", {{"Request-Timeout", "100u"}});  // below --min-budget
-      // protocol.md: deadline_exceeded, stage admission, counted as rejected{insufficient_budget}.
+      // deadline_exceeded, stage admission, counted as rejected{insufficient_budget} only
+      // (docs/reference/metrics.md, "Accounting").
       if (r.status == 504u && json_string(r.body, "stage") == "admission") {
         ++t.insufficient_budget;
       } else {

@@ -1,4 +1,4 @@
-// context::commit(need, fn): the commit point of protocol.md. Not enough
+// context::commit(need, fn): the commit point of docs/guards.md. Not enough
 // budget: fn never starts. Once started, fn runs shielded from the deadline,
 // the idle limit and cancellation, and the context (and its ancestors) say
 // committed(). Exact, on a manual clock.

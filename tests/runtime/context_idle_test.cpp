@@ -1,4 +1,4 @@
-// The idle limit (protocol.md, "Progress (idle) limit"): a second clock
+// The idle limit (docs/guards.md, "Idle limits"): a second clock
 // beside the deadline, reset by ctx.progress(). Exact, on a manual clock.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // hourglassd --broker: async jobs through a real redis-server, shared by
-// several daemons (protocol.md, "Fleet mode"). In-process daemons for the
+// several daemons (docs/fleet.md). In-process daemons for the
 // API; the hourglassd binary for kill -9 and SIGTERM.
 #include <gtest/gtest.h>
 

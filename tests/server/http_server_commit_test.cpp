@@ -1,4 +1,4 @@
-// Commit points in the daemon (protocol.md, "Commit points"): a job that
+// Commit points in the daemon (docs/guards.md, "Commit points"): a job that
 // crossed one says "committed": true in its 504, its async state and its log
 // line, so a caller that timed out knows to reconcile instead of assuming
 // nothing happened; a job without the budget its commit needs never starts

@@ -1,4 +1,4 @@
-// Hedged calls over real HTTP (protocol.md, "Hedged calls"): one slow and
+// Hedged calls over real HTTP (docs/guards.md, "Hedged calls"): one slow and
 // one fast upstream; the hedge goes to the fast one after hedge_after_ms and
 // wins, the slow one's job is cancelled (its metrics show it) and nothing
 // completes late; a hedge that would get less than the minimum budget is

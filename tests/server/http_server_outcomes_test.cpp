@@ -1,4 +1,5 @@
-// Every row of protocol.md's outcome table, over real HTTP.
+// Every row of the outcome table (docs/reference/outcomes.md, "HTTP status and
+// body"), over real HTTP.
 #include "hourglass/server/http_server.hpp"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Streaming responses (protocol.md, "Streaming responses"): bytes go out as
+// Streaming responses (docs/reference/http-api.md, "Trailers"): bytes go out as
 // the handler writes them, in a chunked response whose trailers say how the
 // job ended, so a client can tell complete output from interrupted output.
 // Over real HTTP: raw sockets on a manual clock for the exact cases (ok,

@@ -1,8 +1,8 @@
 // Faulty upstreams thrown at the `call` handler, the way Envoy tests every
 // upstream failure mode: a fake upstream (raw TCP on 127.0.0.1, one poll(2)
 // thread) refuses, resets, hangs, talks garbage, sheds load or is too slow,
-// and the caller must give the outcome protocol.md names, inside its budget,
-// holding no worker and no connection afterwards.
+// and the caller must give the outcome docs/reference/http-api.md ("call")
+// names, inside its budget, holding no worker and no connection afterwards.
 //
 // upstream_client exposes no pool counts, so the pool is watched from the
 // other end: the fake counts the connections it accepted and those still
@@ -333,8 +333,8 @@ struct fault_case {
 
 void PrintTo(const fault_case& c, std::ostream* os) { *os << c.name; }
 
-// What the code does today. protocol.md names no status for an upstream that
-// cannot be reached or answers 5xx: `call` reports it as its own error (500,
+// What the code does, as docs/reference/http-api.md ("call") states it: an
+// upstream that cannot be reached or answers 5xx is `call`'s own error (500,
 // no Retry-After), where Envoy would answer 503.
 const fault_case cases[] = {
     {"refuse", fault::refuse, 500, "error", "upstream_unreachable", "", true, false, false, false},

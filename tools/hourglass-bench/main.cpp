@@ -1,4 +1,4 @@
-// hourglass-bench: the load-test and benchmark tool (protocol.md, "hourglass-bench").
+// hourglass-bench: the load-test and benchmark tool (docs/reference/cli.md, "hourglass-bench").
 // A thin main: the experiments live in bench/ (overload/, http/, soak/, fleet/).
 #include <CLI/CLI.hpp>
 #include <cstdlib>

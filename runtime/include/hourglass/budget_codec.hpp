@@ -1,5 +1,5 @@
-// How a budget is written outside a process (protocol.md, "Time, budgets and
-// the wire format"), and how durations are written on command lines.
+// How a budget is written outside a process (docs/reference/budgets.md), and
+// how durations are written on command lines.
 //
 // Wire form: gRPC timeout syntax, 1 to 8 ASCII digits and one unit
 // (H M S m u n), carrying a *remaining* duration, never a timestamp.
@@ -45,7 +45,7 @@ namespace hourglass {
 
 // ---- request headers -------------------------------------------------------
 
-// Header names as protocol.md spells them. HTTP header names are
+// Header names as docs/reference/budgets.md spells them. HTTP header names are
 // case-insensitive; matching them is the server's job, not this codec's.
 inline constexpr std::string_view request_timeout_header = "Request-Timeout";
 inline constexpr std::string_view grpc_timeout_header = "grpc-timeout";
@@ -67,7 +67,7 @@ struct header_budget {
 };
 
 // The budget the request states. Any malformed header makes the whole request
-// invalid, even when another header is valid (protocol.md: 400
+// invalid, even when another header is valid (the daemon answers 400
 // invalid_timeout); bad_header names the first malformed one in the order
 // Request-Timeout, grpc-timeout, X-Envoy-Expected-Rq-Timeout-Ms. Among valid
 // headers the smallest budget wins. No header -> absent.

@@ -107,7 +107,7 @@ class context {
   context_source child(child_limits limits = {}) const;
   context_source child_until(time_point deadline, duration idle_limit = duration::max()) const;
 
-  // A commit point (protocol.md, "Commit points"). With less than `need`
+  // A commit point (docs/guards.md, "Commit points"). With less than `need`
   // left, or the context already stopped, `fn` is not started: throws
   // stopped_error (deadline_exceeded/run, or the stop's own status) and
   // nothing is marked committed. Otherwise marks this context and its

@@ -1,13 +1,16 @@
-// The metrics registry (protocol.md, "Metrics") and its Prometheus rendering.
+// The metrics registry and its Prometheus rendering (every series the daemon
+// exports, with types and labels: docs/reference/metrics.md).
 //
 // Families (base unit seconds; no job ids in labels):
 //   hourglass_jobs_admitted_total{handler}
 //   hourglass_jobs_rejected_total{handler,reason}   queue_full | insufficient_budget |
 //                                                   invalid_timeout | shutting_down |
+//                                                   broker_unavailable (fleet mode) |
 //                                                   cancelled (our addition: the submitter's
 //                                                   context was cancelled before admission)
-//   hourglass_jobs_expired_total{handler,stage}     queue | run
-//   hourglass_jobs_finished_total{handler,outcome}  ok | error | deadline_exceeded | cancelled
+//   hourglass_jobs_expired_total{handler,stage}     queue | run | idle | reclaim
+//   hourglass_jobs_finished_total{handler,outcome}  ok | error | rejected (circuit_open) |
+//                                                   deadline_exceeded | cancelled
 //   hourglass_jobs_completed_late_total{handler}
 //   hourglass_jobs_completed_late_seconds_total{handler}   (our addition: worker time spent
 //                                                   on jobs that finished after their deadline)
@@ -55,7 +58,7 @@
 //       reclaim                     h.expired_reclaim += 1; h.finished_deadline_exceeded += 1
 //                                   (fleet mode: it never ran)
 //       downstream, none            h.finished_deadline_exceeded += 1; run_duration.record(run)
-//                                   (the protocol's stage label has queue, run, idle and reclaim)
+//                                   (the stage label has queue, run, idle and reclaim)
 //     cancelled                     h.finished_cancelled += 1; run_duration.record(run) only if
 //                                   run > 0 (a job cancelled while queued passes zero)
 //     invalid                       h.rejected_invalid_timeout += 1; no finished count

@@ -1,4 +1,4 @@
-// The closed vocabulary of what can happen to a job (protocol.md, "Job outcomes").
+// The closed vocabulary of what can happen to a job (docs/reference/outcomes.md).
 //
 // Every job offered to hourglass ends in exactly one `status`. The vocabulary
 // carries retry meaning: `deadline_exceeded` and `cancelled` are terminal (no

@@ -9,7 +9,7 @@
 //   }, on_done);
 //   out->on_readable([&] { wake_the_sender(); });           // then take() on its thread
 //
-// Rules (protocol.md, "Streaming responses"):
+// Rules (docs/guards.md, "Streaming responses"):
 //  - write(ctx, chunk) of an empty chunk does nothing (it is not output).
 //    Otherwise it waits while `capacity` bytes or more are buffered: a
 //    slow reader holds the job back, and that wait counts against the job's

@@ -1,5 +1,5 @@
 // The fleet's consumer: feeds one daemon's share of a queue into its executor
-// (protocol.md, "Fleet mode", "Delivery").
+// (docs/fleet.md, "A job's life" and "Guarantees").
 //
 //   hourglass::fleet::consumer c(queue, reader_connection, executor,
 //                                {.run = [](const context& ctx, const delivered_job& j) { ... }},

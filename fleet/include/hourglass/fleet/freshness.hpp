@@ -1,6 +1,6 @@
 // Freshness on the broker's clock, and admission by the fleet's predicted
-// wait: the fleet's time decisions as pure functions (protocol.md, "Fleet
-// mode", "Time and freshness").
+// wait: the fleet's time decisions as pure functions (docs/fleet.md, "The
+// clock rule"; docs/reference/fleet-layout.md, "Time").
 //
 // The clock rule: a job's age is the broker's TIME minus the milliseconds in
 // its stream entry id (both the broker's own clock), never one host's wall

@@ -1,6 +1,6 @@
 // A daemon's lease on its consumer name and its running jobs, and the
-// decisions about it, as pure functions of (state, now) (protocol.md, "Fleet
-// mode": --consumer, --lease).
+// decisions about it, as pure functions of (state, now) (--consumer, --lease:
+// docs/reference/fleet-layout.md, "Time").
 //
 // A daemon renews its lease every `renew_every`; each renewal also resets the
 // idle time of every stream entry it holds, so the others reclaim an entry

@@ -1,4 +1,4 @@
-// A Redis client on Asio, for the fleet's broker (protocol.md, "Fleet mode").
+// A Redis client on Asio, for the fleet's broker (docs/fleet.md).
 //
 // hiredis encodes commands and parses replies (redisFormatCommandArgv,
 // redisReader); Asio moves the bytes. One redis_connection is one TCP

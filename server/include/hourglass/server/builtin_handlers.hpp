@@ -1,4 +1,5 @@
-// The built-in handlers of protocol.md, for demos, tests and benchmarks.
+// The built-in handlers (docs/reference/http-api.md, "Built-in handlers"), for
+// demos, tests and benchmarks.
 // http_server registers them unless server_options::builtin_handlers is off;
 // embedders may register them under other names too.
 //

@@ -7,7 +7,7 @@
 //     return handler_result{encode(image), "image/png"};
 //   });
 //
-// Outcomes (protocol.md, "Job outcomes"):
+// Outcomes (docs/reference/outcomes.md):
 //  - return normally inside the deadline        -> ok, HTTP `status` (200 by default)
 //  - throw handler_error                          -> error, its HTTP status (4xx: bad input)
 //  - throw anything else                          -> error, 500 (the message is logged, not sent)

@@ -1,5 +1,5 @@
 // hourglassd as a library: an HTTP/1.1 server (Boost.Beast) in front of a
-// hourglass::executor, implementing protocol.md's daemon contract.
+// hourglass::executor, serving the HTTP API of docs/reference/http-api.md.
 //
 //   hourglass::server::server_options o;
 //   o.listen = "127.0.0.1:0";

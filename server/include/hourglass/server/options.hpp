@@ -1,6 +1,6 @@
 // hourglassd's settings: one options struct with defaults, filled from the
 // command line and a TOML file by config.hpp, or by an embedder directly.
-// The names match the command-line keys (protocol.md, "hourglassd").
+// The names match the command-line keys (docs/reference/cli.md, "hourglassd").
 #pragma once
 
 #include <chrono>
@@ -63,7 +63,7 @@ struct server_options {
   duration async_ttl = std::chrono::minutes(5);
   std::size_t async_max_jobs = 10000;
 
-  // Fleet mode (protocol.md, "Fleet mode"): with a broker, async jobs live
+  // Fleet mode (docs/fleet.md): with a broker, async jobs live
   // on a durable Redis Streams queue that many daemons share.
   std::string broker;             // --broker redis://HOST:PORT[/DB]; empty: async jobs in memory
   std::string queue = "default";  // --queue

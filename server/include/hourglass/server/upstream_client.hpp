@@ -87,7 +87,7 @@ class upstream_client {
   upstream_response post_job(const context& ctx, std::string_view upstream, std::string_view handler, std::string body,
                              std::string_view content_type, std::string_view traceparent);
 
-  // A hedged call (protocol.md, "Hedged calls"): the request goes to
+  // A hedged call (docs/guards.md, "Hedged calls"): the request goes to
   // upstreams[0]; if no success has come after hedge_after, the same request
   // goes to upstreams[1] (after 2 * hedge_after to upstreams[2], ...), each a
   // branch of first_of on `ex` under ctx's deadline less the reserve. The

@@ -26,7 +26,7 @@ struct http_url {
 // fragment, or anything Boost.URL does not parse as a URI.
 http_url parse_http_url(std::string_view text, std::string_view what = "URL");
 
-// redis://HOST[:PORT][/DB]: the fleet's broker (protocol.md, "Fleet mode").
+// redis://HOST[:PORT][/DB]: the fleet's broker (--broker, docs/reference/cli.md).
 // No credentials in the URL: the password comes from --broker-password-file.
 struct redis_url {
   std::string host;  // a name, an IPv4 address or an IPv6 address without brackets
