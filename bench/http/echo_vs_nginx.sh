@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# HTTP echo: hourglassd against nginx on the same pinned core (issue 12).
+# HTTP echo: hourglassd against nginx on the same pinned core (the goal: at
+# least 0.7x nginx's requests per second).
 # Each server runs on CPU $SERVER_CPU (default 1) with one worker (hourglassd:
 # --workers 1 --io-threads 1; nginx: worker_processes 1), wrk -t1 runs on
 # $CLIENT_CPU (default 0); keep-alive POSTs of 5 bytes to hourglassd's `echo`

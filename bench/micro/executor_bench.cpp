@@ -105,8 +105,8 @@ BENCHMARK(BM_Executor_SubmitBatch)->Arg(16)->Arg(256)->Arg(4096)->UseRealTime();
 
 // The same batch of jobs that take their context (as hourglass jobs do),
 // without a deadline (Arg 0) and with one an hour away (Arg 1: none
-// expires, but each context must be able to fire by itself at it). Issue 12:
-// a deadline may cost at most 30 % more. BM_Executor_SubmitBatch/4096 is the
+// expires, but each context must be able to fire by itself at it). The
+// goal: a deadline may cost at most 30 % more. BM_Executor_SubmitBatch/4096 is the
 // floor: no context at all.
 void BM_Executor_SubmitBatchWithContext(benchmark::State& state) {
   constexpr std::uint64_t n = 4096;

@@ -89,7 +89,8 @@ struct context_state {
   hourglass::clock* clk;
   time_point deadline;
   // Asked directly: a token copy kept here cost every context a reference
-  // count taken and dropped (two locked instructions per job, issue 12).
+  // count taken and dropped: two locked instructions per job that takes a
+  // context, for a handle the source already is.
   cancellation_source source;
   std::shared_ptr<context_state> parent;  // keeps the parent's deadline timer alive
   cancellation_token parent_token;

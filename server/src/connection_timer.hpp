@@ -3,7 +3,7 @@
 // only records it. The timer stays where it was armed, and when it fires
 // before the expiry it moves there (next_timer_step). Beast's basic_stream
 // cancelled and re-armed a timer for every read and write: ~6 % of a small
-// request's CPU (issue 12). Internal to the server.
+// request's CPU in a profile of the echo path. Internal to the server.
 //
 // Thread safety: the connection's strand only.
 #pragma once

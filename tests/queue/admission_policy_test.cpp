@@ -21,8 +21,9 @@ TEST(AdmissionPolicy, RejectsBelowMinimumUsefulBudget) {
   EXPECT_EQ(admit(job, {}, t0 + 6ms + 1ns), kAdmissionExpiry);  // less than 4 ms left
 }
 
-// Regression (issue 8.2): with no minimum budget, a job with exactly zero
-// budget left was admitted (now > deadline tested, the context tests >=).
+// Regression: with no minimum budget, a job with exactly zero budget left
+// was admitted (now > deadline tested, the context tests >=), so it started
+// with a context already done.
 TEST(AdmissionPolicy, NothingIsStartedWithZeroBudgetLeft) {
   const job_bounds job{t0 + 10ms, t0 + 10ms, 0ms};
   EXPECT_EQ(admit(job, {}, t0 + 10ms - 1ns), status::ok());  // one tick left

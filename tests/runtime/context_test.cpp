@@ -112,7 +112,7 @@ TEST(Context, ChildCapAndReserveInOneCall) {
   manual_clock clk;
   const time_point t0 = clk.now();
   context_source parent(clk, t0 + 300ms);
-  // The seeds' example: 300 ms remaining, the dependency gets at most 220 ms.
+  // The classic example: 300 ms remaining, the dependency gets at most 220 ms.
   context_source capped = parent.get().child({.cap = 220ms});
   EXPECT_EQ(capped.get().remaining(), 220ms);
   // Reserve comes off whichever bound is tighter.
@@ -209,7 +209,7 @@ TEST(Context, OnTheSteadyClockASleepEndsAtItsTimeAtTheDeadlineOrOnCancel) {
   EXPECT_FALSE(far.get().sleep_for(1ms));
 }
 
-// The 800 ms chain from the seeds: each hop sees what is left of one budget.
+// An 800 ms chain of hops: each hop sees what is left of one budget.
 TEST(Context, ChainSpendsOneBudget) {
   manual_clock clk;
   const time_point t0 = clk.now();

@@ -55,8 +55,10 @@ struct member {
   std::atomic<std::uint16_t> port{0};
 };
 
-// The 5,000 jobs in Release; the sanitizer builds, several times
-// slower per request, run 1,000 to stay inside the test timeout.
+// 5,000 jobs in Release, so that the random kills (one every 300 ms) land
+// many times on jobs queued, running and being reclaimed; the sanitizer
+// builds, several times slower per request, run 1,000 to stay inside the
+// test timeout.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr int kTotalJobs = 1000;
 #else

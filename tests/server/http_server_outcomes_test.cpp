@@ -96,7 +96,8 @@ TEST(HttpServerOutcomes, ShuttingDownIs503AndReadyzTurns503) {
   EXPECT_EQ(srv.handler("echo").rejected_shutting_down, 1u);
 }
 
-// Regression (issue 8.2): a zero budget was started and reported as run.
+// Regression: a zero budget was started and reported as run, where nothing
+// may start with no budget left.
 TEST(HttpServerOutcomes, AZeroBudgetIs504AtAdmission) {
   test_server srv;
   const reply r = post(srv.port(), "/v1/jobs/echo", "x", {{"Request-Timeout", "0n"}});

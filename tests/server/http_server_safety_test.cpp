@@ -126,7 +126,7 @@ TEST(HttpServerSafety, OversizedChunkedBodyIs413) {
   EXPECT_NE(resp.find("HTTP/1.1 413"), std::string::npos) << resp;
 }
 
-// Regression (issue 8.4): Beast's default 1 MiB body limit fired while the
+// Regression: Beast's default 1 MiB body limit fired while the
 // headers were parsed, so a large Content-Length got 400 whatever --max-body said.
 TEST(HttpServerSafety, AContentLengthAbove1MiBIsJudgedByMaxBody) {
   {
@@ -148,8 +148,8 @@ TEST(HttpServerSafety, AContentLengthAbove1MiBIsJudgedByMaxBody) {
   }
 }
 
-// Regression (issue 8.5): a malformed chunked body closed the connection
-// without an answer.
+// Regression: a malformed chunked body closed the connection without an
+// answer, so the client could not tell a bad request from a crash.
 TEST(HttpServerSafety, AMalformedChunkedBodyIs400) {
   const char* bodies[] = {
       "zz\r\nabc\r\n0\r\n\r\n",  // not a chunk size

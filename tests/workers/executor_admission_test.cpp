@@ -83,8 +83,8 @@ TEST(ExecutorAdmission, RefusalAllocatesNothing) {
 // What a job costs a worker is more than its run: the worker also delivers
 // the outcome (here a callback that takes 2 ms) before it takes the next job.
 // Admission's mean follows that cost, so the wait it predicts is the time the
-// queue really takes to drain (issue 12: at 100 us jobs the bookkeeping was
-// 2-3 % more per job, and admission let in jobs that expired in the queue).
+// queue really takes to drain (at 100 us jobs the bookkeeping was 2-3 % more
+// per job, and admission let in jobs that expired in the queue).
 TEST(ExecutorAdmission, MeanServiceIsWhatAJobCostsAWorkerBackToBack) {
   manual_clock clk;
   executor_options o;

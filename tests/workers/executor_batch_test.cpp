@@ -305,8 +305,8 @@ bool eventually(Pred pred, std::chrono::milliseconds limit = 10s) {
   return true;
 }
 
-// Regression (issue 8.1): a worker took up to 16 jobs at once, and one slow
-// job among them stranded the rest while the other worker idled.
+// Regression: a worker took up to 16 jobs at once, and one slow job among
+// them stranded the rest while the other worker idled.
 TEST(ExecutorBatch, NoJobWaitsInABatchBehindASlowJobWhileAWorkerIdles) {
   for (int round = 0; round < 5; ++round) {
     executor_options o;

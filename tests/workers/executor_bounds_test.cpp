@@ -14,7 +14,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Regression (issue 8.2): a zero budget was admitted and started with a
+// Regression: a zero budget was admitted and started with a
 // context already done, then reported as run and completed late.
 TEST(ExecutorBounds, AZeroBudgetIsRefusedAtAdmission) {
   manual_clock clk;
@@ -56,8 +56,8 @@ TEST(ExecutorBounds, OneTickLeftStillStarts) {
   EXPECT_TRUE(h.get().ok());
 }
 
-// Regression (issue 8.3): with only a parent set, admission, expiry and the
-// timings ignored the parent's deadline.
+// Regression: with only a parent set, admission, expiry and the timings
+// ignored the parent's deadline, so a child could be queued and run past it.
 TEST(ExecutorBounds, AParentsDeadlineBoundsAdmission) {
   manual_clock clk;
   executor ex(testing::manual_executor(clk, 8));
@@ -101,7 +101,7 @@ TEST(ExecutorBounds, AParentsDeadlineBoundsExpiryAtDequeueAndTheTimings) {
   EXPECT_FALSE(ran);
 }
 
-// Regression (issue 8.6): refusals for insufficient budget were counted in
+// Regression: refusals for insufficient budget were counted in
 // finished_total too, so sum(finished) exceeded admitted.
 TEST(ExecutorBounds, EveryJobOfferedIsCountedOnceAdmittedOrRejected) {
   manual_clock clk;

@@ -324,7 +324,7 @@ void executor::run_batch(worker_slot* slot, worker_clock* wc) {
     run_one(static_cast<detail::job_record*>(job), slot, wc);
     ++ran;
   }
-  if (ran != 0) settle(ran);  // once per batch: one locked instruction less per job (issue 12)
+  if (ran != 0) settle(ran);  // once per batch: one locked instruction less per job
 }
 
 detail::job_record* executor::steal(const worker_slot* thief) noexcept {
@@ -477,7 +477,7 @@ void executor::run_one(detail::job_record* rec, worker_slot* slot, worker_clock*
     // A guest slot keeps it: its jobs come back to back from I/O threads,
     // and an armed watch outlives a job harmlessly (it fires at most once,
     // finds nothing running and is gone), where re-arming it per job was
-    // ~3 % of an inline echo request's CPU (issue 12).
+    // ~3 % of an inline echo request's CPU.
     if (w.timer && !slot->guest && queue_.depth() == 0 && slot->batch.empty()) disarm_watch(w, *clock_);
   }
   if (watched) rec->ctx->arm_if_shared();  // someone kept the context: it fires by itself now
@@ -486,7 +486,7 @@ void executor::run_one(detail::job_record* rec, worker_slot* slot, worker_clock*
   // run time alone: between two runs the worker also finishes the last job
   // (its outcome, its callback), drops expired ones and takes the next. At
   // 100 us jobs that was 2-3 % more per job, and admission let in jobs that
-  // could not start in time (issue 12). A worker that waited for this job
+  // could not start in time. A worker that waited for this job
   // has only its run time to go by.
   const duration cost = back_to_back ? elapsed(previous, end) : t.run_time;
   if (wc != nullptr) {

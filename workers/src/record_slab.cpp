@@ -30,7 +30,7 @@ namespace {
 // Freeing them went to glibc's arena of the submitting thread, from a worker,
 // and its lock then woke the submitter through a futex; the heap's top was
 // trimmed and faulted in again as the backlog moved: together ~15 % of the
-// submitter's samples in `hourglass-bench throughput` (issue 12). One list
+// submitter's samples in `hourglass-bench throughput`. One list
 // for the process, so no slab outlives the list it goes back to; at most
 // `limit` slabs (1 MiB) are kept, the rest are freed as before.
 // Pushed one by one by any thread, taken whole by a carver (an exchange):

@@ -47,8 +47,8 @@ struct queue_load {
 // half of one for the first worker to free up (it arrives at a random point
 // in that interval). Without the half, admission under overload filled the
 // queue to the edge of every budget, and jobs started with too little left
-// and ended late (issue 12). An empty queue predicts no wait: a worker may
-// well be free.
+// and ended late (seen in overload runs with 100 us jobs). An empty queue
+// predicts no wait: a worker may well be free.
 constexpr duration predicted_wait(const queue_load& load) noexcept {
   if (load.depth == 0 || load.mean_service <= duration::zero() || load.workers == 0) return duration::zero();
   const auto per_worker = (static_cast<double>(load.depth) + 0.5) / static_cast<double>(load.workers);
@@ -90,9 +90,10 @@ class service_time_estimator {
   // is written only when the worker's has moved from it by more than 1/32
   // (3 %): written after every job, its line was taken from every submitter
   // that read it for admission and back, a cross-core miss per job with a
-  // deadline (issue 12). Empty jobs publish ~5 % of the time (1/64: 16 %);
-  // admission's error from the lag stays under the 3 %, less than the mean
-  // of 16 jobs moves by itself.
+  // deadline, the larger part of what a deadline added to an empty job.
+  // Empty jobs publish ~5 % of the time (1/64: 16 %); admission's error
+  // from the lag stays under the 3 %, less than the mean of 16 jobs moves
+  // by itself.
   struct worker_mean {
     duration::rep ns = 0;
   };

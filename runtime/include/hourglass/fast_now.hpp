@@ -18,7 +18,8 @@
 // Why: steady_clock::now() costs ~31 ns on this project's machines (the
 // vDSO's ordered counter read, seqlock and scaling), and an empty job paid
 // it on the submitter and again on the worker; an unordered counter read is
-// ~12 ns and overlaps the work around it (issue 12).
+// ~12 ns and overlaps the work around it. At millions of empty jobs a second
+// those two readings were a large share of a job's cost.
 #pragma once
 
 #include <cstdint>

@@ -197,7 +197,7 @@ class executor {
   // Inline and computed once per submit: returned through memory from an
   // out-of-line call, it was read back with one wide load that store
   // forwarding could not serve, which waited for every store before it,
-  // the new record's included (issue 12).
+  // the new record's included: a stall on every submit.
   static job_bounds bounds_of(const job_options& o) noexcept {
     const time_point deadline = o.parent != nullptr ? earliest(o.deadline, o.parent->deadline()) : o.deadline;
     return job_bounds{deadline, earliest(o.start_by, deadline), o.min_budget};

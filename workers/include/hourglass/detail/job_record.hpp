@@ -72,7 +72,8 @@ class record_slab {
         slab = current_;
         // The next record's lines, for writing: they were last written by a
         // worker on another core (or never), and waiting for them in the
-        // store buffer was the submitter's largest stall (issue 12).
+        // store buffer was the submitter's largest stall in profiles of
+        // `hourglass-bench throughput`.
         // A read prefetch would bring them in shared and the store would
         // still have to claim them: x86 needs PREFETCHW for that, which
         // older Intel cores lack (hence the CPU check).
@@ -197,8 +198,8 @@ class job_impl final : public job_record {
  private:
   // A void job's value is its ok status: nothing stored. With an empty
   // function that keeps a job whose callback holds one pointer in three
-  // cache lines rather than four (issue 12: each line is a miss to the
-  // submitter that writes it and to the worker that reads it).
+  // cache lines rather than four (each line is a miss to the submitter that
+  // writes it and to the worker that reads it).
   struct no_value {};
   [[no_unique_address]] F fn_;
   Done done_;
