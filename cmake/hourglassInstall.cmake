@@ -8,7 +8,7 @@ set(HOURGLASS_WITH_SERVER OFF)
 if(TARGET hourglass_server)
   # support (JSON, URLs) is linked privately by the static server library,
   # so it travels in the export set with it.
-  list(APPEND hourglass_targets hourglass_server hourglass_support)
+  list(APPEND hourglass_targets hourglass_server hourglass_support hourglass_asio)
   set(HOURGLASS_WITH_SERVER ON)
   install(DIRECTORY server/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endif()
@@ -17,6 +17,9 @@ if(TARGET hourglass_fleet)
   # hourglass::fleet: the embedding API of fleet mode (producer and consumer
   # on Redis Streams); hiredis is found again by the package config.
   list(APPEND hourglass_targets hourglass_fleet)
+  if(NOT TARGET hourglass_server)
+    list(APPEND hourglass_targets hourglass_asio)
+  endif()
   set(HOURGLASS_WITH_FLEET ON)
   install(DIRECTORY fleet/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endif()

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "hourglass/budget_codec.hpp"
-#include "hourglass/cli.hpp"
+#include "hourglass/support/cli.hpp"
 
 namespace hourglass::server {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "cancel/cancel_latency.hpp"
-#include "hourglass/cli.hpp"
+#include "hourglass/support/cli.hpp"
 #include "http/http_load.hpp"
 #ifdef HOURGLASS_BENCH_FLEET
 #include "fleet/fleet_bench.hpp"
@@ -17,7 +17,9 @@
 #include "overload/repeat.hpp"
 #include "overload/report.hpp"
 #include "overload/throughput.hpp"
+#ifdef HOURGLASS_BENCH_SOAK  // not in sanitizer builds (bench/CMakeLists.txt)
 #include "soak/soak.hpp"
+#endif
 
 namespace {
 
@@ -157,6 +159,7 @@ int main(int argc, char** argv) {
   hp->add_option("--connections", hpo.connections, "keep-alive connections")->capture_default_str();
   hp->add_flag("--json", hp_json, "print one JSON object as the last line of standard output");
 
+#ifdef HOURGLASS_BENCH_SOAK
   // ---- soak ----
   auto* sk = app.add_subcommand(
       "soak",
@@ -211,6 +214,7 @@ int main(int argc, char** argv) {
       "is warm-up and is not compared.\n"
       "fds are judged less the soak's own established connections to the daemon (read in /proc/self), so a daemon "
       "that keeps closed connections open shows, and more load does not.");
+#endif
 
 #ifdef HOURGLASS_BENCH_FLEET
   // ---- fleet ----
@@ -246,6 +250,7 @@ int main(int argc, char** argv) {
     if (*fl)
       return run_and_print("fleet", fl_json, [&] { return hourglass::bench::run_fleet(flo, progress_to_stderr); });
 #endif
+#ifdef HOURGLASS_BENCH_SOAK
     if (*sk) {
       hourglass::bench::soak_report report;
       try {
@@ -273,6 +278,7 @@ int main(int argc, char** argv) {
       if (sk_json) std::cout << hourglass::bench::to_json(report) << std::endl;
       return rc;
     }
+#endif
     if (*cn) {
       return run_and_print("cancel", cn_json, [&] { return hourglass::bench::run_cancel(cno, progress_to_stderr); });
     }
