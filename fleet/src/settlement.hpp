@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "hourglass/fleet/consumer.hpp"
+#include "hourglass/fleet/delivery.hpp"
 #include "hourglass/job.hpp"
 
 namespace hourglass::fleet::detail {

@@ -41,34 +41,12 @@
 
 #include "hourglass/context.hpp"
 #include "hourglass/executor.hpp"
+#include "hourglass/fleet/delivery.hpp"
 #include "hourglass/fleet/job_queue.hpp"
 #include "hourglass/fleet/redis.hpp"
 #include "hourglass/metrics.hpp"
 
 namespace hourglass::fleet {
-
-// A job as a handler gets it.
-struct delivered_job {
-  std::string id;
-  std::string handler;
-  std::string payload;
-  std::string content_type;
-  std::string idempotency_key;  // the Idempotency-Key, or the job id: key side effects by it
-  unsigned delivery = 1;        // 1 on its first start; more after its worker died
-};
-
-// What a handler returned: the job's result.
-struct job_output {
-  std::string body;
-  std::string content_type = "application/octet-stream";
-};
-
-// How a handler's failure (an exception) is recorded.
-struct error_record {
-  unsigned http_status = 500;
-  std::string code = "handler_error";
-  std::string message;
-};
 
 struct job_runner {
   std::function<job_output(const context&, const delivered_job&)> run;
