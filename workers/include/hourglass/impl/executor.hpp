@@ -1,6 +1,9 @@
 // The bodies of executor's member templates (Asio's impl/ layout): included
-// at the end of executor.hpp, not to be included on its own.
+// at the end of executor.hpp. Included first, it brings executor.hpp in
+// itself, so it still compiles alone.
 #pragma once
+
+#include "hourglass/executor.hpp"
 
 namespace hourglass {
 
