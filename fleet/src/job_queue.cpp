@@ -23,9 +23,7 @@ bool valid_job_id(std::string_view id) noexcept {
   return true;
 }
 
-[[noreturn]] void broker_error(const std::string& what, const redis_reply& r) {
-  throw redis_unavailable("redis: " + what + ": " + (r.is_error() ? r.str : std::string("unexpected reply")));
-}
+using detail::broker_error;
 
 fleet_job job_from(std::string_view id, const redis_reply& r) {
   fleet_job j;
@@ -60,20 +58,20 @@ void job_queue::ensure_group(const context& ctx) {
   if (r.is_error() && r.str.rfind("BUSYGROUP", 0) != 0) broker_error("XGROUP CREATE", r);
 }
 
-redis_reply job_queue::eval(const context& ctx, const char* script, const std::vector<std::string>& keys,
+redis_reply job_queue::eval(const context& ctx, std::string_view script, const std::vector<std::string>& keys,
                             const std::vector<std::string>& args) {
   std::string sha;
   {
     std::lock_guard lock(mu_);
-    sha = shas_[script];
+    sha = shas_[script.data()];
   }
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (sha.empty()) {
-      const redis_reply loaded = redis_.call(ctx, {"SCRIPT", "LOAD", script});
+      const redis_reply loaded = redis_.call(ctx, {"SCRIPT", "LOAD", std::string(script)});
       if (!loaded.is_string()) broker_error("SCRIPT LOAD", loaded);
       sha = loaded.str;
       std::lock_guard lock(mu_);
-      shas_[script] = sha;
+      shas_[script.data()] = sha;
     }
     std::vector<std::string> cmd{"EVALSHA", sha, std::to_string(keys.size())};
     cmd.insert(cmd.end(), keys.begin(), keys.end());
@@ -95,18 +93,15 @@ enqueued job_queue::enqueue(const context& ctx, const job_spec& job) {
   enqueued out;
   hourglass::clock& clk = options_.clock != nullptr ? *options_.clock : real_clock();
   const time_point began = clk.now();
-  const redis_reply snap = eval(ctx, detail::snapshot_script, {key("stream"), key("slots"), key("stats"), idem_key},
-                                {std::string(group), has_key ? "1" : "0"});
-  if (!snap.is_array() || snap.elements.size() != 4) broker_error("admission snapshot", snap);
-  if (!snap.elements[3].str.empty()) {
+  const detail::snapshot_reply snap = detail::decode_snapshot(
+      eval(ctx, detail::snapshot_script, {key("stream"), key("slots"), key("stats"), idem_key},
+           {std::string(group), has_key ? "1" : "0"}));
+  if (!snap.prior_id.empty()) {
     out.verdict = enqueued::kind::duplicate;
-    out.id = snap.elements[3].str;
+    out.id = snap.prior_id;
     return out;
   }
-  const auto backlog = static_cast<std::uint64_t>(std::max<long long>(0, snap.elements[0].integer));
-  const auto mean_run = std::chrono::microseconds(std::max<long long>(0, snap.elements[1].integer));
-  const auto slots = static_cast<std::uint64_t>(std::max<long long>(0, snap.elements[2].integer));
-  out.predicted_wait = fleet_predicted_wait(backlog, mean_run, slots);
+  out.predicted_wait = fleet_predicted_wait(snap.backlog, snap.mean_run, snap.live_slots);
   const duration freshness = freshness_at_entry(job.freshness, elapsed(began, clk.now()));
   if (job.admission && !admit_at_enqueue(freshness, out.predicted_wait, job.min_budget)) {
     out.verdict = enqueued::kind::refused;
@@ -123,15 +118,17 @@ enqueued job_queue::enqueue(const context& ctx, const job_spec& job) {
                                       has_key ? "1" : "0",
                                       job.idempotency_key,
                                       millis(options_.idempotency_ttl)};
-  redis_reply r = eval(ctx, detail::enqueue_script, keys, args);
-  if (r.is_array() && r.elements.size() == 2 && r.elements[0].str == "nostream") {
+  using added_kind = detail::enqueue_reply::kind;
+  detail::enqueue_reply added = detail::decode_enqueue(eval(ctx, detail::enqueue_script, keys, args));
+  if (added.verdict == added_kind::nostream) {
     ensure_group(ctx);  // the stream was deleted (FLUSHALL, a new broker): both again
-    r = eval(ctx, detail::enqueue_script, keys, args);
+    const redis_reply r = eval(ctx, detail::enqueue_script, keys, args);
+    added = detail::decode_enqueue(r);
+    if (added.verdict == added_kind::nostream) broker_error("enqueue", r);
   }
-  if (!r.is_array() || r.elements.size() != 2 || r.elements[0].str == "nostream") broker_error("enqueue", r);
-  if (r.elements[0].str == "duplicate") {
+  if (added.verdict == added_kind::duplicate) {
     out.verdict = enqueued::kind::duplicate;
-    out.id = r.elements[1].str;
+    out.id = added.id;
     return out;
   }
   out.id = id;
@@ -149,11 +146,11 @@ std::optional<fleet_job> job_queue::find(const context& ctx, std::string_view id
 std::optional<fleet_job> job_queue::cancel(const context& ctx, std::string_view id, bool* cancelled_here) {
   if (cancelled_here != nullptr) *cancelled_here = false;
   if (!valid_job_id(id)) return std::nullopt;
-  const redis_reply r = eval(
-      ctx, detail::cancel_script, {key("stream"), key("job:" + std::string(id))},
-      {std::string(group), millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1)))});
-  if (r.str == "unknown") return std::nullopt;
-  if (cancelled_here != nullptr) *cancelled_here = r.str == "cancelled";
+  const detail::cancel_reply c = detail::decode_cancel(
+      eval(ctx, detail::cancel_script, {key("stream"), key("job:" + std::string(id))},
+           {std::string(group), millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1)))}));
+  if (c == detail::cancel_reply::unknown) return std::nullopt;
+  if (cancelled_here != nullptr) *cancelled_here = c == detail::cancel_reply::cancelled;
   return find(ctx, id);
 }
 
@@ -172,49 +169,16 @@ finish_result job_queue::finish(const context& ctx, std::string_view id, std::op
     args.push_back(f);
     args.push_back(v);
   }
-  const redis_reply r = eval(ctx, detail::finish_script, {key("stream"), key("job:" + std::string(id)), key("stats")},
-                             args);
-  if (r.str == "first") return finish_result::first;
-  if (r.str == "duplicate") return finish_result::duplicate;
-  return finish_result::unknown;
+  return detail::decode_finish(
+      eval(ctx, detail::finish_script, {key("stream"), key("job:" + std::string(id)), key("stats")}, args));
 }
-
-namespace {
-
-std::int64_t broker_us(const redis_reply& s, const redis_reply& us) {
-  const auto t = parse_broker_time(s.str, us.str);
-  if (!t) throw redis_unavailable("redis: TIME is not a time");
-  return *t;
-}
-
-}  // namespace
 
 job_queue::start_answer job_queue::start(const context& ctx, const held_entry& e, std::string_view consumer,
                                          unsigned max_deliveries, std::string_view token) {
-  const redis_reply r = eval(
-      ctx, detail::start_script, {key("stream"), key("job:" + e.job_id), key("dead")},
-      {std::string(group), e.entry, std::string(consumer), std::to_string(max_deliveries), e.job_id,
-       millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1))), std::string(token)});
-  if (!r.is_array() || r.elements.size() < 4) broker_error("start", r);
-  start_answer a;
-  const std::string& v = r.elements[0].str;
-  using verdict = start_answer::verdict;
-  a.v = v == "run"         ? verdict::run
-        : v == "not_owner" ? verdict::not_owner
-        : v == "finished"  ? verdict::finished
-        : v == "cancelled" ? verdict::cancelled
-        : v == "dead"      ? verdict::dead
-                           : verdict::gone;
-  a.broker_now_us = broker_us(r.elements[1], r.elements[2]);
-  a.deliveries = static_cast<unsigned>(std::max<long long>(0, r.elements[3].integer));
-  if (a.v == verdict::run) {
-    if (r.elements.size() != 8) broker_error("start", r);
-    a.handler = r.elements[4].str;
-    a.payload = r.elements[5].str;
-    a.content_type = r.elements[6].str;
-    a.idempotency_key = r.elements[7].str;
-  }
-  return a;
+  return detail::decode_start(
+      eval(ctx, detail::start_script, {key("stream"), key("job:" + e.job_id), key("dead")},
+           {std::string(group), e.entry, std::string(consumer), std::to_string(max_deliveries), e.job_id,
+            millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1))), std::string(token)}));
 }
 
 job_queue::renew_answer job_queue::renew(const context& ctx, std::string_view consumer, const lease_value& lease_v,
@@ -227,21 +191,7 @@ job_queue::renew_answer job_queue::renew(const context& ctx, std::string_view co
     keys.push_back(key("job:" + h.job_id));
     args.push_back(h.entry);
   }
-  const redis_reply r = eval(ctx, detail::renew_script, keys, args);
-  renew_answer a;
-  if (!r.is_array() || r.elements.empty()) broker_error("renew", r);
-  if (r.elements[0].str == "fenced") {
-    a.fenced = true;
-    return a;
-  }
-  if (r.elements.size() != 8) broker_error("renew", r);
-  for (const redis_reply& e : r.elements[1].elements) a.marked.push_back(e.str);
-  for (const redis_reply& e : r.elements[2].elements) a.lost.push_back(e.str);
-  a.broker_now_us = broker_us(r.elements[3], r.elements[4]);
-  a.backlog = std::max<long long>(0, r.elements[5].integer);
-  a.pending = std::max<long long>(0, r.elements[6].integer);
-  for (const redis_reply& e : r.elements[7].elements) a.deleted.push_back(e.str);
-  return a;
+  return detail::decode_renew(eval(ctx, detail::renew_script, keys, args));
 }
 
 std::size_t job_queue::hand_back(const context& ctx, std::string_view consumer, std::string_view lease_token,
@@ -254,14 +204,14 @@ std::size_t job_queue::hand_back(const context& ctx, std::string_view consumer, 
     keys.push_back(key("job:" + h.job_id));
     args.push_back(h.entry);
   }
-  const redis_reply r = eval(ctx, detail::hand_back_script, keys, args);
-  if (!r.is_integer()) broker_error("hand back", r);
-  return static_cast<std::size_t>(std::max<long long>(0, r.integer));
+  return detail::decode_hand_back(eval(ctx, detail::hand_back_script, keys, args));
 }
 
 void job_queue::release(const context& ctx, std::string_view consumer, std::string_view token) {
-  eval(ctx, detail::release_script, {key("lease:" + std::string(consumer)), key("slots")},
-       {std::string(consumer), std::string(token)});
+  // Released or not (another process holds the name now), nothing is left to do.
+  static_cast<void>(
+      detail::decode_release(eval(ctx, detail::release_script, {key("lease:" + std::string(consumer)), key("slots")},
+                                  {std::string(consumer), std::string(token)})));
 }
 
 std::string job_queue::lease_of(const context& ctx, std::string_view consumer) {

@@ -99,7 +99,7 @@ class job_queue {
   };
 
   // The last check before a worker starts a delivered job, atomic with
-  // marking it running (scripts.hpp, start_script).
+  // marking it running (fleet/lua/start.lua).
   struct start_answer {
     enum class verdict { run, not_owner, finished, cancelled, gone, dead };
     verdict v = verdict::gone;
@@ -141,13 +141,15 @@ class job_queue {
   static constexpr std::string_view group = "hourglass";
 
  private:
-  redis_reply eval(const context& ctx, const char* script, const std::vector<std::string>& keys,
+  // EVALSHA of one of scripts.hpp's scripts (SCRIPT LOAD first, and again
+  // after NOSCRIPT); an error reply throws redis_unavailable.
+  redis_reply eval(const context& ctx, std::string_view script, const std::vector<std::string>& keys,
                    const std::vector<std::string>& args);
 
   redis_connection& redis_;
   queue_options options_;
   std::mutex mu_;
-  std::map<const char*, std::string> shas_;  // script -> SHA1 from SCRIPT LOAD
+  std::map<const char*, std::string> shas_;  // script (its text's address) -> SHA1 from SCRIPT LOAD
 };
 
 // A new job id: 32 hex digits from a CSPRNG-seeded generator.
