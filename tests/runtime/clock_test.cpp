@@ -5,6 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 namespace hourglass {
@@ -61,6 +66,116 @@ TEST(ManualClock, NeverMovesBackwards) {
   const time_point t0 = clk.now();
   clk.set(t0 - 1s);
   EXPECT_EQ(clk.now(), t0);
+}
+
+// What a thread waits for with clock::wait_until: a flag, its mutex and cv.
+struct waited {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool ready = false;
+
+  // Waits on `clk` until ready or `deadline`; what wait_until said, and the
+  // clock's time when it returned.
+  std::pair<bool, time_point> wait(clock& clk, time_point deadline) {
+    std::unique_lock lock(mu);
+    const bool got = clk.wait_until(lock, cv, deadline, [&] { return ready; });
+    return {got, clk.now()};
+  }
+  void set() {
+    const std::lock_guard lock(mu);
+    ready = true;
+    cv.notify_all();
+  }
+};
+
+TEST(ManualClockWait, TimesOutExactlyAtItsDeadline) {
+  manual_clock clk;
+  waited w;
+  const time_point deadline = clk.now() + 10ms;
+  auto result = std::async(std::launch::async, [&] { return w.wait(clk, deadline); });
+  ASSERT_TRUE(clk.wait_for_timers(1)) << "the waiter's timer";
+  clk.advance(10ms - 1ns);
+  EXPECT_EQ(result.wait_for(0s), std::future_status::timeout) << "a nanosecond early";
+  clk.advance(1ns);
+  const auto [got, at] = result.get();
+  EXPECT_FALSE(got);
+  EXPECT_EQ(at, deadline);
+  EXPECT_EQ(clk.pending_timers(), 0u);
+}
+
+TEST(ManualClockWait, ReturnsAtOnceWhenThePredicateHoldsOrTheDeadlinePassed) {
+  manual_clock clk;
+  waited w;
+  EXPECT_FALSE(w.wait(clk, clk.now()).first) << "a deadline already reached";
+  EXPECT_FALSE(w.wait(clk, clk.now() - 1s).first);
+  w.ready = true;
+  EXPECT_TRUE(w.wait(clk, clk.now() + 1h).first);
+  EXPECT_TRUE(w.wait(clk, clk.now()).first) << "true when it holds, whatever the deadline";
+  EXPECT_EQ(clk.pending_timers(), 0u) << "no timer scheduled";
+}
+
+TEST(ManualClockWait, WakesOnNotifyAndCancelsItsTimer) {
+  manual_clock clk;
+  waited w;
+  const time_point t0 = clk.now();
+  auto result = std::async(std::launch::async, [&] { return w.wait(clk, t0 + 1h); });
+  ASSERT_TRUE(clk.wait_for_timers(1));
+  w.set();
+  const auto [got, at] = result.get();
+  EXPECT_TRUE(got);
+  EXPECT_EQ(at, t0) << "no time passed";
+  EXPECT_EQ(clk.pending_timers(), 0u) << "its timer is cancelled";
+}
+
+TEST(ManualClockWait, WithoutADeadlineWaitsForTheNotifyAlone) {
+  manual_clock clk;
+  waited w;
+  auto result = std::async(std::launch::async, [&] { return w.wait(clk, never); });
+  clk.advance(24h);
+  EXPECT_EQ(result.wait_for(0s), std::future_status::timeout);
+  EXPECT_EQ(clk.pending_timers(), 0u) << "never: no timer";
+  w.set();
+  EXPECT_TRUE(result.get().first);
+}
+
+// The deadline's timer runs (on the advancing thread) as the predicate comes
+// true: the waiter returns only once the timer is done with the mutex and
+// cv, so they may be destroyed at once (ASan, TSan: no use after free).
+TEST(ManualClockWait, ATimerRunningAsTheWaitEndsIsDoneBeforeItReturns) {
+  for (int round = 0; round < 50; ++round) {
+    manual_clock clk;
+    auto w = std::make_unique<waited>();
+    const time_point deadline = clk.now() + 1ms;
+    std::promise<bool> got;
+    std::thread waiter([&] { got.set_value(w->wait(clk, deadline).first); });
+    EXPECT_TRUE(clk.wait_for_timers(1));
+    std::thread advancer;
+    {
+      std::unique_lock lock(w->mu);
+      w->ready = true;
+      w->cv.notify_all();
+      // The timer is taken out to run and now waits for the mutex we hold.
+      advancer = std::thread([&] { clk.advance(1ms); });
+      EXPECT_TRUE(test_common::eventually([&] { return clk.pending_timers() == 0; }));
+    }
+    waiter.join();
+    w.reset();  // the waiter returned: its mutex and cv may go
+    advancer.join();
+    EXPECT_TRUE(got.get_future().get()) << "the predicate held";
+  }
+}
+
+TEST(SteadyClockWait, TimesOutAtItsDeadlineAndWakesOnNotify) {
+  steady_clock_service clk;
+  waited w;
+  const time_point deadline = clk.now() + 5ms;
+  const auto [got, at] = w.wait(clk, deadline);
+  EXPECT_FALSE(got);
+  EXPECT_GE(at, deadline);
+  auto result = std::async(std::launch::async, [&] { return w.wait(clk, clk.now() + 1h); });
+  w.set();
+  EXPECT_TRUE(result.get().first);
+  EXPECT_TRUE(w.wait(clk, clk.now() - 1s).first) << "true at once when it holds";
 }
 
 TEST(TimeArithmetic, Saturates) {

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -55,7 +56,53 @@ class clock {
   // for a time of this clock with a timed wait of its own (one wake-up, no
   // timer thread in between) instead of scheduling a timer.
   virtual bool is_steady_clock() const noexcept { return false; }
+
+  // std::condition_variable::wait_until on this clock: waits on `cv`, `lock`
+  // held, until pred() holds (true) or the clock reaches `deadline` (false:
+  // pred() as it is then). Whoever makes pred() true notifies `cv` while
+  // holding lock.mutex() (or after changing pred's state under it). On the
+  // steady clock it is a timed wait of the thread's own; on any other clock a
+  // timer at `deadline` locks lock.mutex() and notifies `cv`, so a
+  // manual_clock's advance() ends the wait exactly at the deadline. A timer
+  // that runs as the wait ends is waited for: it never touches `cv`, the
+  // mutex or this frame after the call returns. `never`: no timer at all.
+  // Not from a manual_clock's timer callback: its timer would need the
+  // advance() that is running the callback.
+  template <class Pred>
+  bool wait_until(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, time_point deadline, Pred pred);
 };
+
+template <class Pred>
+bool clock::wait_until(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, time_point deadline,
+                       Pred pred) {
+  if (pred()) return true;
+  if (deadline == never) {
+    cv.wait(lock, pred);
+    return true;
+  }
+  if (is_steady_clock()) return cv.wait_until(lock, deadline, pred);
+  if (now() >= deadline) return false;
+  // The flag is the timer's and the waiter's (guarded by lock.mutex()): a
+  // timer that is running when the wait ends keeps it alive by itself.
+  auto fired = std::make_shared<bool>(false);
+  const timer_id id = schedule(deadline, [fired, mu = lock.mutex(), &cv] {
+    const std::lock_guard guard(*mu);
+    *fired = true;
+    cv.notify_all();
+  });
+  // The deadline passed between the reading above and the schedule: a
+  // manual_clock runs a timer in its past only at its next advance().
+  if (now() >= deadline && cancel(id)) return pred();
+  bool met = false;
+  cv.wait(lock, [&] { return (met = pred()) || *fired; });
+  if (!cancel(id) && !*fired) {
+    // The timer runs now, waiting for the mutex: let it finish with `cv`
+    // and the mutex before the caller may destroy them.
+    cv.wait(lock, [&] { return *fired; });
+    met = pred();
+  }
+  return met;
+}
 
 // Asks the OS to end the calling thread's timed waits on time: Linux lets a
 // normal thread's wait end up to 50 us late (timer slack) to batch wake-ups;
