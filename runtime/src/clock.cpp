@@ -38,6 +38,11 @@ bool timer_queue::erase(timer_id id) noexcept { return id && timers_.erase(std::
 
 time_point timer_queue::next_due() const noexcept { return timers_.empty() ? never : timers_.begin()->first.first; }
 
+bool timer_queue::has_due_at(time_point when) const noexcept {
+  const auto it = timers_.lower_bound(std::make_pair(when, std::uint64_t{0}));
+  return it != timers_.end() && it->first.first == when;
+}
+
 std::function<void()> timer_queue::pop_due(time_point now) {
   if (timers_.empty() || timers_.begin()->first.first > now) return {};
   auto node = timers_.extract(timers_.begin());
@@ -159,6 +164,11 @@ std::size_t manual_clock::pending_timers() const {
 bool manual_clock::wait_for_timers(std::size_t n, duration limit) const {
   std::unique_lock lock(mu_);
   return changed_.wait_for(lock, limit, [&] { return timers_.size() >= n; });
+}
+
+bool manual_clock::wait_for_timer_at(time_point when, duration limit) const {
+  std::unique_lock lock(mu_);
+  return changed_.wait_for(lock, limit, [&] { return timers_.has_due_at(when); });
 }
 
 }  // namespace hourglass

@@ -93,7 +93,8 @@ TEST(ManualClockWait, TimesOutExactlyAtItsDeadline) {
   waited w;
   const time_point deadline = clk.now() + 10ms;
   auto result = std::async(std::launch::async, [&] { return w.wait(clk, deadline); });
-  ASSERT_TRUE(clk.wait_for_timers(1)) << "the waiter's timer";
+  ASSERT_TRUE(clk.wait_for_timer_at(deadline)) << "the waiter's timer";
+  EXPECT_FALSE(clk.wait_for_timer_at(deadline + 1ns, 0ms));
   clk.advance(10ms - 1ns);
   EXPECT_EQ(result.wait_for(0s), std::future_status::timeout) << "a nanosecond early";
   clk.advance(1ns);

@@ -117,7 +117,8 @@ class timer_queue {
   bool erase(timer_id id) noexcept;
   bool empty() const noexcept { return timers_.empty(); }
   std::size_t size() const noexcept { return timers_.size(); }
-  time_point next_due() const noexcept;  // `never` when empty
+  time_point next_due() const noexcept;             // `never` when empty
+  bool has_due_at(time_point when) const noexcept;  // a timer is due at exactly `when`
   // Removes and returns the earliest timer if it is due at `now`.
   std::function<void()> pop_due(time_point now);
 
@@ -172,6 +173,9 @@ class manual_clock final : public clock {
   // Test helper: blocks until at least `n` timers are pending (a thread has
   // gone to sleep on this clock). Waits on real time, at most `limit`.
   bool wait_for_timers(std::size_t n, duration limit = std::chrono::seconds(10)) const;
+  // Test helper: blocks until a timer due at exactly `when` is pending (a
+  // thread waits for that time). Waits on real time, at most `limit`.
+  bool wait_for_timer_at(time_point when, duration limit = std::chrono::seconds(10)) const;
 
  private:
   mutable std::mutex mu_;
