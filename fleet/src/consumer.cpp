@@ -3,6 +3,8 @@
 // becomes), start and drain. Delivery is consumer_reader.cpp; the lease and
 // the outcomes' writes are consumer_keeper.cpp.
 #include <algorithm>
+#include <functional>
+#include <iterator>
 #include <utility>
 
 #include "consumer_impl.hpp"
@@ -26,51 +28,81 @@ consumer::impl::impl(job_queue& q, redis_connection& r, executor& ex, job_runner
 
 std::size_t consumer::impl::busy_locked() const {
   std::size_t n = 0;
-  for (const auto& [entry, h] : held_entries) n += h.writing ? 0 : 1;
+  for (const auto& [entry, h] : held_entries) n += detail::holds_job(h.state) ? 1 : 0;
   return n;
 }
 
 std::vector<job_queue::held_entry> consumer::impl::renewable_locked() const {
   std::vector<job_queue::held_entry> out;
   for (const auto& [entry, h] : held_entries) {
-    if (!h.abandoned && !h.deleted) out.push_back({entry, h.job_id});  // a deleted entry has nothing to renew
+    if (detail::renewed(h.state) && !h.deleted)
+      out.push_back({entry, h.job_id});  // a deleted entry has nothing to renew
   }
   return out;
 }
 
-// Gives up jobs without an outcome from us; their refs to cancel, outside the lock.
-std::vector<job_ref> consumer::impl::abandon_locked(bool hand_back, bool include_started) {
-  std::vector<job_ref> refs;
-  for (auto& [entry, h] : held_entries) {
-    if (h.abandoned || h.writing || (h.started && !include_started)) continue;
-    h.abandoned = true;
-    h.hand_back = hand_back;
-    refs.push_back(h.ref);
+detail::held_action consumer::impl::feed_locked(held_map::iterator it, detail::held_event e, stop_list* stops,
+                                                outcome_parts* outcome) {
+  using act = detail::held_action;
+  held& h = it->second;
+  const detail::held_step step = detail::on_held_event(h.state, e);
+  const bool had_slot = detail::holds_job(h.state);
+  h.state = step.next;
+  switch (step.action) {
+    case act::none:
+    case act::run_handler:
+    case act::settle: break;
+    case act::stop:
+    case act::stop_requested:
+    case act::hand_back_and_stop:
+      if (stops != nullptr) {
+        stops->push_back(
+            {h.ref, step.action == act::stop_requested ? cancel_cause::requested : cancel_cause::shutdown});
+      }
+      if (step.action != act::hand_back_and_stop) break;
+      [[fallthrough]];
+    case act::hand_back:
+      to_hand_back.push_back({it->first, h.job_id});
+      work_ready.notify_one();
+      break;
+    case act::write:
+      h.ref = job_ref();
+      if (outcome != nullptr) {
+        if (outbox.size() >= opts.max_unwritten_outcomes) {
+          // The broker has been gone for long: drop the oldest; its entry is
+          // reclaimed and run again once the broker is back (at least once).
+          if (auto oldest = held_entries.find(outbox.front().entry); oldest != held_entries.end()) {
+            feed_locked(oldest, detail::held_event::dropped);
+          }
+          outbox.pop_front();
+          ++st.outcomes_dropped;
+        }
+        outbox.push_back(
+            {it->first, h.job_id, outcome->run_time, std::move(outcome->fields), h.handler, outcome->recorded});
+        work_ready.notify_one();
+      }
+      break;
+    case act::leave:
+    case act::forget: held_entries.erase(it); break;
   }
-  return refs;
+  if (had_slot && !detail::holds_job(step.next)) slot_freed.notify_all();
+  return step.action;
 }
 
-void consumer::impl::push_outcome_locked(const std::string& entry, held& h, std::optional<duration> run,
-                                         field_list fields, status recorded) {
-  h.writing = true;
-  h.ref = job_ref();
-  if (outbox.size() >= opts.max_unwritten_outcomes) {
-    // The broker has been gone for long: drop the oldest; its entry is
-    // reclaimed and run again once the broker is back (at least once).
-    held_entries.erase(outbox.front().entry);
-    outbox.pop_front();
-    ++st.outcomes_dropped;
+std::size_t consumer::impl::feed_all_locked(detail::held_event e, stop_list& stops) {
+  std::size_t stopped = 0;
+  for (auto it = held_entries.begin(); it != held_entries.end();) {
+    const auto next = std::next(it);
+    const detail::held_action a = feed_locked(it, e, &stops);
+    stopped += a == detail::held_action::stop || a == detail::held_action::hand_back_and_stop ? 1 : 0;
+    it = next;
   }
-  outbox.push_back({entry, h.job_id, run, std::move(fields), h.handler, recorded});
-  work_ready.notify_one();
-  slot_freed.notify_one();
+  return stopped;
 }
 
-void consumer::impl::hand_back_locked(const std::string& entry, held& h) {
-  to_hand_back.push_back({entry, h.job_id});
-  h.writing = true;  // held until handed back
-  work_ready.notify_one();
-  slot_freed.notify_one();
+void consumer::impl::stop_jobs(stop_list& stops) noexcept {
+  for (job_stop& s : stops) s.ref.cancel(s.cause);
+  stops.clear();
 }
 
 void consumer::impl::count_recorded(const std::string& handler, const status& recorded) {
@@ -78,9 +110,9 @@ void consumer::impl::count_recorded(const std::string& handler, const status& re
     opts.metrics->on_recorded(opts.metrics->handler(handler.empty() ? "default" : handler), recorded);
 }
 
-void consumer::impl::forget_locked(const std::string& entry) {
-  held_entries.erase(entry);
-  slot_freed.notify_one();
+void consumer::impl::stop_reading_locked() {
+  stop_reading.cancel(cancel_cause::shutdown);
+  slot_freed.notify_all();
 }
 
 // ---- a job's life ----
@@ -101,16 +133,15 @@ void consumer::impl::submit(const std::string& entry, const std::string& job_id,
         return self->start_and_run(ctx, entry, job_id, freshness, min_budget, sid);
       },
       [self, entry](job_result<run_value>&& r) noexcept { self->on_done(entry, std::move(r)); });
-  bool abandoned_meanwhile = false;
+  stop_list stops;  // fenced or lost before the handle was here
   {
     std::lock_guard lock(mu);
-    const auto it = held_entries.find(entry);
-    if (it != held_entries.end() && !it->second.writing) {
-      it->second.ref = ref;
-      abandoned_meanwhile = it->second.abandoned;  // fenced or drained before the ref was here
+    if (const auto it = held_entries.find(entry); it != held_entries.end()) {
+      if (detail::holds_job(it->second.state)) it->second.ref = ref;
+      feed_locked(it, detail::held_event::submitted, &stops);
     }
   }
-  if (abandoned_meanwhile) ref.cancel(cancel_cause::shutdown);
+  stop_jobs(stops);
 }
 
 consumer::impl::run_value consumer::impl::start_and_run(const context& ctx, const std::string& entry,
@@ -157,10 +188,9 @@ consumer::impl::run_value consumer::impl::start_and_run(const context& ctx, cons
     std::lock_guard lock(mu);
     const auto it = held_entries.find(entry);
     if (it == held_entries.end()) return v;
-    it->second.started = true;
     // Handed back, fenced or lost while the start script ran: the handler
     // must not run (a handler that ignores its context would run it twice).
-    if (it->second.abandoned || ctx.done()) return v;
+    if (feed_locked(it, detail::held_event::start_said_run) != detail::held_action::run_handler || ctx.done()) return v;
     it->second.run_start = clk.now();
     ++st.started;
   }
@@ -189,17 +219,11 @@ void consumer::impl::on_done(const std::string& entry, job_result<run_value>&& r
   if (it == held_entries.end()) return;
   held& h = it->second;
   drop = std::move(h.ref);
-  if (h.abandoned) {
-    if (h.hand_back && !h.writing) {
-      hand_back_locked(entry, h);
-    } else if (!h.hand_back) {
-      forget_locked(entry);
-    }
-    return;
-  }
-  const detail::delivery_facts facts{
-      h.reclaimed, h.started, h.queued,
-      h.started ? std::optional<duration>(elapsed(h.run_start, clk.now())) : std::nullopt};
+  const bool started = h.state == detail::held_state::running;
+  // Given back, fenced or lost: settled by the state machine alone.
+  if (feed_locked(it, detail::held_event::job_ended) != detail::held_action::settle) return;
+  const detail::delivery_facts facts{h.reclaimed, started, h.queued,
+                                     started ? std::optional<duration>(elapsed(h.run_start, clk.now())) : std::nullopt};
   detail::settlement s = detail::settle(facts, std::move(r), [this](std::exception_ptr e) { return describe(e); });
   using tally = detail::settlement::tally;
   if (s.counted == tally::expired) ++(h.reclaimed ? st.expired_reclaim : st.expired_queue);
@@ -208,11 +232,13 @@ void consumer::impl::on_done(const std::string& entry, job_result<run_value>&& r
   if (s.counted == tally::dead_lettered || s.counted == tally::cancelled_at_start)
     count_recorded(h.handler, s.recorded);
   switch (s.what) {
-    case detail::settlement::action::write:
-      push_outcome_locked(entry, h, facts.run, std::move(s.fields), s.recorded);
+    case detail::settlement::action::write: {
+      outcome_parts o{facts.run, std::move(s.fields), s.recorded};
+      feed_locked(it, detail::held_event::outcome_ready, nullptr, &o);
       break;
-    case detail::settlement::action::hand_back: hand_back_locked(entry, h); break;
-    case detail::settlement::action::forget: forget_locked(entry); break;
+    }
+    case detail::settlement::action::hand_back: feed_locked(it, detail::held_event::refused); break;
+    case detail::settlement::action::forget: feed_locked(it, detail::held_event::nothing_ours); break;
   }
 }
 
@@ -222,8 +248,11 @@ void consumer::impl::start(const context& ctx) {
   queue.ensure_group(ctx);
   const std::string before = queue.lease_of(ctx, opts.name);
   if (!before.empty()) {
-    // Someone held this name: alive if it renews within one renewal period.
-    ctx.sleep_for(timing.renew_every + timing.renew_every / 4);
+    // Someone held this name: alive if it renews within one renewal period
+    // (of the executor's clock, as every wait of ours; `ctx` may end it).
+    context_source waiting(clk);
+    const cancellation_callback<std::function<void()>> on_stop(ctx.token(), [&waiting] { waiting.cancel(); });
+    waiting.get().sleep_for(timing.renew_every + timing.renew_every / 4);
     ctx.check();
     const std::string after = queue.lease_of(ctx, opts.name);
     if (judge_name(before, after) == name_claim::live_holder) {
@@ -233,13 +262,14 @@ void consumer::impl::start(const context& ctx) {
     if (!after.empty() && parse_lease(after, old)) queue.release(ctx, opts.name, old.token);
   }
   lease_v.token = new_job_id();
-  if (!renew()) throw redis_unavailable("redis: the first lease renewal failed");
+  const renewal first = renew();
+  if (!first.answered) throw redis_unavailable("redis: the first lease renewal failed");
   {
     std::lock_guard lock(mu);
     if (st.fenced) throw name_taken("consumer name '" + opts.name + "' was taken while starting");
   }
   running = true;
-  renewer_thread = std::thread([self = shared_from_this()] { self->renew_loop(); });
+  renewer_thread = std::thread([self = shared_from_this(), next = first.next] { self->renew_loop(next); });
   writer_thread = std::thread([self = shared_from_this()] { self->write_loop(); });
   reader_thread = std::thread([self = shared_from_this()] { self->read_loop(); });
 }
@@ -247,31 +277,30 @@ void consumer::impl::start(const context& ctx) {
 void consumer::impl::drain(time_point deadline) {
   if (!running) return;
   running = false;
-  stop_reading.cancel(cancel_cause::shutdown);
-  if (reader_thread.joinable()) reader_thread.join();
-  // Jobs not started yet go back at once; running ones get until the deadline.
-  std::vector<job_ref> not_started;
   {
     std::lock_guard lock(mu);
-    not_started = abandon_locked(true, false);
+    stop_reading_locked();
   }
-  for (job_ref& r : not_started) r.cancel(cancel_cause::shutdown);
+  if (reader_thread.joinable()) reader_thread.join();
+  // Jobs not started yet go back at once; running ones get until the
+  // deadline, on the executor's clock, and are then handed back whether or
+  // not their handlers stop: another daemon may run them.
+  stop_list stops;
   {
     std::unique_lock lock(mu);
-    while (busy_locked() > 0 && clk.now() < deadline) slot_freed.wait_for(lock, 10ms);
+    feed_all_locked(detail::held_event::drain_began, stops);
+    lock.unlock();
+    stop_jobs(stops);
+    lock.lock();
+    clk.wait_until(lock, slot_freed, deadline, [&] { return busy_locked() == 0; });
+    feed_all_locked(detail::held_event::drain_deadline, stops);
   }
-  std::vector<job_ref> running_late;
-  {
-    std::lock_guard lock(mu);
-    running_late = abandon_locked(true, true);
-    // Hand back now, whether or not their handlers stop: another daemon may run them.
-    for (auto& [entry, h] : held_entries) {
-      if (h.abandoned && h.hand_back && !h.writing) hand_back_locked(entry, h);
-    }
-  }
-  for (job_ref& r : running_late) r.cancel(cancel_cause::shutdown);
+  stop_jobs(stops);
   stop_keeping.cancel(cancel_cause::shutdown);
-  work_ready.notify_all();
+  {
+    std::lock_guard lock(mu);  // the writer sees the stop, or waits and is woken
+    work_ready.notify_all();
+  }
   if (renewer_thread.joinable()) renewer_thread.join();
   if (writer_thread.joinable()) writer_thread.join();
   // Last writes on a context of their own, each bounded by the connection's io_timeout.

@@ -1,8 +1,10 @@
 // The consumer's insides, shared by its three parts: delivery
 // (consumer_reader.cpp, the reader thread), keeping the lease and writing
 // outcomes (consumer_keeper.cpp, the renewer and writer threads), and a
-// job's life with start and drain (consumer.cpp). What becomes of a job's
-// result is the pure settle() of settlement.hpp.
+// job's life with start and drain (consumer.cpp). The decisions are pure
+// functions these threads ask: a held entry's life (held_entry.hpp), what a
+// job's result becomes (settlement.hpp), what a renewal's answer means
+// (renewal.hpp). Every timed wait is on the executor's clock (`clk`).
 #pragma once
 
 #include <condition_variable>
@@ -15,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "held_entry.hpp"
 #include "hourglass/fleet/consumer.hpp"
 #include "hourglass/fleet/freshness.hpp"
 #include "hourglass/fleet/lease.hpp"
@@ -27,20 +30,19 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
   using field_list = detail::field_list;
   using run_value = detail::run_value;
 
-  // One entry this daemon holds (delivered to it, outcome not yet written).
+  // One entry this daemon holds, from its delivery until it is forgotten:
+  // its life is the state machine of held_entry.hpp; the rest are facts.
   struct held {
     std::string job_id;
     std::string handler;     // its metrics label
     bool reclaimed = false;  // taken over from a dead holder: expiry is stage reclaim
-    job_ref ref;             // while in the executor
-    bool abandoned = false;  // no outcome from us: handed back, fenced or lost
-    bool hand_back = false;  // abandoned, and to be handed back at once
-    bool started = false;    // the start script said run
-    bool writing = false;    // its outcome waits in the outbox (or its hand-back in to_hand_back)
-    bool deleted = false;    // its entry was deleted from the stream (loss alarm): nobody else can take it
-    duration queued{};       // the broker's age of the job when it started (or expired)
+    bool deleted = false;    // its entry was deleted from the stream (loss alarm): not renewed, nobody can take it
+    detail::held_state state = detail::held_state::queued;
+    job_ref ref;        // while its job is in the executor
+    duration queued{};  // the broker's age of the job when it started (or expired)
     time_point run_start{};
   };
+  using held_map = std::map<std::string, held>;  // by entry id
   struct outcome_to_write {
     std::string entry;
     std::string job_id;
@@ -49,6 +51,18 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
     std::string handler;
     status recorded;  // counted once the finish says it is the first
   };
+  // An outcome for feed_locked's write.
+  struct outcome_parts {
+    std::optional<duration> run_time;
+    field_list fields;
+    status recorded;
+  };
+  // A job an action stops, cancelled outside the lock.
+  struct job_stop {
+    job_ref ref;
+    cancel_cause cause;
+  };
+  using stop_list = std::vector<job_stop>;
 
   impl(job_queue& q, redis_connection& r, executor& ex, job_runner run, consumer_options o);
 
@@ -66,9 +80,9 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
   hourglass::metrics in_executor;
 
   mutable std::mutex mu;
-  std::condition_variable slot_freed;        // the reader waits for room
-  std::condition_variable work_ready;        // the writer waits for outcomes to write
-  std::map<std::string, held> held_entries;  // by entry id
+  std::condition_variable slot_freed;  // reading waits for room, drain for the jobs' ends
+  std::condition_variable work_ready;  // the writer waits for outcomes to write
+  held_map held_entries;
   std::deque<outcome_to_write> outbox;
   std::vector<job_queue::held_entry> to_hand_back;  // to the fleet at once, by the writer
   lease_value lease_v;
@@ -87,20 +101,26 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
   // ---- bookkeeping (under mu): consumer.cpp ----
   std::size_t busy_locked() const;
   std::vector<job_queue::held_entry> renewable_locked() const;
-  // Gives up jobs without an outcome from us; their refs to cancel, outside the lock.
-  std::vector<job_ref> abandon_locked(bool hand_back, bool include_started);
-  void push_outcome_locked(const std::string& entry, held& h, std::optional<duration> run, field_list fields,
-                           status recorded);
+  // Feeds `e` to the entry's state machine and does under mu what it says
+  // about the entry: queues `outcome` (for outcome_ready) or its hand-back,
+  // forgets it (`it` is then invalid), and adds the job to stop to `stops`
+  // (the events that stop one: submitted, drain_*, fenced, lost,
+  // delete_marked). Wakes reading and drain when the entry frees its slot.
+  detail::held_action feed_locked(held_map::iterator it, detail::held_event e, stop_list* stops = nullptr,
+                                  outcome_parts* outcome = nullptr);
+  // Feeds `e` to every held entry; how many of them it stopped.
+  std::size_t feed_all_locked(detail::held_event e, stop_list& stops);
+  static void stop_jobs(stop_list& stops) noexcept;
   // An outcome recorded on the broker, counted in opts.metrics.
   void count_recorded(const std::string& handler, const status& st);
-  void hand_back_locked(const std::string& entry, held& h);  // to the fleet at once, by the writer
-  void forget_locked(const std::string& entry);
+  // Stops reading (drain, or the name taken): the reader wakes if it waits for room.
+  void stop_reading_locked();
 
   // ---- delivery (the reader thread): consumer_reader.cpp ----
   void deliver(const std::vector<stream_entry>& entries, bool reclaimed);
   std::int64_t broker_time();
   void note_offset(std::int64_t broker_now_us);
-  std::size_t wait_for_room();
+  std::size_t wait_for_room();  // 0: reading stopped
   void read_loop();
 
   // ---- a job's life (worker threads): consumer.cpp ----
@@ -112,9 +132,15 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
   void on_done(const std::string& entry, job_result<run_value>&& r) noexcept;
 
   // ---- the renewer and the writer: consumer_keeper.cpp ----
-  bool renew();
+  // One renewal: whether it was answered (renewed, or the name is taken),
+  // and when to send the next.
+  struct renewal {
+    bool answered = false;
+    time_point next;
+  };
+  renewal renew();
   bool flush(const context& ctx);
-  void renew_loop();
+  void renew_loop(time_point first);
   void write_loop();
 
   // ---- start and drain: consumer.cpp ----

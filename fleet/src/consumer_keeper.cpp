@@ -2,96 +2,91 @@
 // lease/3, fencing this daemon when it cannot be), DELETE's marks, and the
 // outcomes and hand-backs written as soon as they wait.
 #include <algorithm>
+#include <optional>
 
 #include "consumer_impl.hpp"
+#include "renewal.hpp"
 
 namespace hourglass::fleet {
 
-using namespace std::chrono_literals;
+namespace {
 
-// One renewal; false when the broker could not be used.
-bool consumer::impl::renew() {
+// The writer's pause after the broker failed it.
+constexpr duration writer_retry = std::chrono::milliseconds(100);
+
+}  // namespace
+
+// One renewal: sent, then its answer (or failure) handed to the pure
+// after_renewal(), whose decision is done here.
+consumer::impl::renewal consumer::impl::renew() {
   std::vector<job_queue::held_entry> entries;
   lease_value v;
+  time_point last;
   {
     std::lock_guard lock(mu);
     entries = renewable_locked();
     ++lease_v.renewals;
     v = lease_v;
+    last = last_renewed;
   }
   const time_point sent = clk.now();
-  // A renewal that answers after the fencing point is of no use: bound it there.
-  time_point limit = saturating_add(last_renewed, timing.fence_after);
-  if (limit <= sent) limit = saturating_add(sent, timing.renew_every);
-  const context_source bounded = stop_keeping.get().child_until(limit);
-  job_queue::renew_answer a;
+  const context_source bounded = stop_keeping.get().child_until(detail::renewal_limit(last, sent, timing));
+  std::optional<job_queue::renew_answer> a;
+  std::string failure;
   try {
     a = queue.renew(bounded.get(), opts.name, v, timing.lease, opts.slots, entries);
   } catch (const std::exception& e) {
-    if (stop_keeping.get().done()) return false;
-    std::vector<job_ref> refs;
-    std::string fenced_line;
-    {
-      std::lock_guard lock(mu);
-      ++st.broker_errors;
-      if (!self_fenced && must_fence(last_renewed, clk.now(), timing)) {
-        self_fenced = true;
-        refs = abandon_locked(false, true);
-        st.fenced_jobs += refs.size();
-        fenced_line = "fleet: lease of " + opts.name + " not renewed for " +
-                      detail::ms_text(elapsed(last_renewed, clk.now())) + " ms: stopping its " +
-                      std::to_string(refs.size()) + " jobs (the fleet may reclaim them)";
-      }
-    }
-    for (job_ref& r : refs) r.cancel(cancel_cause::shutdown);
-    log(std::string("fleet: renewing the lease of ") + opts.name + ": " + e.what());
-    if (!fenced_line.empty()) log(fenced_line);
-    return false;
+    failure = e.what();
   }
-  note_offset(a.broker_now_us);
-  std::vector<job_ref> cancel_requested, stop_lost;
+  if (a) note_offset(a->broker_now_us);
+  stop_list stops;
   std::string line, alarm;
+  renewal r;
   {
     std::lock_guard lock(mu);
-    if (a.fenced) {
-      st.fenced = true;
-      self_fenced = true;
-      stop_lost = abandon_locked(false, true);
-      st.fenced_jobs += stop_lost.size();
-      line = "fleet: another process renews the lease of consumer " + opts.name + ": this one stops";
-      stop_reading.cancel(cancel_cause::shutdown);
-    } else {
-      if (self_fenced) line = "fleet: lease of " + opts.name + " renewed again";
-      self_fenced = false;
+    const detail::renewal_decision d = detail::after_renewal(
+        a ? &*a : nullptr, {sent, clk.now(), last_renewed, self_fenced, stop_keeping.get().done()}, timing);
+    r = {a.has_value(), d.next};
+    if (d.broker_error) ++st.broker_errors;
+    if (d.renewed) {
       last_renewed = sent;
-      st.backlog = a.backlog;
-      st.pending = a.pending;
-      for (const std::string& e : a.marked) {
-        if (auto it = held_entries.find(e); it != held_entries.end() && !it->second.abandoned) {
-          cancel_requested.push_back(it->second.ref);
-        }
-      }
-      if (!a.deleted.empty()) {
-        st.lost_entries += a.deleted.size();
-        for (const std::string& e : a.deleted) {
-          if (auto it = held_entries.find(e); it != held_entries.end()) it->second.deleted = true;
-        }
-        alarm = "fleet: loss alarm: " + std::to_string(a.deleted.size()) + " pending entries of queue " +
-                queue.options().name + " held by " + opts.name + " were deleted from the stream";
-      }
-      for (const std::string& e : a.lost) {
-        auto it = held_entries.find(e);
-        if (it == held_entries.end() || it->second.abandoned || it->second.writing || it->second.deleted) continue;
-        it->second.abandoned = true;  // another daemon holds it now
-        stop_lost.push_back(it->second.ref);
+      st.backlog = a->backlog;
+      st.pending = a->pending;
+    }
+    if (d.name_taken) st.fenced = true;
+    if (self_fenced && !d.self_fenced) slot_freed.notify_all();  // reading may go on
+    self_fenced = d.self_fenced;
+    if (d.fence) {
+      const std::size_t stopped = feed_all_locked(detail::held_event::fenced, stops);
+      st.fenced_jobs += stopped;
+      if (d.name_taken) {
+        line = "fleet: another process renews the lease of consumer " + opts.name + ": this one stops";
+        stop_reading_locked();
+      } else {
+        line = "fleet: lease of " + opts.name + " not renewed for " +
+               detail::ms_text(elapsed(last_renewed, clk.now())) + " ms: stopping its " + std::to_string(stopped) +
+               " jobs (the fleet may reclaim them)";
       }
     }
+    if (d.renewed_again) line = "fleet: lease of " + opts.name + " renewed again";
+    if (d.renewed && !a->deleted.empty()) {
+      st.lost_entries += a->deleted.size();
+      for (const std::string& e : a->deleted) {
+        if (auto it = held_entries.find(e); it != held_entries.end()) it->second.deleted = true;
+      }
+      alarm = "fleet: loss alarm: " + std::to_string(a->deleted.size()) + " pending entries of queue " +
+              queue.options().name + " held by " + opts.name + " were deleted from the stream";
+    }
+    for (const auto& [entry, event] : d.entries) {
+      if (auto it = held_entries.find(entry); it != held_entries.end()) feed_locked(it, event, &stops);
+    }
   }
-  for (job_ref& r : cancel_requested) r.cancel(cancel_cause::requested);
-  for (job_ref& r : stop_lost) r.cancel(cancel_cause::shutdown);
+  stop_jobs(stops);
+  if (!failure.empty() && !stop_keeping.get().done())
+    log(std::string("fleet: renewing the lease of ") + opts.name + ": " + failure);
   if (!line.empty()) log(line);
   if (!alarm.empty()) log(alarm);
-  return true;
+  return r;
 }
 
 // Writes what waits; false when the broker could not be used.
@@ -118,7 +113,7 @@ bool consumer::impl::flush(const context& ctx) {
     }
     if (fr == finish_result::duplicate) ++st.duplicate_outcomes;
     if (!outbox.empty() && outbox.front().entry == o.entry) outbox.pop_front();
-    forget_locked(o.entry);
+    if (auto it = held_entries.find(o.entry); it != held_entries.end()) feed_locked(it, detail::held_event::written);
   }
   std::vector<job_queue::held_entry> back;
   {
@@ -136,34 +131,41 @@ bool consumer::impl::flush(const context& ctx) {
   }
   std::lock_guard lock(mu);
   st.handed_back += back.size();
-  for (const auto& b : back) forget_locked(b.entry);
+  for (const auto& b : back) {
+    if (auto it = held_entries.find(b.entry); it != held_entries.end())
+      feed_locked(it, detail::held_event::handed_back);
+  }
   return true;
 }
 
 // The renewer: nothing else on its thread, so outcomes waiting for a slow
 // broker never delay a renewal; each attempt is bounded by the fencing
-// point, so a hung broker fences on time.
-void consumer::impl::renew_loop() {
+// point, so a hung broker fences on time. Its sleeps are on the executor's
+// clock: renewals are sent every lease/3 of it, from the first one's
+// sending (`first`: when the second is due).
+void consumer::impl::renew_loop(time_point first) {
   const context& ctx = stop_keeping.get();
-  time_point next_renewal = clk.now() + timing.renew_every;
+  time_point next_renewal = first;
   while (!ctx.done()) {
     if (!ctx.sleep_until(next_renewal)) break;
-    const time_point sent = clk.now();
-    // A failed renewal is tried again soon: fencing counts from the last success.
-    next_renewal = renew() ? sent + timing.renew_every : clk.now() + std::min<duration>(timing.renew_every, 200ms);
+    next_renewal = renew().next;
   }
 }
 
-// The writer: outcomes and hand-backs, as soon as they wait, retried while
-// the broker is away.
+// The writer: outcomes and hand-backs, as soon as they wait (woken by
+// feed_locked, and by drain's stop); after a failure, again once
+// writer_retry has passed on the executor's clock.
 void consumer::impl::write_loop() {
   const context& ctx = stop_keeping.get();
   bool broker_ok = true;
   while (!ctx.done()) {
     {
       std::unique_lock lock(mu);
-      const bool work = !outbox.empty() || !to_hand_back.empty();
-      if (!work || !broker_ok) work_ready.wait_for(lock, broker_ok ? 1s : 100ms);
+      if (broker_ok) {
+        work_ready.wait(lock, [&] { return ctx.done() || !outbox.empty() || !to_hand_back.empty(); });
+      } else {
+        clk.wait_until(lock, work_ready, saturating_add(clk.now(), writer_retry), [&] { return ctx.done(); });
+      }
     }
     if (ctx.done()) break;
     broker_ok = flush(ctx);

@@ -45,8 +45,9 @@ void consumer::impl::deliver(const std::vector<stream_entry>& entries, bool recl
     const time_point start_by = opts.judge_freshness ? start_by_on_our_clock(age, freshness, sent) : never;
     {
       std::lock_guard lock(mu);
-      if (held_entries.count(e.id) != 0) continue;  // ours already (reclaimed while we renewed late)
-      held& h = held_entries[e.id];
+      const auto [it, added] = held_entries.try_emplace(e.id);
+      if (!added) continue;  // ours already (reclaimed while we renewed late)
+      held& h = it->second;
       h.job_id = job_id;
       h.handler = e.field("handler");
       h.reclaimed = reclaimed;
@@ -56,7 +57,8 @@ void consumer::impl::deliver(const std::vector<stream_entry>& entries, bool recl
       if (opts.judge_freshness && !worth_starting(start_by, min_budget, clk.now())) {
         ++(reclaimed ? st.expired_reclaim : st.expired_queue);
         const status late = status::expired(reclaimed ? expiry_stage::reclaim : expiry_stage::queue);
-        push_outcome_locked(e.id, h, std::nullopt, detail::expired_fields(h.queued, late.stage), late);
+        outcome_parts o{std::nullopt, detail::expired_fields(h.queued, late.stage), late};
+        feed_locked(it, detail::held_event::outcome_ready, nullptr, &o);
         continue;
       }
     }
@@ -82,14 +84,12 @@ void consumer::impl::note_offset(std::int64_t broker_now_us) {
   st.broker_clock_offset_us = broker_now_us - ours;
 }
 
+// Woken by a slot freed (feed_locked), a renewal after a fence (renew) or
+// the stop (stop_reading_locked): no time limit.
 std::size_t consumer::impl::wait_for_room() {
   std::unique_lock lock(mu);
-  while (!stop_reading.get().done()) {
-    const std::size_t busy = busy_locked();
-    if (!self_fenced && busy < opts.slots) return opts.slots - busy;
-    slot_freed.wait_for(lock, 50ms);
-  }
-  return 0;
+  slot_freed.wait(lock, [&] { return stop_reading.get().done() || (!self_fenced && busy_locked() < opts.slots); });
+  return stop_reading.get().done() ? 0 : opts.slots - busy_locked();
 }
 
 void consumer::impl::read_loop() {

@@ -1,8 +1,10 @@
 // The fleet's consumer against a real redis-server and a real executor:
 // delivery into the executor, freshness on the broker's clock at delivery, at
 // dequeue and at start, reclaim of a dead daemon's jobs, dead-lettering,
-// a restarted daemon's own pending entries first, cancel across the fleet,
-// drain hand-back, and self-fencing when the broker stops answering.
+// cancel across the fleet, drain hand-back, the loss alarm. What depends on
+// the daemon's own time (renewals, fencing, reclaim pacing, drain's
+// deadline, taking a name over) is in consumer_clock_test.cpp, on a
+// manual_clock.
 //
 // Jobs are written with explicit stream ids (the broker's time of enqueue),
 // so their ages are exact without waiting; waits are for events, polled.
@@ -15,141 +17,10 @@
 #include <optional>
 #include <vector>
 
-#include "common/eventually.hpp"
-#include "redis_server.hpp"
+#include "consumer_fixture.hpp"
 
 namespace hourglass::fleet::testing {
 namespace {
-
-using namespace std::chrono_literals;
-using test_common::eventually;
-
-// Records what ran; "block" jobs wait for release() or their context.
-struct recording_runner {
-  std::mutex mu;
-  std::vector<delivered_job> seen;
-  std::atomic<bool> released{false};
-  std::atomic<int> running{0};
-
-  job_runner get() {
-    return {.run = [this](const context& ctx, const delivered_job& j) {
-      {
-        std::lock_guard lock(mu);
-        seen.push_back(j);
-      }
-      if (j.handler == "block" || j.handler == "stubborn") {
-        ++running;
-        while (!released.load() && (j.handler == "stubborn" || !ctx.done())) std::this_thread::sleep_for(1ms);
-        --running;
-        ctx.check();
-      }
-      if (j.handler == "fail") throw std::runtime_error("it broke");
-      return job_output{"ran:" + j.payload, "text/plain"};
-    }};
-  }
-  std::vector<std::string> ids() {
-    std::lock_guard lock(mu);
-    std::vector<std::string> out;
-    for (const auto& j : seen) out.push_back(j.id);
-    return out;
-  }
-  std::optional<delivered_job> find(const std::string& id) {
-    std::lock_guard lock(mu);
-    for (const auto& j : seen) {
-      if (j.id == id) return j;
-    }
-    return std::nullopt;
-  }
-};
-
-struct Consumer : ::testing::Test {
-  Consumer() { queue.ensure_group(context()); }
-
-  redis_reply raw(std::vector<std::string> args) { return inspect.call(context(), std::move(args)); }
-  long long broker_ms() {
-    const redis_reply t = raw({"TIME"});
-    return std::stoll(t.elements[0].str) * 1000 + std::stoll(t.elements[1].str) / 1000;
-  }
-  // A job as enqueue writes it, added at broker time `added_ms` (its entry
-  // id), so its age is exact. Entry ids must grow: pass growing times.
-  struct added {
-    std::string id;
-    std::string entry;
-  };
-  added add_job(const std::string& handler, long long added_ms, std::optional<duration> freshness = std::nullopt,
-                const std::string& payload = "p") {
-    added a{new_job_id(), std::to_string(added_ms) + "-0"};
-    const std::string f =
-        freshness ? std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(*freshness).count()) : "-1";
-    const redis_reply r = raw({"XADD", queue.key("stream"), a.entry, "id", a.id, "handler", handler, "freshness_ms", f,
-                               "min_budget_ms", "0"});
-    EXPECT_EQ(r.str, a.entry) << r.str;
-    raw({"HSET",
-         queue.key("job:" + a.id),
-         "id",
-         a.id,
-         "handler",
-         handler,
-         "payload",
-         payload,
-         "content_type",
-         "text/plain",
-         "freshness_ms",
-         f,
-         "min_budget_ms",
-         "0",
-         "entry",
-         a.entry,
-         "state",
-         "queued",
-         "deliveries",
-         "0",
-         "idempotency_key",
-         ""});
-    return a;
-  }
-  // Delivers the next entries to `name` (a daemon that then dies holding them), idle for long.
-  void deliver_to(const std::string& name, int count, bool idle_long = true) {
-    const redis_reply r = raw({"XREADGROUP", "GROUP", std::string(job_queue::group), name, "COUNT",
-                               std::to_string(count), "STREAMS", queue.key("stream"), ">"});
-    ASSERT_TRUE(r.is_array()) << r.str;
-    if (!idle_long) return;
-    for (const auto& e : r.elements[0].elements[1].elements) {
-      raw({"XCLAIM", queue.key("stream"), std::string(job_queue::group), name, "0", e.elements[0].str, "IDLE", "100000",
-           "JUSTID"});
-    }
-  }
-  std::string state(const std::string& id) {
-    const auto j = queue.find(context(), id);
-    return j ? std::string(j->state()) : "";
-  }
-  std::string field(const std::string& id, const std::string& f) {
-    const auto j = queue.find(context(), id);
-    return j ? std::string(j->field(f)) : "";
-  }
-  long long xlen() { return raw({"XLEN", queue.key("stream")}).integer; }
-  long long pending() {
-    return raw({"XPENDING", queue.key("stream"), std::string(job_queue::group)}).elements[0].integer;
-  }
-
-  consumer_options named(std::string name, std::size_t slots = 2) {
-    consumer_options o;
-    o.name = std::move(name);
-    o.slots = slots;
-    o.lease = 600ms;  // renewals every 200 ms
-    o.read_block = 50ms;
-    return o;
-  }
-
-  redis_server server;
-  io_thread io;
-  redis_connection commands{io.io, server.endpoint()};
-  redis_connection reads{io.io, server.endpoint()};
-  redis_connection inspect{io.io, server.endpoint()};
-  job_queue queue{commands, {}};
-  recording_runner runner;
-  executor jobs{executor_options{.workers = 2}};
-};
 
 TEST_F(Consumer, RunsAnEnqueuedJobAndRecordsItsOneOutcome) {
   job_spec spec;
@@ -260,79 +131,6 @@ TEST_F(Consumer, AJobWhoseWorkersDiedMaxDeliveriesTimesIsDeadLettered) {
   EXPECT_TRUE(eventually([&] { return c.stats().dead_lettered == 1; }));
 }
 
-TEST_F(Consumer, ARestartedDaemonTakesItsNameOverAndRunsItsOwnPendingJobsFirst) {
-  const long long now = broker_ms();
-  const added mine = add_job("echo", now - 3);
-  deliver_to("a", 1, false);  // its earlier life took it, started it and died
-  raw({"HSET", queue.key("job:" + mine.id), "state", "running", "deliveries", "1"});
-  const added later = add_job("echo", now - 2);
-  raw({"SET", queue.key("lease:a"), "old-life:7", "PX", "60000"});  // not renewed any more
-  consumer c(queue, reads, jobs, runner.get(), named("a", 1));
-  c.start(context());
-  ASSERT_TRUE(eventually([&] { return state(mine.id) == "ok" && state(later.id) == "ok"; }));
-  EXPECT_EQ(runner.ids(), (std::vector<std::string>{mine.id, later.id}));
-  EXPECT_NE(raw({"GET", queue.key("lease:a")}).str.rfind("old-life:", 0), 0u) << "the lease is the new process's";
-}
-
-TEST_F(Consumer, ANameWhoseLeaseIsStillRenewedIsRefused) {
-  std::atomic<bool> done{false};
-  std::thread holder([&] {
-    redis_connection own{io.io, server.endpoint()};
-    for (int n = 0; !done; ++n) {
-      own.call(context(), {"SET", queue.key("lease:a"), "other:" + std::to_string(n), "PX", "600"});
-      std::this_thread::sleep_for(20ms);
-    }
-  });
-  // The holder's first renewal is in before we start (its thread may not have run yet).
-  ASSERT_TRUE(eventually([&] { return !raw({"GET", queue.key("lease:a")}).is_nil(); }));
-  consumer c(queue, reads, jobs, runner.get(), named("a"));
-  EXPECT_THROW(c.start(context()), name_taken);
-  done = true;
-  holder.join();
-}
-
-TEST_F(Consumer, ADeleteOnAnotherDaemonStopsTheRunningJobWithinARenewal) {
-  const added a = add_job("block", broker_ms());
-  consumer c(queue, reads, jobs, runner.get(), named("a"));
-  c.start(context());
-  ASSERT_TRUE(eventually([&] { return runner.running.load() == 1; }));
-  // Any daemon of the fleet: the same keys through another connection.
-  redis_connection elsewhere{io.io, server.endpoint()};
-  job_queue other(elsewhere, {});
-  EXPECT_EQ(other.cancel(context(), a.id)->field("cancel_requested"), "1");
-  ASSERT_TRUE(eventually([&] { return state(a.id) == "cancelled"; }, 3s)) << state(a.id);
-  EXPECT_EQ(field(a.id, "cause"), "requested");
-  EXPECT_EQ(runner.running.load(), 0);
-  EXPECT_EQ(xlen(), 0);
-}
-
-TEST_F(Consumer, DrainHandsRunningJobsBackForImmediateReclaimWithoutCountingADelivery) {
-  const long long now = broker_ms();
-  const added a = add_job("block", now - 2);
-  const added b = add_job("block", now - 1);
-  {
-    consumer c(queue, reads, jobs, runner.get(), named("a"));
-    c.start(context());
-    ASSERT_TRUE(eventually([&] { return runner.running.load() == 2; }));
-    c.drain(jobs.get_clock().now() + 20ms);
-    EXPECT_EQ(c.stats().handed_back, 2u);
-  }
-  EXPECT_TRUE(eventually([&] { return runner.running.load() == 0; }));
-  EXPECT_EQ(state(a.id), "queued");
-  EXPECT_EQ(field(a.id, "deliveries"), "0") << "a drain is not a failed delivery";
-  EXPECT_EQ(raw({"HGET", queue.key("slots"), "a"}).kind, redis_reply::type::nil) << "its slots leave the fleet";
-  EXPECT_EQ(raw({"GET", queue.key("lease:a")}).kind, redis_reply::type::nil);
-
-  runner.released = true;
-  redis_connection reads_b{io.io, server.endpoint()};
-  consumer d(queue, reads_b, jobs, runner.get(), named("b"));
-  const auto t0 = std::chrono::steady_clock::now();
-  d.start(context());
-  ASSERT_TRUE(eventually([&] { return state(a.id) == "ok" && state(b.id) == "ok"; }));
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s) << "taken at once, not after a lease";
-  EXPECT_EQ(d.stats().reclaimed, 2u);
-}
-
 TEST_F(Consumer, HandingBackAJobItNeverStartedKeepsTheDeadWorkersStart) {
   const added a = add_job("echo", broker_ms());
   deliver_to("ghost", 1);
@@ -375,17 +173,6 @@ TEST_F(Consumer, APendingEntryDeletedFromTheStreamRaisesTheLossAlarm) {
   std::lock_guard lock(mu);
   EXPECT_NE(lines.front().find("loss alarm"), std::string::npos) << lines.front();
   EXPECT_FALSE(runner.find(a.id));
-}
-
-TEST_F(Consumer, ARunningJobsEntryDeletedFromTheStreamRaisesTheLossAlarmAtTheNextRenewal) {
-  const added a = add_job("block", broker_ms());
-  consumer c(queue, reads, jobs, runner.get(), named("a"));
-  c.start(context());
-  ASSERT_TRUE(eventually([&] { return runner.running.load() == 1; }));
-  raw({"XDEL", queue.key("stream"), a.entry});  // what a MAXLEN trim does to pending entries
-  EXPECT_TRUE(eventually([&] { return c.stats().lost_entries == 1; })) << "renewals every 200 ms";
-  runner.released = true;
-  EXPECT_TRUE(eventually([&] { return state(a.id) == "ok"; })) << "its record survived: " << state(a.id);
 }
 
 TEST_F(Consumer, DeletingFinishedEntriesNeverRaisesTheLossAlarmWhileAConsumerLags) {
@@ -450,23 +237,6 @@ TEST_F(Consumer, WithFreshnessJudgingOffAJobPastItsFreshnessStillRuns) {
   ASSERT_TRUE(eventually([&] { return state(stale.id) == "ok"; })) << state(stale.id);
   EXPECT_TRUE(runner.find(stale.id));
   EXPECT_EQ(c.stats().expired_queue, 0u);
-}
-
-TEST_F(Consumer, ADaemonThatCannotRenewItsLeaseStopsItsOwnJobs) {
-  const added a = add_job("block", broker_ms());
-  consumer_options o = named("a");
-  consumer c(queue, reads, jobs, runner.get(), o);
-  c.start(context());
-  ASSERT_TRUE(eventually([&] { return runner.running.load() == 1; }));
-  const auto t0 = std::chrono::steady_clock::now();
-  server.pause();  // accepts, never answers: renewals time out
-  EXPECT_TRUE(eventually([&] { return runner.running.load() == 0; }, 10s)) << "fenced after most of a lease";
-  // Fenced 480 ms (lease - margin) after the last renewal that got through,
-  // which was at most one renewal period (200 ms) before the pause.
-  EXPECT_GE(std::chrono::steady_clock::now() - t0, 250ms);
-  EXPECT_EQ(c.stats().fenced_jobs, 1u);
-  server.resume();
-  EXPECT_EQ(state(a.id), "running") << "no outcome from a daemon that may not own the job";
 }
 
 }  // namespace

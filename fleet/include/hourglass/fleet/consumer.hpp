@@ -25,7 +25,8 @@
 // DELETE's marks; self-fencing when renewals fail for most of a lease) and
 // the writer (outcomes and hand-backs, kept in memory while the broker is
 // down). Each blocks only itself: the connections' io_context is run by the
-// caller's threads.
+// caller's threads. Every wait of theirs, and drain's, is on the executor's
+// clock, woken by the event it waits for: none polls.
 //
 // Thread safety: stats() from any thread; start, drain and stop from one.
 #pragma once
