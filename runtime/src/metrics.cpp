@@ -1,9 +1,7 @@
 #include "hourglass/metrics.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <mutex>
-#include <system_error>
 
 #include "hourglass/utf8.hpp"
 
@@ -14,69 +12,7 @@ std::uint64_t non_negative_ns(duration d) noexcept {
   return d.count() <= 0 ? 0 : static_cast<std::uint64_t>(d.count());
 }
 
-// ---- number formatting ---------------------------------------------------
-
-void append_uint(std::string& out, std::uint64_t v) {
-  char buf[24];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
-}
-
-void append_int(std::string& out, std::int64_t v) {
-  char buf[24];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
-}
-
-// Exact decimal seconds from integer nanoseconds: 1500000000 -> "1.5", 42 -> "0.000000042".
-void append_seconds(std::string& out, std::uint64_t ns) {
-  append_uint(out, ns / 1'000'000'000);
-  std::uint64_t frac = ns % 1'000'000'000;
-  if (frac == 0) return;
-  char digits[9];
-  for (int i = 8; i >= 0; --i) {
-    digits[i] = static_cast<char>('0' + frac % 10);
-    frac /= 10;
-  }
-  int len = 9;
-  while (digits[len - 1] == '0') --len;
-  out.push_back('.');
-  out.append(digits, static_cast<std::size_t>(len));
-}
-
-// ---- exposition helpers --------------------------------------------------
-
-void family(std::string& out, std::string_view name, std::string_view help, std::string_view type) {
-  // HELP text never contains a backslash or line feed here; no escaping needed.
-  out.append("# HELP ").append(name).append(" ").append(help).append("\n");
-  out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
-}
-
-struct label {
-  std::string_view name;
-  std::string_view value;
-};
-
-void sample_prefix(std::string& out, std::string_view name, std::initializer_list<label> labels) {
-  out.append(name);
-  if (labels.size() != 0) {
-    out.push_back('{');
-    bool first = true;
-    for (const auto& l : labels) {
-      if (!first) out.push_back(',');
-      first = false;
-      out.append(l.name).append("=\"").append(escape_label_value(l.value)).append("\"");
-    }
-    out.push_back('}');
-  }
-  out.push_back(' ');
-}
-
-void sample(std::string& out, std::string_view name, std::initializer_list<label> labels, std::uint64_t v) {
-  sample_prefix(out, name, labels);
-  append_uint(out, v);
-  out.push_back('\n');
-}
+// ---- rendering helpers ---------------------------------------------------
 
 using handler_field = std::uint64_t handler_snapshot::*;
 
@@ -85,15 +21,15 @@ struct labelled_field {
   handler_field field;
 };
 
-void handler_family(std::string& out, const metrics_snapshot& s, std::string_view name, std::string_view help,
+void handler_family(exposition_writer& w, const metrics_snapshot& s, std::string_view name, std::string_view help,
                     std::string_view label_name, std::initializer_list<labelled_field> fields) {
-  family(out, name, help, "counter");
+  w.family(name, metric_type::counter, help);
   for (const auto& h : s.handlers) {
     for (const auto& f : fields) {
       if (label_name.empty()) {
-        sample(out, name, {{"handler", h.name}}, h.*(f.field));
+        w.sample(name, {{"handler", h.name}}, h.*(f.field));
       } else {
-        sample(out, name, {{"handler", h.name}, {label_name, f.label_value}}, h.*(f.field));
+        w.sample(name, {{"handler", h.name}, {label_name, f.label_value}}, h.*(f.field));
       }
     }
   }
@@ -103,27 +39,21 @@ constexpr std::array<std::string_view, prometheus_bucket_bounds_ns.size()> bucke
     "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05",
     "0.1",    "0.25",    "0.5",    "1",     "2.5",    "5",     "10",   "30",    "60"};
 
-void histogram_family(std::string& out, std::string_view name, std::string_view help, const histogram_snapshot& h) {
-  family(out, name, help, "histogram");
-  const std::string bucket = std::string(name) + "_bucket";
+void histogram_family(exposition_writer& w, std::string_view name, std::string_view help, const histogram_snapshot& h) {
+  w.family(name, metric_type::histogram, help);
   // One pass over the ~2,000 buckets, not one per bound.
   std::array<std::uint64_t, prometheus_bucket_bounds_ns.size()> cumulative{};
   h.counts_at_or_below(prometheus_bucket_bounds_ns, cumulative);
+  std::string series(name);  // name_bucket, name_sum, name_count in turn
+  series.append("_bucket");
   for (std::size_t i = 0; i < prometheus_bucket_bounds_ns.size(); ++i) {
-    sample(out, bucket, {{"le", bucket_labels[i]}}, cumulative[i]);
+    w.sample(series, {{"le", bucket_labels[i]}}, cumulative[i]);
   }
-  sample(out, bucket, {{"le", "+Inf"}}, h.count);
-  sample_prefix(out, std::string(name) + "_sum", {});
-  append_seconds(out, h.sum_ns);
-  out.push_back('\n');
-  sample(out, std::string(name) + "_count", {}, h.count);
-}
-
-void gauge_family(std::string& out, std::string_view name, std::string_view help, std::int64_t v) {
-  family(out, name, help, "gauge");
-  sample_prefix(out, name, {});
-  append_int(out, v);
-  out.push_back('\n');
+  w.sample(series, {{"le", "+Inf"}}, h.count);
+  series.resize(name.size());
+  w.sample(series.append("_sum"), metric_value::seconds_from_ns(h.sum_ns));
+  series.resize(name.size());
+  w.sample(series.append("_count"), h.count);
 }
 
 handler_snapshot snapshot_of(const handler_metrics& h) {
@@ -151,20 +81,6 @@ handler_snapshot snapshot_of(const handler_metrics& h) {
 }
 
 }  // namespace
-
-std::string escape_label_value(std::string_view value) {
-  std::string out;
-  out.reserve(value.size());
-  for (const char c : value) {
-    switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '"': out += "\\\""; break;
-      case '\n': out += "\\n"; break;
-      default: out.push_back(c);
-    }
-  }
-  return out;
-}
 
 // ---- metrics_snapshot ----------------------------------------------------
 
@@ -406,10 +322,15 @@ void metrics::detach_gauges(const void* owner) {
 std::string render_prometheus(const metrics_snapshot& s) {
   std::string out;
   out.reserve(4096 + s.handlers.size() * 2048);
+  exposition_writer w(out);
+  render_prometheus(s, w);
+  return out;
+}
 
-  handler_family(out, s, "hourglass_jobs_admitted_total", "Jobs admitted to the queue.", "",
+void render_prometheus(const metrics_snapshot& s, exposition_writer& w) {
+  handler_family(w, s, "hourglass_jobs_admitted_total", "Jobs admitted to the queue.", "",
                  {{"", &handler_snapshot::admitted}});
-  handler_family(out, s, "hourglass_jobs_rejected_total",
+  handler_family(w, s, "hourglass_jobs_rejected_total",
                  "Jobs refused before they were queued; offered = admitted + rejected.", "reason",
                  {{to_string(reject_reason::queue_full), &handler_snapshot::rejected_queue_full},
                   {"insufficient_budget", &handler_snapshot::rejected_insufficient_budget},
@@ -417,48 +338,44 @@ std::string render_prometheus(const metrics_snapshot& s) {
                   {to_string(reject_reason::shutting_down), &handler_snapshot::rejected_shutting_down},
                   {to_string(reject_reason::broker_unavailable), &handler_snapshot::rejected_broker_unavailable},
                   {"cancelled", &handler_snapshot::rejected_cancelled}});
-  handler_family(out, s, "hourglass_jobs_expired_total", "Jobs whose deadline passed, by stage.", "stage",
+  handler_family(w, s, "hourglass_jobs_expired_total", "Jobs whose deadline passed, by stage.", "stage",
                  {{to_string(expiry_stage::queue), &handler_snapshot::expired_queue},
                   {to_string(expiry_stage::run), &handler_snapshot::expired_run},
                   {to_string(expiry_stage::idle), &handler_snapshot::expired_idle},
                   {to_string(expiry_stage::reclaim), &handler_snapshot::expired_reclaim}});
-  handler_family(out, s, "hourglass_jobs_finished_total",
+  handler_family(w, s, "hourglass_jobs_finished_total",
                  "Admitted jobs that finished, by outcome; admitted = finished + in flight.", "outcome",
                  {{to_string(outcome::ok), &handler_snapshot::finished_ok},
                   {to_string(outcome::error), &handler_snapshot::finished_error},
                   {to_string(outcome::rejected), &handler_snapshot::finished_rejected},
                   {to_string(outcome::deadline_exceeded), &handler_snapshot::finished_deadline_exceeded},
                   {to_string(outcome::cancelled), &handler_snapshot::finished_cancelled}});
-  handler_family(out, s, "hourglass_jobs_completed_late_total",
-                 "Jobs that finished after their deadline (wasted work).", "",
-                 {{"", &handler_snapshot::completed_late}});
+  handler_family(w, s, "hourglass_jobs_completed_late_total", "Jobs that finished after their deadline (wasted work).",
+                 "", {{"", &handler_snapshot::completed_late}});
 
-  family(out, "hourglass_jobs_completed_late_seconds_total",
-         "Worker time spent on jobs that finished after their deadline, in seconds.", "counter");
+  constexpr std::string_view late_seconds = "hourglass_jobs_completed_late_seconds_total";
+  w.family(late_seconds, metric_type::counter,
+           "Worker time spent on jobs that finished after their deadline, in seconds.");
   for (const auto& h : s.handlers) {
-    sample_prefix(out, "hourglass_jobs_completed_late_seconds_total", {{"handler", h.name}});
-    append_seconds(out, h.completed_late_ns);
-    out.push_back('\n');
+    w.sample(late_seconds, {{"handler", h.name}}, metric_value::seconds_from_ns(h.completed_late_ns));
   }
 
-  family(out, "hourglass_retry_attempts_total", "Retry attempts made.", "counter");
-  sample(out, "hourglass_retry_attempts_total", {}, s.retry_attempts);
-  family(out, "hourglass_retries_denied_total", "Retries refused, by reason.", "counter");
-  sample(out, "hourglass_retries_denied_total", {{"reason", "deadline"}}, s.retries_denied_deadline);
-  sample(out, "hourglass_retries_denied_total", {{"reason", "retry_budget"}}, s.retries_denied_retry_budget);
+  w.counter("hourglass_retry_attempts_total", "Retry attempts made.", s.retry_attempts);
+  w.family("hourglass_retries_denied_total", metric_type::counter, "Retries refused, by reason.");
+  w.sample("hourglass_retries_denied_total", {{"reason", "deadline"}}, s.retries_denied_deadline);
+  w.sample("hourglass_retries_denied_total", {{"reason", "retry_budget"}}, s.retries_denied_retry_budget);
 
-  histogram_family(out, "hourglass_request_budget_seconds", "Budget of admitted jobs that had a deadline.",
+  histogram_family(w, "hourglass_request_budget_seconds", "Budget of admitted jobs that had a deadline.",
                    s.request_budget);
-  histogram_family(out, "hourglass_queue_delay_seconds", "Time from admission to dispatch.", s.queue_delay);
-  histogram_family(out, "hourglass_remaining_budget_at_dispatch_seconds",
+  histogram_family(w, "hourglass_queue_delay_seconds", "Time from admission to dispatch.", s.queue_delay);
+  histogram_family(w, "hourglass_remaining_budget_at_dispatch_seconds",
                    "Budget left when a job with a deadline was dispatched.", s.remaining_budget_at_dispatch);
-  histogram_family(out, "hourglass_run_duration_seconds", "Time jobs spent running on a worker.", s.run_duration);
-  histogram_family(out, "hourglass_time_to_first_output_seconds",
+  histogram_family(w, "hourglass_run_duration_seconds", "Time jobs spent running on a worker.", s.run_duration);
+  histogram_family(w, "hourglass_time_to_first_output_seconds",
                    "Time from a streamed response's request to its first bytes.", s.time_to_first_output);
 
-  gauge_family(out, "hourglass_queue_depth", "Jobs waiting in the queue.", s.queue_depth);
-  gauge_family(out, "hourglass_workers_busy", "Workers running a job.", s.workers_busy);
-  return out;
+  w.gauge("hourglass_queue_depth", "Jobs waiting in the queue.", s.queue_depth);
+  w.gauge("hourglass_workers_busy", "Workers running a job.", s.workers_busy);
 }
 
 }  // namespace hourglass

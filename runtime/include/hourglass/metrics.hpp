@@ -130,6 +130,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hourglass/exposition.hpp"
 #include "hourglass/histogram.hpp"
 #include "hourglass/outcome.hpp"
 #include "hourglass/retry.hpp"
@@ -335,10 +336,11 @@ class metrics {
   gauge_reader workers_busy_of_ = nullptr;
 };
 
-// Text exposition format 0.0.4. Ends with a newline.
+// Text exposition format 0.0.4, written with exposition.hpp's writer. Ends
+// with a newline. (escape_label_value, which escapes a label value, is there
+// too; including this header includes it.)
 std::string render_prometheus(const metrics_snapshot& snapshot);
-
-// Escapes a label value: backslash, double quote and line feed become \\, \" and \n.
-std::string escape_label_value(std::string_view value);
+// The same text, written after what `w` holds (a page of more families).
+void render_prometheus(const metrics_snapshot& snapshot, exposition_writer& w);
 
 }  // namespace hourglass

@@ -6,6 +6,7 @@
 #include "hourglass/cancellation.hpp"
 #include "hourglass/clock.hpp"
 #include "hourglass/context.hpp"
+#include "hourglass/exposition.hpp"
 #include "hourglass/histogram.hpp"
 #include "hourglass/metrics.hpp"
 #include "hourglass/outcome.hpp"
