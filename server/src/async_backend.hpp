@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "hourglass/exposition.hpp"
 #include "responses.hpp"
 
 namespace hourglass::server::detail {
@@ -29,8 +30,8 @@ class async_backend {
   virtual void lookup(std::string id, bool cancel, reply done) = 0;
   // SIGTERM: stop taking jobs; running ones may finish until `deadline`.
   virtual void drain(time_point /*deadline*/) {}
-  // Prometheus lines of its own (fleet metrics), appended to /metrics.
-  virtual std::string metrics_text() const { return {}; }
+  // Its own families on /metrics (the memory store's size, the fleet's series).
+  virtual void write_metrics(exposition_writer& /*w*/) const {}
 };
 
 // Today's process-local behaviour: async_endpoints on core's store.

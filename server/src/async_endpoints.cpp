@@ -128,11 +128,9 @@ class memory_backend final : public async_backend {
   }
   void lookup(std::string id, bool cancel, reply done) override { done(async_job_response(c_, id, cancel)); }
   // The store's size against its bound: what a soak watches for growth.
-  std::string metrics_text() const override {
-    return "# HELP hourglass_async_jobs_stored Async jobs held (queued, running, or finished within --async-ttl).\n"
-           "# TYPE hourglass_async_jobs_stored gauge\n"
-           "hourglass_async_jobs_stored " +
-           std::to_string(c_.async_jobs->size()) + "\n";
+  void write_metrics(exposition_writer& w) const override {
+    w.gauge("hourglass_async_jobs_stored", "Async jobs held (queued, running, or finished within --async-ttl).",
+            c_.async_jobs->size());
   }
 
  private:

@@ -254,6 +254,8 @@ struct command_line_parser::impl {
     t_.time("body-timeout", o_.body_timeout, "time to receive a request's body, and to write a response");
     t_.time("idle-timeout", o_.idle_timeout, "keep-alive connections idle longer are closed");
     t_.count("max-connections", o_.max_connections, "open connections; more are closed at once", 1, 1'000'000);
+    t_.time("metrics-cache", o_.metrics_cache,
+            "GET /metrics renders at most once per this; other scrapes get that page (0s: every scrape renders)");
     t_.time("async-ttl", o_.async_ttl, "how long a finished async job's result is kept");
     t_.count("async-max-jobs", o_.async_max_jobs, "async jobs remembered at once (finished or not)", 1, 100'000'000);
     t_.text("broker", o_.broker, "redis://HOST:PORT[/DB]: fleet mode, async jobs on a durable Redis queue")

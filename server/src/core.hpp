@@ -24,6 +24,7 @@
 #include "hourglass/server/handler.hpp"
 #include "hourglass/server/options.hpp"
 #include "hourglass/server/upstream_client.hpp"
+#include "metrics_page.hpp"
 
 namespace hourglass::server::detail {
 
@@ -78,6 +79,8 @@ struct core {
   // lock and queue per handler were ~5 % of a small request's CPU).
   boost::asio::any_io_executor connection_executor();
   void log_job(const job_report& r) const;
+  // GET /metrics: the whole page, at most opts.metrics_cache old (metrics_page.hpp).
+  std::string metrics_page();
 
   server_options opts;
   hourglass::clock& clk;  // the daemon's one clock: budgets, deadlines, grace, expiry, pool ages
@@ -89,6 +92,7 @@ struct core {
   std::string token;                        // empty: no authentication
   std::atomic<bool> draining{false};
   std::shared_ptr<connection_registry> connections = std::make_shared<connection_registry>();
+  metrics_page_cache metrics_cache{clk, opts.metrics_cache};
   std::unique_ptr<hourglass::executor> jobs;  // drained and destroyed before the above
   // Where async jobs live: memory, or the fleet's broker (set by start()).
   // Destroyed first: the fleet's consumer feeds `jobs`.

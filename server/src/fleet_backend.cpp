@@ -8,8 +8,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 
-#include <fmt/format.h>
-
 #include "core.hpp"
 #include "hourglass/fleet/consumer.hpp"
 #include "hourglass/fleet/job_queue.hpp"
@@ -105,35 +103,30 @@ class fleet_backend final : public async_backend {
 
   void drain(time_point deadline) override { consumer_.drain(deadline); }
 
-  std::string metrics_text() const override {
+  void write_metrics(exposition_writer& w) const override {
     const fleet::consumer_stats s = consumer_.stats();
-    std::string out;
-    const auto family = [&](std::string_view name, std::string_view type, std::string_view help, auto value) {
-      out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
-    };
-    family("hourglass_fleet_backlog", "gauge", "Entries of the queue not yet delivered to any daemon.", s.backlog);
-    family("hourglass_fleet_pending", "gauge", "Entries delivered to a daemon and not finished.", s.pending);
-    family("hourglass_fleet_reclaimed_total", "counter",
-           "Jobs this daemon took over from a dead daemon (or from its own earlier life).", s.reclaimed);
-    family("hourglass_fleet_dead_lettered_total", "counter",
-           "Jobs dead-lettered after --max-deliveries starts whose workers died.", s.dead_lettered);
-    family("hourglass_fleet_duplicate_outcomes_total", "counter",
-           "Second completions of a job (counted, not stored: the first outcome wins).", s.duplicate_outcomes);
-    family("hourglass_fleet_lost_entries_total", "counter",
-           "Loss alarm: pending entries whose data was deleted from the stream.", s.lost_entries);
-    family("hourglass_fleet_negative_job_ages_total", "counter",
-           "Entries whose id was newer than the broker's TIME (its clock stepped back): judged as just added.",
-           s.negative_ages);
-    family("hourglass_fleet_broker_clock_offset_seconds", "gauge",
-           "The broker's wall clock minus this daemon's (informational; never used to decide).",
-           static_cast<double>(s.broker_clock_offset_us) / 1e6);
-    out +=
-        "# HELP hourglass_fleet_broker_errors_total Broker calls that failed, by operation.\n"
-        "# TYPE hourglass_fleet_broker_errors_total counter\n";
-    out += fmt::format("hourglass_fleet_broker_errors_total{{op=\"enqueue\"}} {}\n", enqueue_errors_.load());
-    out += fmt::format("hourglass_fleet_broker_errors_total{{op=\"lookup\"}} {}\n", lookup_errors_.load());
-    out += fmt::format("hourglass_fleet_broker_errors_total{{op=\"consume\"}} {}\n", s.broker_errors);
-    return out;
+    w.gauge("hourglass_fleet_backlog", "Entries of the queue not yet delivered to any daemon.", s.backlog);
+    w.gauge("hourglass_fleet_pending", "Entries delivered to a daemon and not finished.", s.pending);
+    w.counter("hourglass_fleet_reclaimed_total",
+              "Jobs this daemon took over from a dead daemon (or from its own earlier life).", s.reclaimed);
+    w.counter("hourglass_fleet_dead_lettered_total",
+              "Jobs dead-lettered after --max-deliveries starts whose workers died.", s.dead_lettered);
+    w.counter("hourglass_fleet_duplicate_outcomes_total",
+              "Second completions of a job (counted, not stored: the first outcome wins).", s.duplicate_outcomes);
+    w.counter("hourglass_fleet_lost_entries_total",
+              "Loss alarm: pending entries whose data was deleted from the stream.", s.lost_entries);
+    w.counter("hourglass_fleet_negative_job_ages_total",
+              "Entries whose id was newer than the broker's TIME (its clock stepped back): judged as just added.",
+              s.negative_ages);
+    // Whole microseconds, written as exact decimal seconds ("-0.0025", never "-2.5e-03").
+    w.gauge("hourglass_fleet_broker_clock_offset_seconds",
+            "The broker's wall clock minus this daemon's (informational; never used to decide).",
+            metric_value::seconds(std::chrono::microseconds(s.broker_clock_offset_us)));
+    constexpr std::string_view errors = "hourglass_fleet_broker_errors_total";
+    w.family(errors, metric_type::counter, "Broker calls that failed, by operation.");
+    w.sample(errors, {{"op", "enqueue"}}, enqueue_errors_.load());
+    w.sample(errors, {{"op", "lookup"}}, lookup_errors_.load());
+    w.sample(errors, {{"op", "consume"}}, s.broker_errors);
   }
 
  private:

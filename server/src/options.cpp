@@ -63,6 +63,7 @@ void validate(const server_options& o) {
   if (o.min_budget >= o.max_budget) fail("--min-budget must be below --max-budget");
   if (o.call_reserve < duration::zero()) fail("--call-reserve must not be negative");
   if (o.drain_timeout < duration::zero()) fail("--drain-timeout must not be negative");
+  if (o.metrics_cache < duration::zero()) fail("--metrics-cache must not be negative");
   for (const auto* d : {&o.header_timeout, &o.body_timeout, &o.idle_timeout, &o.async_ttl}) {
     if (*d <= duration::zero()) fail("timeouts and --async-ttl must be positive");
   }

@@ -137,19 +137,6 @@ response invalid_budget_response(std::string_view message) {
   return res;
 }
 
-std::string connection_metrics(std::size_t open, std::size_t limit) {
-  return "# HELP hourglass_http_connections_open Client connections open now.\n"
-         "# TYPE hourglass_http_connections_open gauge\n"
-         "hourglass_http_connections_open " +
-         std::to_string(open) +
-         "\n"
-         "# HELP hourglass_http_connections_limit Connections beyond this are accepted and closed at once "
-         "(--max-connections).\n"
-         "# TYPE hourglass_http_connections_limit gauge\n"
-         "hourglass_http_connections_limit " +
-         std::to_string(limit) + "\n";
-}
-
 response job_response(const status& st, const job_timings& t, duration budget, duration remaining_now,
                       handler_result* result, const error_info* error) {
   response res;

@@ -67,9 +67,6 @@ std::string outcome_body(const status& st, const job_timings& t, duration budget
 // budget header the request carried could not be read.
 response invalid_budget_response(std::string_view message);
 
-// The connection gauges of /metrics (Prometheus text): open now, and the bound.
-std::string connection_metrics(std::size_t open, std::size_t limit);
-
 // The full response for a finished sync job.
 response job_response(const status& st, const job_timings& t, duration budget, duration remaining_now,
                       handler_result* result, const error_info* error);

@@ -192,11 +192,7 @@ void session::route() {
       return send(make_response(ready ? 200 : 503, ready ? "ready\n" : "draining\n", "text/plain; charset=utf-8"));
     }
     case route_kind::metrics:
-      return send(make_response(200,
-                                render_prometheus(core_.jobs->stats().snapshot()) + core_.async->metrics_text() +
-                                    core_.upstreams->metrics_text() +
-                                    connection_metrics(core_.connections->size(), core_.opts.max_connections),
-                                "text/plain; version=0.0.4; charset=utf-8"));
+      return send(make_response(200, core_.metrics_page(), "text/plain; version=0.0.4; charset=utf-8"));
     case route_kind::submit_job: return start_job(r.name);
     case route_kind::get_job:
     case route_kind::cancel_job:

@@ -25,8 +25,8 @@
 #include "call_rules.hpp"
 #include "hourglass/asio_bridge.hpp"
 #include "hourglass/budget_codec.hpp"
+#include "hourglass/exposition.hpp"
 #include "hourglass/fan_out.hpp"
-#include "hourglass/metrics.hpp"
 #include "hourglass/retry.hpp"
 #include "hourglass/server/handler.hpp"
 #include "hourglass/server/options.hpp"
@@ -245,27 +245,24 @@ const circuit_breaker* upstream_client::breaker(std::string_view name) const noe
   return it == impl_->upstreams.end() ? nullptr : it->second->breaker.get();
 }
 
-std::string upstream_client::metrics_text() const {
-  if (impl_->upstreams.empty()) return {};
-  std::string state =
-      "# HELP hourglass_circuit_state Circuit breaker per upstream: 0 closed, 1 half-open, 2 open.\n"
-      "# TYPE hourglass_circuit_state gauge\n";
-  std::string rejected =
-      "# HELP hourglass_circuit_rejected_total Calls failed at once by an open circuit breaker.\n"
-      "# TYPE hourglass_circuit_rejected_total counter\n";
+void upstream_client::write_metrics(exposition_writer& w) const {
+  if (impl_->upstreams.empty()) return;
+  constexpr std::string_view state = "hourglass_circuit_state";
+  constexpr std::string_view rejected = "hourglass_circuit_rejected_total";
+  constexpr std::string_view hedges = "hourglass_hedges_total";
+  w.family(state, metric_type::gauge, "Circuit breaker per upstream: 0 closed, 1 half-open, 2 open.");
   for (const auto& [name, u] : impl_->upstreams) {
-    const std::string label = "{upstream=\"" + escape_label_value(name) + "\"} ";
-    state += "hourglass_circuit_state" + label + std::to_string(static_cast<int>(u->breaker->state())) + "\n";
-    rejected += "hourglass_circuit_rejected_total" + label + std::to_string(u->breaker->rejected_total()) + "\n";
+    w.sample(state, {{"upstream", name}}, static_cast<int>(u->breaker->state()));
   }
-  const auto hedges = [](std::string_view outcome, std::uint64_t n) {
-    return "hourglass_hedges_total{outcome=\"" + std::string(outcome) + "\"} " + std::to_string(n) + "\n";
-  };
-  return state + rejected +
-         "# HELP hourglass_hedges_total Hedged requests of call, by outcome (skipped: too little budget, or no retry "
-         "token).\n# TYPE hourglass_hedges_total counter\n" +
-         hedges("won", impl_->hedges_won.load()) + hedges("lost", impl_->hedges_lost.load()) +
-         hedges("skipped", impl_->hedges_skipped.load());
+  w.family(rejected, metric_type::counter, "Calls failed at once by an open circuit breaker.");
+  for (const auto& [name, u] : impl_->upstreams) {
+    w.sample(rejected, {{"upstream", name}}, u->breaker->rejected_total());
+  }
+  w.family(hedges, metric_type::counter,
+           "Hedged requests of call, by outcome (skipped: too little budget, or no retry token).");
+  w.sample(hedges, {{"outcome", "won"}}, impl_->hedges_won.load());
+  w.sample(hedges, {{"outcome", "lost"}}, impl_->hedges_lost.load());
+  w.sample(hedges, {{"outcome", "skipped"}}, impl_->hedges_skipped.load());
 }
 
 void upstream_client::close_idle() noexcept {

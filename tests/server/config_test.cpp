@@ -55,6 +55,21 @@ TEST(Config, DefaultsFollowTheProtocol) {
   EXPECT_EQ(o.scheduling, policy::hourglass);
   EXPECT_GE(o.workers, 1u);
   EXPECT_FALSE(o.allow_unauthenticated);
+  EXPECT_EQ(o.metrics_cache, 1s);
+}
+
+// /metrics is kept 1 s by default; 0s turns the cache off, from either source.
+TEST(Config, MetricsCacheFromTheCommandLineAndTheFile) {
+  const auto off = parse({"--metrics-cache", "0s"});
+  ASSERT_TRUE(off.result.options) << off.err;
+  EXPECT_EQ(off.result.options->metrics_cache, duration::zero());
+  temp_file f("metrics-cache = \"5s\"\n");
+  const auto file = parse({"--config", f.path()});
+  ASSERT_TRUE(file.result.options) << file.err;
+  EXPECT_EQ(file.result.options->metrics_cache, 5s);
+  const auto bad = parse({"--metrics-cache", "-1s"});
+  EXPECT_FALSE(bad.result.options);
+  EXPECT_EQ(bad.result.exit_code, 2);
 }
 
 TEST(Config, EveryOptionFromTheCommandLine) {
@@ -89,6 +104,8 @@ TEST(Config, EveryOptionFromTheCommandLine) {
                         "3s",
                         "--max-connections",
                         "7",
+                        "--metrics-cache",
+                        "250ms",
                         "--async-ttl",
                         "30s",
                         "--async-max-jobs",
@@ -116,6 +133,7 @@ TEST(Config, EveryOptionFromTheCommandLine) {
   EXPECT_EQ(o.body_timeout, 2s);
   EXPECT_EQ(o.idle_timeout, 3s);
   EXPECT_EQ(o.max_connections, 7u);
+  EXPECT_EQ(o.metrics_cache, 250ms);
   EXPECT_EQ(o.async_ttl, 30s);
   EXPECT_EQ(o.async_max_jobs, 9u);
   EXPECT_EQ(o.io_threads, 1u);
@@ -126,9 +144,9 @@ TEST(Config, HelpShowsEveryOptionWithItsDefault) {
   const auto p = parse({"--help"});
   EXPECT_FALSE(p.result.options);
   EXPECT_EQ(p.result.exit_code, 0);
-  for (const char* opt :
-       {"--listen", "--workers", "--queue-capacity", "--default-budget", "--max-budget", "--min-budget", "--upstream",
-        "--drain-timeout", "--max-body", "--policy", "--auth-token-file", "--allow-unauthenticated", "--config"}) {
+  for (const char* opt : {"--listen", "--workers", "--queue-capacity", "--default-budget", "--max-budget",
+                          "--min-budget", "--upstream", "--drain-timeout", "--max-body", "--policy",
+                          "--auth-token-file", "--allow-unauthenticated", "--metrics-cache", "--config"}) {
     EXPECT_NE(p.out.find(opt), std::string::npos) << opt;
   }
   for (const char* def : {"127.0.0.1:8080", "=10s", "=1m", "=1ms", "=1048576", "=hourglass", "=1024"}) {

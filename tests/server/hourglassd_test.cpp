@@ -18,8 +18,10 @@
 namespace hourglass::server::testing {
 namespace {
 
+// --metrics-cache 0s: the tests poll /metrics for the moment their load is
+// in, and act on it then (a cached page would have them signal up to 1 s late).
 std::vector<std::string> base_args(std::vector<std::string> more = {}) {
-  std::vector<std::string> a{"--listen", "127.0.0.1:0", "--workers", "4"};
+  std::vector<std::string> a{"--listen", "127.0.0.1:0", "--workers", "4", "--metrics-cache", "0s"};
   a.insert(a.end(), more.begin(), more.end());
   return a;
 }

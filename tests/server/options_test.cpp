@@ -69,6 +69,7 @@ TEST(Options, ValidateRejectsNonsense) {
   bad([](server_options& c) { c.listen = "0.0.0.0:1"; });
   bad([](server_options& c) { c.upstreams["bad name"] = "http://a:1"; });
   bad([](server_options& c) { c.log_level = "loud"; });
+  bad([](server_options& c) { c.metrics_cache = -std::chrono::milliseconds(1); });
 }
 
 // options.hpp promises that zero workers is refused, and says so by name.

@@ -189,6 +189,9 @@ server_options test_options() {
   o.io_threads = io != nullptr ? std::strtoul(io, nullptr, 10) : 2;
   const char* level = std::getenv("HOURGLASS_TEST_LOG");
   o.log_level = level != nullptr ? level : "error";
+  // Tests scrape /metrics right after acting and expect what they did; the
+  // cache's own tests (http_server_metrics_test.cpp) set an interval.
+  o.metrics_cache = duration::zero();
   return o;
 }
 

@@ -112,7 +112,8 @@ class raw_socket {
 // Polls `pred` every few ms until it holds or `limit` passes (waiting for an event, not for a time).
 bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds limit = 5s);
 
-// Settings for in-process test servers: ephemeral port, quiet logs.
+// Settings for in-process test servers: ephemeral port, quiet logs, /metrics
+// never cached (metrics_cache 0).
 server_options test_options();
 
 // An in-process daemon on 127.0.0.1:<ephemeral>. Extra handlers are added

@@ -58,6 +58,10 @@ struct server_options {
   duration idle_timeout = std::chrono::seconds(60);    // keep-alive wait for the next request
   std::size_t max_connections = 1024;                  // more are accepted and closed at once
 
+  // GET /metrics renders at most once per this on the server's clock; other
+  // scrapes get that page (its values at most this old). Zero: every scrape renders.
+  duration metrics_cache = std::chrono::seconds(1);
+
   // Async jobs: results are kept this long after they finish, and at most
   // this many jobs (finished or not) are remembered.
   duration async_ttl = std::chrono::minutes(5);

@@ -36,6 +36,7 @@
 #include "hourglass/circuit_breaker.hpp"
 #include "hourglass/clock.hpp"
 #include "hourglass/context.hpp"
+#include "hourglass/exposition.hpp"
 #include "hourglass/time.hpp"
 
 namespace boost::asio {
@@ -110,10 +111,11 @@ class upstream_client {
   // The breaker of a configured upstream (nullptr for an unknown name).
   const circuit_breaker* breaker(std::string_view upstream) const noexcept;
 
-  // Prometheus text: hourglass_circuit_state{upstream} (0 closed, 1
-  // half-open, 2 open), hourglass_circuit_rejected_total{upstream} and
-  // hourglass_hedges_total{outcome="won|lost|skipped"}. Empty without upstreams.
-  std::string metrics_text() const;
+  // Writes its families to /metrics: hourglass_circuit_state{upstream} (0
+  // closed, 1 half-open, 2 open), hourglass_circuit_rejected_total{upstream}
+  // and hourglass_hedges_total{outcome="won|lost|skipped"}. Nothing without
+  // upstreams.
+  void write_metrics(exposition_writer& w) const;
 
  private:
   struct impl;
