@@ -6,8 +6,11 @@
 // deadline, taking a name over) is in consumer_clock_test.cpp, on a
 // manual_clock.
 //
-// Jobs are written with explicit stream ids (the broker's time of enqueue),
-// so their ages are exact without waiting; waits are for events, polled.
+// These run on the real clock and wait for nothing of ours: what they time
+// is the broker's (a job's age on its TIME, an entry's idle time), exact
+// without waiting through explicit stream ids (the broker's time of
+// enqueue) and XCLAIM IDLE, so a manual clock would change nothing. Their
+// waits are for events, polled.
 #include "hourglass/fleet/consumer.hpp"
 
 #include <gtest/gtest.h>
