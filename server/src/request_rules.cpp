@@ -1,6 +1,8 @@
 #include "request_rules.hpp"
 
+#include <boost/beast/core/error.hpp>
 #include <boost/beast/core/string.hpp>
+#include <boost/beast/http/error.hpp>
 #include <boost/beast/http/rfc7230.hpp>
 
 #include <optional>
@@ -14,8 +16,6 @@ namespace http = boost::beast::http;
 using boost::beast::iequals;
 
 namespace {
-
-constexpr std::string_view jobs_prefix = "/v1/jobs/";
 
 std::string_view trim(std::string_view s) noexcept {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -52,8 +52,8 @@ route route_request(http::verb m, std::string_view target) noexcept {
   if (path == "/healthz") return probe(route_kind::healthz, false);
   if (path == "/readyz") return probe(route_kind::readyz, true);
   if (path == "/metrics") return probe(route_kind::metrics, true);
-  if (path.substr(0, jobs_prefix.size()) == jobs_prefix) {
-    const std::string_view rest = path.substr(jobs_prefix.size());
+  if (path.substr(0, jobs_path.size()) == jobs_path) {
+    const std::string_view rest = path.substr(jobs_path.size());
     if (rest.empty() || rest.find('/') != std::string_view::npos) return {};
     switch (m) {
       case http::verb::post: return {route_kind::submit_job, rest};
@@ -63,6 +63,17 @@ route route_request(http::verb m, std::string_view target) noexcept {
     }
   }
   return {};
+}
+
+read_error sort_read_error(const boost::system::error_code& ec) noexcept {
+  if (!ec) return read_error::none;
+  if (ec == http::error::header_limit) return read_error::header_limit;
+  if (ec == http::error::body_limit) return read_error::body_limit;
+  if (ec == http::error::partial_message) return read_error::partial_message;
+  if (ec == http::error::end_of_stream) return read_error::end_of_stream;
+  if (ec == boost::beast::error::timeout) return read_error::timeout;
+  if (ec.category() == http::make_error_code(http::error::bad_target).category()) return read_error::malformed;
+  return read_error::transport;
 }
 
 framing judge_framing(const http::fields& req) {

@@ -6,6 +6,7 @@
 
 #include <boost/beast/http/fields.hpp>
 #include <boost/beast/http/verb.hpp>
+#include <boost/system/error_code.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +19,10 @@
 namespace hourglass::server::detail {
 
 // ---- routing -----------------------------------------------------------------
+
+// The jobs API's one path prefix: POST jobs_path + {handler} submits a job;
+// GET or DELETE jobs_path + {id} reads or cancels one (and 202's Location).
+inline constexpr std::string_view jobs_path = "/v1/jobs/";
 
 enum class route_kind {
   healthz,             // GET/HEAD /healthz
@@ -90,6 +95,90 @@ struct budget_reading {
 };
 budget_reading read_budget(const boost::beast::http::fields& headers, const budget_limits& limits);
 
+// ---- reading a request ----------------------------------------------------------
+
+// What a read of a request's headers or body ended with, as the session
+// sorts Beast's and the socket's error codes (it decides nothing itself).
+enum class read_error {
+  none,
+  header_limit,     // headers (or the target) above 8 KiB
+  body_limit,       // body above --max-body
+  partial_message,  // the peer closed in the middle of the message
+  malformed,        // any other HTTP parse error: bad syntax, a bad chunk
+  end_of_stream,    // the peer closed before the message began
+  timeout,          // the header or body timeout closed the socket
+  transport,        // a socket error: reset, aborted
+};
+
+// Sorts a read's error code (Beast's HTTP errors, its timeout, the socket's).
+read_error sort_read_error(const boost::system::error_code& ec) noexcept;
+
+enum class read_phase { headers, body };
+
+// What the session does with it. Every answer here also closes the
+// connection: after a framing error nothing later on it can be trusted.
+enum class read_verdict {
+  go_on,              // the headers or body are in
+  close,              // nobody to answer (gone, or too slow): close quietly
+  headers_too_large,  // 431 headers_too_large
+  malformed_request,  // 400 bad_request "malformed HTTP request"
+  body_too_large,     // 413 payload_too_large
+  malformed_body,     // 400 bad_request "malformed request body" (logged at info)
+};
+
+constexpr read_verdict judge_read(read_phase p, read_error e) noexcept {
+  using re = read_error;
+  switch (e) {
+    case re::none: return read_verdict::go_on;
+    case re::end_of_stream:
+    case re::timeout:
+    case re::transport: return read_verdict::close;
+    // In a body, a chunk header or trailer past the limit: a malformed body.
+    case re::header_limit:
+      return p == read_phase::headers ? read_verdict::headers_too_large : read_verdict::malformed_body;
+    case re::body_limit: return p == read_phase::body ? read_verdict::body_too_large : read_verdict::malformed_request;
+    // Mid-headers the bytes so far are a malformed request; mid-body the
+    // caller went away with its request half sent: nobody to answer.
+    case re::partial_message: return p == read_phase::headers ? read_verdict::malformed_request : read_verdict::close;
+    case re::malformed:
+      return p == read_phase::headers ? read_verdict::malformed_request : read_verdict::malformed_body;
+  }
+  return read_verdict::close;
+}
+
+// ---- keep-alive -----------------------------------------------------------------
+
+// Whether the connection stays open after this response: the one rule for
+// every answer, a plain response or a stream's head.
+struct keep_alive_facts {
+  bool requested = true;       // the request's own keep-alive (HTTP/1.1 default, Connection: close, 1.0)
+  bool closing = false;        // the session already decided to close after this answer
+  bool body_unread = false;    // refused before its body was read: its bytes would be taken for a request
+  bool draining = false;       // the daemon is shutting down
+  bool http10_stream = false;  // a stream to an HTTP/1.0 client: its body ends with the connection
+};
+
+constexpr bool keeps_alive(const keep_alive_facts& f) noexcept {
+  return f.requested && !f.closing && !f.body_unread && !f.draining && !f.http10_stream;
+}
+
+// ---- a job's bounds ---------------------------------------------------------------
+
+// What the executor is given for a job read from a request: a sync job runs
+// within its caller's budget, an async one within its handler's run limit
+// (its freshness bounds only its wait to start); the idle limit is the
+// tighter of the handler's and the request's Job-Idle-Timeout.
+struct job_bounds {
+  duration budget{};
+  duration idle_limit = duration::max();
+};
+
+constexpr job_bounds bounds_of_job(bool async, duration caller_budget, duration handler_run_limit,
+                                   duration handler_idle_limit, duration requested_idle_limit) noexcept {
+  return {async ? handler_run_limit : caller_budget,
+          handler_idle_limit < requested_idle_limit ? handler_idle_limit : requested_idle_limit};
+}
+
 // ---- a job request's gate ----------------------------------------------------------
 
 // What becomes of POST /v1/jobs/{handler} once its headers are in, checked in
@@ -154,9 +243,17 @@ enum class sync_event {
   deadline_while_running,  // the deadline timer fired and the job is running
   grace_over,              // the grace timer fired
   outcome,                 // the job's one outcome arrived
+  outcome_of_stream_ok,    // a streaming handler ended ok (it may have written nothing yet)
+  outcome_after_close,     // the outcome arrived after the connection closed under it
   peer_gone,               // the connection was closed or reset by the caller
   first_output,            // a streaming handler's first bytes are ready to go out
 };
+
+// Which outcome event a job's result is.
+constexpr sync_event outcome_event(bool connection_closed, bool streaming_handler, bool ok) noexcept {
+  if (connection_closed) return sync_event::outcome_after_close;
+  return streaming_handler && ok ? sync_event::outcome_of_stream_ok : sync_event::outcome;
+}
 
 enum class sync_action {
   none,
@@ -177,6 +274,10 @@ struct sync_step {
   sync_action action;
 };
 
+constexpr bool is_outcome(sync_event e) noexcept {
+  return e == sync_event::outcome || e == sync_event::outcome_of_stream_ok || e == sync_event::outcome_after_close;
+}
+
 constexpr sync_step on_sync_event(sync_state s, sync_event e) noexcept {
   using st = sync_state;
   using ev = sync_event;
@@ -192,6 +293,9 @@ constexpr sync_step on_sync_event(sync_state s, sync_event e) noexcept {
         case ev::grace_over:
           return s == st::grace ? sync_step{st::answered, act::answer_expired_run} : sync_step{s, act::none};
         case ev::outcome: return {st::finished, act::answer_outcome};
+        // A stream that wrote nothing and ended ok is still a stream: its trailers say ok.
+        case ev::outcome_of_stream_ok: return {st::finished, act::end_stream};
+        case ev::outcome_after_close: return {st::finished, act::log_caller_gone};
         case ev::peer_gone: return {st::caller_gone, act::cancel_job};
         // Bytes written as the deadline fired are not sent: the answer is a 504.
         case ev::first_output:
@@ -205,17 +309,19 @@ constexpr sync_step on_sync_event(sync_state s, sync_event e) noexcept {
           return s == st::streaming ? sync_step{st::stream_grace, act::arm_grace} : sync_step{s, act::none};
         case ev::grace_over:
           return s == st::stream_grace ? sync_step{st::answered, act::end_stream_expired} : sync_step{s, act::none};
-        case ev::outcome: return {st::finished, act::end_stream};
+        case ev::outcome:
+        case ev::outcome_of_stream_ok: return {st::finished, act::end_stream};
+        case ev::outcome_after_close: return {st::finished, act::log_caller_gone};
         case ev::peer_gone: return {st::caller_gone, act::cancel_job};
         case ev::deadline_while_queued:  // it is running: it wrote
         case ev::first_output: break;
       }
       break;
     case st::answered:
-      if (e == ev::outcome) return {st::finished, act::log_outcome};
+      if (is_outcome(e)) return {st::finished, act::log_outcome};
       break;
     case st::caller_gone:
-      if (e == ev::outcome) return {st::finished, act::log_caller_gone};
+      if (is_outcome(e)) return {st::finished, act::log_caller_gone};
       break;
     case st::finished: break;
   }

@@ -30,6 +30,32 @@ response error_response(unsigned status, std::string_view code, std::string_view
   return make_response(status, o.str(), json_type);
 }
 
+response read_refusal_response(read_verdict v) {
+  switch (v) {
+    case read_verdict::headers_too_large:
+      return error_response(431, "headers_too_large", "request headers exceed 8 KiB");
+    case read_verdict::body_too_large:
+      return error_response(413, "payload_too_large", "request body exceeds --max-body");
+    case read_verdict::malformed_body: return error_response(400, "bad_request", "malformed request body");
+    case read_verdict::malformed_request:
+    case read_verdict::go_on:
+    case read_verdict::close: break;
+  }
+  return error_response(400, "bad_request", "malformed HTTP request");
+}
+
+response unauthorized_response() {
+  response res = error_response(401, "unauthorized", "missing or wrong bearer token");
+  res.set(http::field::www_authenticate, "Bearer");
+  return res;
+}
+
+response method_not_allowed_response(std::string_view allow) {
+  response res = error_response(405, "method_not_allowed", "method not allowed on this path");
+  res.set(http::field::allow, allow);
+  return res;
+}
+
 std::string_view server_timing(const job_timings& t, server_timing_buffer& buf) {
   // fmt with the format compiled in, not snprintf: glibc's %f, and fmt parsing
   // its format at run time, each took ~3 % of a small response's CPU.

@@ -15,6 +15,7 @@
 #include "hourglass/outcome.hpp"
 #include "hourglass/server/handler.hpp"
 #include "hourglass/support/json.hpp"
+#include "request_rules.hpp"
 
 namespace hourglass::server::detail {
 
@@ -66,6 +67,17 @@ std::string outcome_body(const status& st, const job_timings& t, duration budget
 // 400 {"error": "invalid_timeout", "outcome": "invalid", "message": ...}: a
 // budget header the request carried could not be read.
 response invalid_budget_response(std::string_view message);
+
+// The answer to a request whose read failed (judge_read in request_rules.hpp):
+// 431 headers_too_large, 400 bad_request or 413 payload_too_large. Not for
+// go_on or close, which answer nothing.
+response read_refusal_response(read_verdict v);
+
+// 401 unauthorized with WWW-Authenticate: Bearer.
+response unauthorized_response();
+
+// 405 method_not_allowed with the Allow the path takes.
+response method_not_allowed_response(std::string_view allow);
 
 // The full response for a finished sync job.
 response job_response(const status& st, const job_timings& t, duration budget, duration remaining_now,

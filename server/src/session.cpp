@@ -16,11 +16,9 @@
 #include <optional>
 #include <utility>
 
-#include "async_endpoints.hpp"
 #include "hourglass/metrics.hpp"
 #include "hourglass/support/url.hpp"
 #include "request_rules.hpp"
-#include "stream_output.hpp"
 
 namespace hourglass::server::detail {
 
@@ -32,32 +30,6 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr std::size_t header_limit = 8 * 1024;  // 431 above this
-constexpr std::size_t watch_limit = 64 * 1024;  // pipelined bytes buffered while a job runs
-constexpr auto answer_grace = 100ms;            // a running handler's time to stop after its deadline
-
-bool is_http_error(const boost::system::error_code& ec) {
-  return ec.category() == http::make_error_code(http::error::bad_target).category();
-}
-
-// An outcome delivered on this thread while it is still inside submit (a job
-// it ran itself, run_inline, or one the queue refused): handed back to
-// submit_sync rather than posted to the strand it is already on.
-struct outcome_in_submit {
-  const void* call;
-  std::optional<job_result<handler_result>> result;
-};
-thread_local outcome_in_submit* submitting = nullptr;
-
-class submitting_scope {  // sets `submitting` for one submit, restored even if it throws
- public:
-  explicit submitting_scope(outcome_in_submit& here) : outer_(std::exchange(submitting, &here)) {}
-  ~submitting_scope() { submitting = outer_; }
-  submitting_scope(const submitting_scope&) = delete;
-  submitting_scope& operator=(const submitting_scope&) = delete;
-
- private:
-  outcome_in_submit* outer_;
-};
 
 }  // namespace
 
@@ -135,24 +107,15 @@ void session::read_header() {
 
 void session::on_header(error_code ec) {
   ec = seen(ec);
-  if (ec == http::error::header_limit) {
-    req_keep_alive_ = false;
-    send_error(431, "headers_too_large", "request headers exceed 8 KiB");
-    return;
-  }
-  if (ec == beast::error::timeout) {
-    core_.log->debug("connection closed: headers not received within {} ms", to_millis(core_.opts.header_timeout));
-    do_close();
-    return;
-  }
-  if (ec == http::error::end_of_stream || (ec && !is_http_error(ec))) {
-    do_close();
-    return;
-  }
-  if (ec) {
-    req_keep_alive_ = false;
-    send_error(400, "bad_request", "malformed HTTP request");
-    return;
+  const read_error e = sort_read_error(ec);
+  switch (const read_verdict v = judge_read(read_phase::headers, e)) {
+    case read_verdict::go_on: break;
+    case read_verdict::close:
+      if (e == read_error::timeout) {
+        core_.log->debug("connection closed: headers not received within {} ms", to_millis(core_.opts.header_timeout));
+      }
+      return do_close();
+    default: req_keep_alive_ = false; return send(read_refusal_response(v));
   }
   headers_at_ = core_.clk.now();
   const auto& req = header_parser_->get();
@@ -180,11 +143,7 @@ bool session::body_unread() const { return header_parser_ && !header_parser_->is
 void session::route() {
   const auto& req = header_parser_->get();
   const detail::route r = route_request(req.method(), req.target());
-  if (r.needs_auth && !authorized()) {
-    response res = error_response(401, "unauthorized", "missing or wrong bearer token");
-    res.set(http::field::www_authenticate, "Bearer");
-    return send(std::move(res));
-  }
+  if (r.needs_auth && !authorized()) return send(unauthorized_response());
   switch (r.kind) {
     case route_kind::healthz: return send(make_response(200, "ok\n", "text/plain; charset=utf-8"));
     case route_kind::readyz: {
@@ -198,11 +157,7 @@ void session::route() {
     case route_kind::cancel_job:
       phase_ = phase::job;
       return core_.async->lookup(std::string(r.name), r.kind == route_kind::cancel_job, answer_later());
-    case route_kind::method_not_allowed: {
-      response res = error_response(405, "method_not_allowed", "method not allowed on this path");
-      res.set(http::field::allow, r.allow);
-      return send(std::move(res));
-    }
+    case route_kind::method_not_allowed: return send(method_not_allowed_response(r.allow));
     case route_kind::not_found: break;
   }
   send_error(404, "not_found", "no such resource");
@@ -229,19 +184,14 @@ void session::start_job(std::string_view name) {
   switch (gate_job_request(facts)) {
     case job_gate::unknown_handler: return send_error(404, "not_found", "no such handler");
     case job_gate::body_too_large: return send_error(413, "payload_too_large", "request body exceeds --max-body");
-    case job_gate::invalid_budget: {
-      const status st = status::invalid();
-      core_.jobs->stats().on_refused(*entry_->metrics, st);
-      job_report rep{entry_->name, async_ ? "async" : "sync", duration::max(), {}, st, 400};
-      rep.note = "invalid_timeout";
-      core_.log_job(rep);
-      return send(invalid_budget_response(budget.message));
-    }
+    case job_gate::invalid_budget:
+      return send(
+          core_.refuse({*entry_, async_ ? "async" : "sync", status::invalid(), duration::max(), "invalid_timeout"},
+                       invalid_budget_response(budget.message)));
     case job_gate::shutting_down: {
-      core_.jobs->stats().on_rejected(*entry_->metrics, reject_reason::shutting_down);
       const status st = status::rejected(reject_reason::shutting_down);
-      core_.log_job({entry_->name, async_ ? "async" : "sync", budget_, {}, st, 503});
-      return send(job_response(st, {}, budget_, budget_, nullptr, nullptr));  // nothing of it spent
+      return send(core_.refuse({*entry_, async_ ? "async" : "sync", st, budget_},
+                               job_response(st, {}, budget_, budget_, nullptr, nullptr)));  // nothing of it spent
     }
     case job_gate::continue_then_read_body: {
       static constexpr std::string_view go_on = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -271,18 +221,16 @@ void session::read_body() {
 
 void session::on_body(error_code ec) {
   ec = seen(ec);
-  if (ec == http::error::body_limit) {
-    req_keep_alive_ = false;
-    return send_error(413, "payload_too_large", "request body exceeds --max-body");
-  }
-  if (ec && is_http_error(ec) && ec != http::error::partial_message) {  // a malformed chunk, say
-    req_keep_alive_ = false;
-    core_.log->info("400 malformed request body: {}", ec.message());
-    return send_error(400, "bad_request", "malformed request body");
-  }
-  if (ec) {  // timeout or disconnect mid-body: nobody to answer
-    if (ec == beast::error::timeout) core_.log->debug("connection closed: body not received in time");
-    return do_close();
+  const read_error e = sort_read_error(ec);
+  switch (const read_verdict v = judge_read(read_phase::body, e)) {
+    case read_verdict::go_on: break;
+    case read_verdict::close:  // timeout or disconnect mid-body: nobody to answer
+      if (e == read_error::timeout) core_.log->debug("connection closed: body not received in time");
+      return do_close();
+    default:
+      if (v == read_verdict::malformed_body) core_.log->info("400 malformed request body: {}", ec.message());
+      req_keep_alive_ = false;
+      return send(read_refusal_response(v));
   }
   auto in = std::make_shared<job_input>();
   in->msg = body_parser_->release();
@@ -290,207 +238,14 @@ void session::on_body(error_code ec) {
   in->entry = entry_;
   in->async = async_;
   in->remote = remote_;
-  in->budget = async_ ? entry_->run_limit : budget_;
-  in->idle_limit = std::min(entry_->idle_limit, idle_limit_);
+  const job_bounds bounds = bounds_of_job(async_, budget_, entry_->run_limit, entry_->idle_limit, idle_limit_);
+  in->budget = bounds.budget;
+  in->idle_limit = bounds.idle_limit;
   if (async_) {
     phase_ = phase::job;
     return core_.async->submit(std::move(in), headers_at_, freshness_, answer_later());
   }
   submit_sync(std::move(in));
-}
-
-// ---- sync jobs ---------------------------------------------------------------
-
-void session::submit_sync(std::shared_ptr<job_input> in) {
-  phase_ = phase::job;
-  auto call = std::make_shared<sync_call>();
-  call->entry = entry_;
-  call->budget = budget_;
-  call->deadline = saturating_add(headers_at_, budget_);  // the budget started when the headers arrived
-  if (entry_->stream) call->out = std::make_shared<output_channel>();
-  call_ = call;
-  io_timer_.expires_never();
-
-  job_options o;
-  o.metrics = entry_->metrics;
-  o.deadline = call->deadline;
-  o.min_budget = entry_->min_budget;
-  o.idle_limit = in->idle_limit;
-  // Told of the first bytes before the job can write them: the strand hears
-  // of them before it hears of the outcome.
-  if (call->out) notify_when_readable(call);
-  o.run_here_when_idle = entry_->run_inline && !call->out;
-  call->submitted_at = core_.clk.now();
-  outcome_in_submit here{call.get(), std::nullopt};
-  {
-    const submitting_scope in_submit(here);
-    call->ref = core_.jobs->submit(
-        o,
-        [in, call](const context& ctx) -> handler_result {
-          auto expected = job_phase::queued;
-          // The client was already answered at the deadline: never run.
-          if (!call->phase.compare_exchange_strong(expected, job_phase::running)) {
-            throw stopped_error(status::expired(expiry_stage::queue));
-          }
-          struct shown {
-            sync_call& c;
-            shown(sync_call& call, const context& ctx) : c(call) {
-              std::lock_guard lock(c.running_mu);
-              c.running = &ctx;
-              c.started_at = ctx.get_clock().now();
-            }
-            ~shown() {
-              std::lock_guard lock(c.running_mu);
-              c.committed_after_run = c.running->committed();
-              c.running = nullptr;
-            }
-          } while_running(*call, ctx);
-          if (call->out) {  // a streaming handler: its bytes go out as they come
-            channel_output out(ctx, *call->out);
-            in->entry->stream(ctx, in->view(), out);
-            return handler_result{{}, in->entry->stream_content_type};
-          }
-          return in->entry->fn(ctx, in->view());
-        },
-        [self = shared_from_this(), call](job_result<handler_result>&& r) noexcept {
-          if (submitting != nullptr && submitting->call == call.get()) {
-            submitting->result.emplace(std::move(r));
-            return;
-          }
-          net::post(self->strand_, [self, call, r = std::move(r)]() mutable { self->on_job_done(call, std::move(r)); });
-        });
-  }
-  if (here.result)
-    return on_job_done(call, std::move(*here.result));  // no deadline to keep, no disconnect to watch for
-
-  // Answered at the deadline on the clock the executor expires jobs on.
-  if (!core_.fifo() && call->deadline != never) {
-    deadline_timer_.arm(call->deadline, [self = shared_from_this(), call] { self->on_deadline(call); });
-  }
-  watch();
-}
-
-// While a job waits or runs, keep reading: a disconnect cancels the job.
-void session::watch() {
-  watching_ = true;
-  stream_.async_read_some(buffer_.prepare(4096),
-                          [self = shared_from_this()](error_code ec, std::size_t n) { self->on_watch(ec, n); });
-}
-
-void session::on_watch(error_code ec, std::size_t n) {
-  ec = seen(ec);
-  watching_ = false;
-  if (!ec) buffer_.commit(n);
-  const bool open_call = phase_ == phase::job && call_ && still_open(call_->state);
-  if (open_call) {
-    if (!ec) {
-      if (buffer_.size() < watch_limit) watch();  // pipelined bytes: keep them for later
-      return;
-    }
-    if (ec == net::error::operation_aborted) return;
-    step(call_, sync_event::peer_gone);  // eof or reset: the caller went away
-    return;                              // the outcome arrives through on_job_done
-  }
-  if (ec && ec != net::error::operation_aborted) close_after_ = true;
-  maybe_continue();
-}
-
-void session::stop_watching() {
-  if (!watching_) return;
-  error_code ignored;
-  stream_.cancel(ignored);
-}
-
-void session::on_deadline(const std::shared_ptr<sync_call>& call) {
-  if (call != call_ || phase_ == phase::closed) return;
-  if (call->state == sync_state::grace || call->state == sync_state::stream_grace) {
-    return step(call, sync_event::grace_over);
-  }
-  auto expected = job_phase::queued;
-  // Not started yet: it never will be (the job sees `abandoned` and stops).
-  const bool abandoned = call->phase.compare_exchange_strong(expected, job_phase::abandoned);
-  step(call, abandoned ? sync_event::deadline_while_queued : sync_event::deadline_while_running);
-}
-
-void session::on_job_done(const std::shared_ptr<sync_call>& call, job_result<handler_result>&& r) {
-  call->ref = job_ref();  // the job record holds `call` (and this session): break the cycle
-  if (phase_ == phase::closed && still_open(call->state)) {
-    call->state = sync_state::caller_gone;  // the connection closed under it: nobody to answer
-  }
-  call->result = std::move(r);
-  step(call, sync_event::outcome);
-}
-
-// Feeds the call's state machine (request_rules.hpp) and does what it says.
-void session::step(const std::shared_ptr<sync_call>& call, sync_event e) {
-  const sync_step next = on_sync_event(call->state, e);
-  call->state = next.next;
-  switch (next.action) {
-    case sync_action::none: return;
-    case sync_action::cancel_job:
-      deadline_timer_.cancel();
-      call->ref.cancel(cancel_cause::caller_gone);
-      // After the cancel: a write woken by the close then finds its context stopped.
-      if (call->out) call->out->close();
-      return;
-    case sync_action::start_stream: return begin_stream(call, true);
-    case sync_action::end_stream_expired: {  // a handler that ignores its context: the stream ends without it
-      call->early_status = 200;
-      return end_stream(call, status::expired(expiry_stage::run), call->timings_so_far(core_.clk.now()));
-    }
-    case sync_action::arm_grace:  // running: its context has fired; give the handler a moment to stop
-      deadline_timer_.arm(saturating_add(core_.clk.now(), answer_grace),
-                          [self = shared_from_this(), call] { self->on_deadline(call); });
-      return;
-    case sync_action::answer_expired_queue:
-    case sync_action::answer_expired_run: {
-      const status st = status::expired(next.action == sync_action::answer_expired_queue ? expiry_stage::queue
-                                                                                         : expiry_stage::run);
-      call->early_status = 504;
-      stop_watching();
-      const job_timings t = call->timings_so_far(core_.clk.now());
-      return send(job_response(st, t, call->budget, duration::zero(), nullptr, nullptr));
-    }
-    case sync_action::answer_outcome:
-    case sync_action::log_outcome:
-    case sync_action::log_caller_gone:
-    case sync_action::end_stream: break;
-  }
-  // The outcome is in.
-  job_result<handler_result>& r = *call->result;
-  // Only an error has one (its default strings are an allocation per request).
-  std::optional<error_info> err;
-  if (r.st.code == outcome::error) err = describe_error(r.error);
-  job_report rep{call->entry->name, "sync", call->budget, r.timings, r.st, 0};
-  if (err) rep.note = err->detail;
-  if (next.action == sync_action::log_outcome) {  // answered at the deadline already
-    rep.http_status = call->early_status;
-    core_.log_job(rep);
-    return;
-  }
-  deadline_timer_.cancel();
-  // A stream that began ends with trailers; one that wrote nothing and ended
-  // ok is still a stream (its trailers say ok); else it answers as any job.
-  if (next.action == sync_action::end_stream ||
-      (next.action == sync_action::answer_outcome && call->out && r.st.is_ok())) {
-    rep.http_status = 200;
-    core_.log_job(rep);
-    if (!call->stream_started) begin_stream(call, false);
-    return end_stream(call, r.st, r.timings);
-  }
-  stop_watching();
-  if (next.action == sync_action::log_caller_gone) {
-    rep.http_status = 499;
-    core_.log_job(rep);
-    close_after_ = true;
-    return maybe_continue();
-  }
-  const duration left = remaining(call->deadline, core_.clk.now());
-  response res = job_response(r.st, r.timings, call->budget, left, r.result ? &*r.result : nullptr,
-                              err ? &*err : nullptr);
-  rep.http_status = res.result_int();
-  core_.log_job(rep);
-  send(std::move(res));
 }
 
 // ---- writing -------------------------------------------------------------------
@@ -509,7 +264,10 @@ std::function<void(response)> session::answer_later() {
 
 void session::send(response res) {
   if (phase_ == phase::closed) return;
-  const bool keep = req_keep_alive_ && !close_after_ && !body_unread() && !core_.draining.load();
+  const bool keep = keeps_alive({.requested = req_keep_alive_,
+                                 .closing = close_after_,
+                                 .body_unread = body_unread(),
+                                 .draining = core_.draining.load()});
   res.keep_alive(keep);
   if (!keep) close_after_ = true;
   if (req_head_) {

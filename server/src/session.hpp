@@ -1,5 +1,8 @@
 // One HTTP/1.1 connection: reads requests, routes them, runs jobs, writes
-// responses, all on the connection's strand. Internal to the server.
+// responses, all on the connection's strand. It reads, asks the pure rules
+// (request_rules.hpp) what to do, and writes: session.cpp reads and writes,
+// session_sync.cpp runs a sync call, session_stream.cpp streams its output.
+// Internal to the server.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -11,9 +14,7 @@
 #include <boost/beast/http/serializer.hpp>
 #include <boost/beast/http/string_body.hpp>
 
-#include <atomic>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
@@ -24,11 +25,9 @@
 #include "job_input.hpp"
 #include "request_rules.hpp"
 #include "responses.hpp"
+#include "sync_call.hpp"
 
 namespace hourglass::server::detail {
-
-// A sync job's race between its start and its deadline's answer.
-enum class job_phase : int { queued, running, abandoned };
 
 class session : public std::enable_shared_from_this<session> {
  public:
@@ -45,47 +44,6 @@ class session : public std::enable_shared_from_this<session> {
   using error_code = boost::system::error_code;
   enum class phase { waiting, headers, body, job, closed };
 
-  // The sync job in flight on this connection.
-  struct sync_call {
-    std::atomic<job_phase> phase{job_phase::queued};
-    job_ref ref;
-    const handler_entry* entry = nullptr;
-    duration budget{};
-    time_point deadline{};
-    time_point submitted_at{};
-    sync_state state = sync_state::waiting;            // strand only (request_rules.hpp)
-    unsigned early_status = 0;                         // strand only: the status sent at the deadline, if any
-    std::optional<job_result<handler_result>> result;  // strand only: the outcome, once in
-    // While the handler runs: its context, so a 504 sent at the deadline can
-    // say whether the job already crossed a commit point (not a copy: a
-    // copy would keep the context alive after its job).
-    std::mutex running_mu;
-    const context* running = nullptr;
-    bool committed_after_run = false;      // set as the handler returns, before its outcome reaches the strand
-    std::optional<time_point> started_at;  // when the handler began (under running_mu)
-    // The timings of an answer sent before the outcome (at the deadline or
-    // the grace's end): queued until the handler began, running since.
-    job_timings timings_so_far(time_point now) {
-      std::lock_guard lock(running_mu);
-      job_timings t;
-      t.budget = budget;
-      t.queue_delay = elapsed(submitted_at, started_at.value_or(now));
-      if (started_at) {
-        t.ran = true;
-        t.run_time = elapsed(*started_at, now);
-      }
-      t.committed = running != nullptr ? running->committed() : committed_after_run;  // a change may have happened
-      return t;
-    }
-    // A streaming handler's output on its way out (session_stream.cpp); the
-    // flags are the strand's.
-    std::shared_ptr<output_channel> out;
-    bool stream_started = false;  // its status line is to go out first
-    bool head_sent = false;
-    bool stream_ending = false;  // the trailers go out once the buffered bytes have
-    bool stream_done = false;    // the last chunk, with the trailers, is out
-  };
-
   void read_request();
   void read_header();
   void on_header(error_code ec);
@@ -93,6 +51,7 @@ class session : public std::enable_shared_from_this<session> {
   void start_job(std::string_view name);
   void read_body();
   void on_body(error_code ec);
+  // The sync call (session_sync.cpp).
   void submit_sync(std::shared_ptr<job_input> in);
   void watch();
   void on_watch(error_code ec, std::size_t n);

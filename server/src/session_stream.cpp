@@ -73,7 +73,10 @@ void session::pump_stream() {
       stream_head_->set(http::field::trailer, "Job-Outcome, Server-Timing");
       stream_head_->chunked(true);
     }
-    const bool keep = req_keep_alive_ && !req_http10_ && !close_after_ && !core_.draining.load();
+    const bool keep = keeps_alive({.requested = req_keep_alive_,
+                                   .closing = close_after_,
+                                   .draining = core_.draining.load(),
+                                   .http10_stream = req_http10_});
     stream_head_->keep_alive(keep);
     if (!keep) close_after_ = true;
     stream_head_writer_.emplace(*stream_head_);

@@ -2,6 +2,9 @@
 // budget read from headers, and the sync call's state machine.
 #include "request_rules.hpp"
 
+#include <boost/asio/error.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/http/error.hpp>
 #include <gtest/gtest.h>
 
 #include <tuple>
@@ -197,6 +200,22 @@ TEST(SyncCall, EveryStateAndEvent) {
       {S::stream_grace, E::deadline_while_running, S::stream_grace, A::none},
       {S::stream_grace, E::peer_gone, S::caller_gone, A::cancel_job},
       {S::stream_grace, E::first_output, S::stream_grace, A::none},
+      // a streaming handler's ok outcome ends a stream, begun or not
+      {S::waiting, E::outcome_of_stream_ok, S::finished, A::end_stream},
+      {S::grace, E::outcome_of_stream_ok, S::finished, A::end_stream},
+      {S::streaming, E::outcome_of_stream_ok, S::finished, A::end_stream},
+      {S::stream_grace, E::outcome_of_stream_ok, S::finished, A::end_stream},
+      {S::answered, E::outcome_of_stream_ok, S::finished, A::log_outcome},
+      {S::caller_gone, E::outcome_of_stream_ok, S::finished, A::log_caller_gone},
+      {S::finished, E::outcome_of_stream_ok, S::finished, A::none},
+      // the connection closed under the job: nobody to answer, logged as 499
+      {S::waiting, E::outcome_after_close, S::finished, A::log_caller_gone},
+      {S::grace, E::outcome_after_close, S::finished, A::log_caller_gone},
+      {S::streaming, E::outcome_after_close, S::finished, A::log_caller_gone},
+      {S::stream_grace, E::outcome_after_close, S::finished, A::log_caller_gone},
+      {S::answered, E::outcome_after_close, S::finished, A::log_outcome},  // it was answered before the close
+      {S::caller_gone, E::outcome_after_close, S::finished, A::log_caller_gone},
+      {S::finished, E::outcome_after_close, S::finished, A::none},
   };
   for (const auto& [from, ev, to, act] : rows) {
     SCOPED_TRACE(::testing::Message() << "state " << static_cast<int>(from) << ", event " << static_cast<int>(ev));
@@ -226,38 +245,107 @@ TEST(SyncCall, AnswersAtMostOnceOnAnyPath) {
     for (const auto b : all) {
       for (const auto c : all) {
         for (const auto d : all) {
-          sync_state s = sync_state::waiting;
-          int answers = 0;
-          bool streaming = false;
-          for (const auto e : {a, b, c, d, sync_event::outcome}) {
-            const sync_step st = on_sync_event(s, e);
-            s = st.next;
-            switch (st.action) {
-              case sync_action::start_stream:
-                EXPECT_FALSE(streaming);
-                EXPECT_EQ(answers, 0);
-                streaming = true;
-                break;
-              case sync_action::end_stream:
-              case sync_action::end_stream_expired:
-                EXPECT_TRUE(streaming);
-                ++answers;
-                break;
-              case sync_action::answer_outcome:
-              case sync_action::answer_expired_queue:
-              case sync_action::answer_expired_run:
-                EXPECT_FALSE(streaming) << "a status line after a stream began";
-                ++answers;
-                break;
-              default: break;
+          for (const auto last :
+               {sync_event::outcome, sync_event::outcome_of_stream_ok, sync_event::outcome_after_close}) {
+            sync_state s = sync_state::waiting;
+            int answers = 0;
+            bool streaming = false;
+            for (const auto e : {a, b, c, d, last}) {
+              const sync_step st = on_sync_event(s, e);
+              s = st.next;
+              switch (st.action) {
+                case sync_action::start_stream:
+                  EXPECT_FALSE(streaming);
+                  EXPECT_EQ(answers, 0);
+                  streaming = true;
+                  break;
+                case sync_action::end_stream:  // a stream that wrote nothing begins as it ends
+                  EXPECT_TRUE(streaming || e == sync_event::outcome_of_stream_ok);
+                  ++answers;
+                  break;
+                case sync_action::end_stream_expired:
+                  EXPECT_TRUE(streaming);
+                  ++answers;
+                  break;
+                case sync_action::answer_outcome:
+                case sync_action::answer_expired_queue:
+                case sync_action::answer_expired_run:
+                  EXPECT_FALSE(streaming) << "a status line after a stream began";
+                  ++answers;
+                  break;
+                default: break;
+              }
             }
+            EXPECT_LE(answers, 1);
+            EXPECT_EQ(s, sync_state::finished);
           }
-          EXPECT_LE(answers, 1);
-          EXPECT_EQ(s, sync_state::finished);
         }
       }
     }
   }
+}
+
+TEST(SyncCall, OutcomeEvent) {
+  EXPECT_EQ(outcome_event(false, false, true), sync_event::outcome);
+  EXPECT_EQ(outcome_event(false, false, false), sync_event::outcome);
+  EXPECT_EQ(outcome_event(false, true, true), sync_event::outcome_of_stream_ok);
+  EXPECT_EQ(outcome_event(false, true, false), sync_event::outcome) << "a failed stream that never began is a status";
+  EXPECT_EQ(outcome_event(true, true, true), sync_event::outcome_after_close);
+  EXPECT_EQ(outcome_event(true, false, false), sync_event::outcome_after_close);
+}
+
+TEST(ReadErrors, SortedFromBeastAndTheSocket) {
+  namespace net = boost::asio;
+  EXPECT_EQ(sort_read_error({}), read_error::none);
+  EXPECT_EQ(sort_read_error(http::error::header_limit), read_error::header_limit);
+  EXPECT_EQ(sort_read_error(http::error::body_limit), read_error::body_limit);
+  EXPECT_EQ(sort_read_error(http::error::partial_message), read_error::partial_message);
+  EXPECT_EQ(sort_read_error(http::error::end_of_stream), read_error::end_of_stream);
+  EXPECT_EQ(sort_read_error(boost::beast::error::timeout), read_error::timeout);
+  EXPECT_EQ(sort_read_error(http::error::bad_chunk), read_error::malformed);
+  EXPECT_EQ(sort_read_error(http::error::bad_method), read_error::malformed);
+  EXPECT_EQ(sort_read_error(net::error::connection_reset), read_error::transport);
+  EXPECT_EQ(sort_read_error(net::error::operation_aborted), read_error::transport);
+}
+
+TEST(ReadErrors, WhatEachPhaseAnswers) {
+  using E = read_error;
+  using V = read_verdict;
+  const std::vector<std::tuple<E, V, V>> rows = {
+      // error, while reading headers, while reading the body
+      {E::none, V::go_on, V::go_on},
+      {E::header_limit, V::headers_too_large, V::malformed_body},
+      {E::body_limit, V::malformed_request, V::body_too_large},
+      {E::partial_message, V::malformed_request, V::close},  // half a body: the caller went away
+      {E::malformed, V::malformed_request, V::malformed_body},
+      {E::end_of_stream, V::close, V::close},
+      {E::timeout, V::close, V::close},
+      {E::transport, V::close, V::close},
+  };
+  for (const auto& [e, headers, body] : rows) {
+    SCOPED_TRACE(::testing::Message() << "error " << static_cast<int>(e));
+    EXPECT_EQ(judge_read(read_phase::headers, e), headers);
+    EXPECT_EQ(judge_read(read_phase::body, e), body);
+  }
+}
+
+TEST(KeepAlive, OneRuleForEveryAnswer) {
+  EXPECT_TRUE(keeps_alive({}));
+  EXPECT_FALSE(keeps_alive({.requested = false}));
+  EXPECT_FALSE(keeps_alive({.closing = true}));
+  EXPECT_FALSE(keeps_alive({.body_unread = true})) << "its unread body would be taken for the next request";
+  EXPECT_FALSE(keeps_alive({.draining = true}));
+  EXPECT_FALSE(keeps_alive({.http10_stream = true})) << "an HTTP/1.0 stream's body ends with the connection";
+}
+
+TEST(JobBounds, SyncByTheCallerAsyncByTheHandler) {
+  const job_bounds sync = bounds_of_job(false, 800ms, 30s, duration::max(), duration::max());
+  EXPECT_EQ(sync.budget, 800ms);
+  EXPECT_EQ(sync.idle_limit, duration::max());
+  const job_bounds async = bounds_of_job(true, 800ms, 30s, 5s, 2s);
+  EXPECT_EQ(async.budget, 30s) << "an async job runs within its handler's run limit";
+  EXPECT_EQ(async.idle_limit, 2s) << "the request may tighten the handler's idle limit";
+  EXPECT_EQ(bounds_of_job(false, 1s, 30s, 1s, 3s).idle_limit, 1s) << "but never loosen it";
 }
 
 TEST(GateJobRequest, ChecksInOrder) {
