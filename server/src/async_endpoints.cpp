@@ -1,14 +1,13 @@
 #include "async_endpoints.hpp"
 
 #include "hourglass/utf8.hpp"
+#include "request_rules.hpp"
 
 namespace hourglass::server::detail {
 
 namespace http = boost::beast::http;
 
 namespace {
-
-constexpr std::string_view jobs_prefix = "/v1/jobs/";
 
 async_outcome outcome_of(job_result<handler_result>& r, const error_info& err) {
   async_outcome o;
@@ -29,10 +28,9 @@ response submit_async_job(core& c, std::shared_ptr<const job_input> in, time_poi
   const handler_entry& e = *in->entry;
   const std::optional<std::string> id = c.async_jobs->create(e.name, c.clk.now());
   if (!id) {
-    c.jobs->stats().on_rejected(*e.metrics, reject_reason::queue_full);
     const status st = status::rejected(reject_reason::queue_full);
-    c.log_job({e.name, "async", duration::max(), {}, st, 503, "async job store full"});
-    return job_response(st, {}, duration::max(), duration::max(), nullptr, nullptr);
+    return c.refuse({e, "async", st, duration::max(), "async job store full"},
+                    job_response(st, {}, duration::max(), duration::max(), nullptr, nullptr));
   }
 
   job_options o;
@@ -61,7 +59,7 @@ response submit_async_job(core& c, std::shared_ptr<const job_input> in, time_poi
   if (next.cancel_now) ref.cancel(cancel_cause::requested);
   if (next.refused) return job_response(*next.refused, {}, duration::max(), duration::max(), nullptr, nullptr);
 
-  const std::string location = std::string(jobs_prefix) + *id;
+  const std::string location = std::string(jobs_path) + *id;
   support::json_object body;
   body.add("id", *id).add("state", "queued").add("location", location);
   response res = make_response(202, body.str(), json_type);

@@ -95,6 +95,12 @@ const handler_entry* core::find_handler(std::string_view name) const {
   return it == handlers.end() ? nullptr : &it->second;
 }
 
+response core::refuse(const refusal& r, response answer) const {
+  jobs->stats().on_refused(*r.entry.metrics, r.st);
+  log_job({r.entry.name, r.mode, r.budget, {}, r.st, answer.result_int(), r.note});
+  return answer;
+}
+
 void core::log_job(const job_report& r) const {
   if (!log->should_log(spdlog::level::info)) return;
   const status& st = r.st;

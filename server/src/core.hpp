@@ -69,6 +69,15 @@ struct job_report {
   std::string note;          // a handler error's message, for the log only
 };
 
+// A job refused before it reached the executor.
+struct refusal {
+  const handler_entry& entry;
+  std::string_view mode;              // "sync" or "async"
+  status st;                          // rejected/reason, invalid, or deadline_exceeded/admission
+  duration budget = duration::max();  // the caller's, as the log line shows it
+  std::string note = {};              // for the log only
+};
+
 struct core {
   core(server_options o, hourglass::clock& clk);
 
@@ -81,6 +90,10 @@ struct core {
   void log_job(const job_report& r) const;
   // GET /metrics: the whole page, at most opts.metrics_cache old (metrics_page.hpp).
   std::string metrics_page();
+  // Every refusal is booked one way: counted under its handler
+  // (stats::on_refused), logged as a job line with the status it is
+  // answered with, and that answer returned.
+  response refuse(const refusal& r, response answer) const;
 
   server_options opts;
   hourglass::clock& clk;  // the daemon's one clock: budgets, deadlines, grace, expiry, pool ages

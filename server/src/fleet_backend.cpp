@@ -8,6 +8,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 
+#include <fmt/format.h>
+
 #include "core.hpp"
 #include "hourglass/fleet/consumer.hpp"
 #include "hourglass/fleet/job_queue.hpp"
@@ -16,6 +18,7 @@
 #include "hourglass/support/url.hpp"
 #include "hourglass/utf8.hpp"
 #include "job_input.hpp"
+#include "request_rules.hpp"
 #include "secret_file.hpp"
 
 namespace hourglass::server::detail {
@@ -23,8 +26,6 @@ namespace hourglass::server::detail {
 namespace http = boost::beast::http;
 
 namespace {
-
-constexpr std::string_view jobs_prefix = "/v1/jobs/";
 
 double millis_field(std::string_view text) {
   try {
@@ -212,20 +213,19 @@ class fleet_backend final : public async_backend {
       r = queue_.enqueue(context(), spec);
     } catch (const std::exception& ex) {
       ++enqueue_errors_;
-      c_.jobs->stats().on_rejected(*e.metrics, reject_reason::broker_unavailable);
       c_.log->warn("fleet: enqueue of a {} job refused, broker unavailable: {}", e.name, ex.what());
-      return broker_unavailable(ex.what());
+      return c_.refuse(
+          {e, "async", status::rejected(reject_reason::broker_unavailable), duration::max(), "broker unavailable"},
+          broker_unavailable(ex.what()));
     }
     if (r.verdict == fleet::enqueued::kind::refused) {
       const status st = status::expired(expiry_stage::admission);
-      c_.jobs->stats().on_refused(*e.metrics, st);
-      c_.log_job({e.name, "async", duration::max(), {}, st, 504});
-      return job_response(st, {}, freshness, spec.freshness, nullptr, nullptr);
+      return c_.refuse({e, "async", st}, job_response(st, {}, freshness, spec.freshness, nullptr, nullptr));
     }
     // Admitted here, on the daemon that promised it; its outcome is counted
     // by the daemon that records it (fleet-wide: admitted = finished + in flight).
     if (r.verdict == fleet::enqueued::kind::accepted) c_.jobs->stats().on_admitted(*e.metrics, freshness);
-    const std::string location = std::string(jobs_prefix) + r.id;
+    const std::string location = std::string(jobs_path) + r.id;
     std::string state = "queued";
     if (r.verdict == fleet::enqueued::kind::duplicate) {
       // The first job's state now: a repeat of a finished job says so.
