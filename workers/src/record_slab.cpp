@@ -11,7 +11,16 @@
 #include <cpuid.h>
 #endif
 
+// GCC says ASan is on with __SANITIZE_ADDRESS__, clang with __has_feature.
 #if defined(__SANITIZE_ADDRESS__)
+#define HOURGLASS_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HOURGLASS_ASAN 1
+#endif
+#endif
+
+#ifdef HOURGLASS_ASAN
 #include <sanitizer/asan_interface.h>
 #define HOURGLASS_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
 #define HOURGLASS_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
