@@ -24,6 +24,7 @@
 
 #include <boost/asio/ip/tcp.hpp>
 
+#include "common/sanitized.hpp"
 #include "test_support.hpp"
 
 namespace hourglass::server::testing {
@@ -34,19 +35,7 @@ using steady = std::chrono::steady_clock;
 // Under the sanitizers a connection costs several times more and timing
 // means little: fewer attackers, longer timeouts, and latency is judged in
 // the Release build only (the figures are printed in every build).
-// GCC says so with __SANITIZE_*__, clang with __has_feature.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define HOURGLASS_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define HOURGLASS_TEST_SANITIZED 1
-#endif
-#endif
-#ifdef HOURGLASS_TEST_SANITIZED
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
+constexpr bool kSanitized = hourglass::testing::sanitized;
 
 std::size_t open_fds() {
   std::size_t n = 0;

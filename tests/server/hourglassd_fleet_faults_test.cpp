@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/sanitized.hpp"
 #include "fleet/redis_server.hpp"
 #include "hourglass/fleet/redis.hpp"
 #include "test_support.hpp"
@@ -59,19 +60,7 @@ struct member {
 // many times on jobs queued, running and being reclaimed; the sanitizer
 // builds, several times slower per request, run 1,000 to stay inside the
 // test timeout.
-// GCC says so with __SANITIZE_*__, clang with __has_feature.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define HOURGLASS_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define HOURGLASS_TEST_SANITIZED 1
-#endif
-#endif
-#ifdef HOURGLASS_TEST_SANITIZED
-constexpr int kTotalJobs = 1000;
-#else
-constexpr int kTotalJobs = 5000;
-#endif
+constexpr int kTotalJobs = hourglass::testing::sanitized ? 1000 : 5000;
 
 TEST_F(FleetFaults, KillingDaemonsAtRandomLosesNoAcceptedJobAndRecordsOneOutcomeEach) {
   constexpr int kDaemons = 4;
