@@ -15,17 +15,20 @@ void request_precise_timed_waits() noexcept {
 }
 
 void clock::sleep_until(time_point when) {
+  if (now() >= when) return;
   std::mutex mu;
   std::condition_variable cv;
   bool fired = false;
-  auto id = schedule(when, [&] {
+  const timer_id id = schedule(when, [&] {
     std::lock_guard lock(mu);
     fired = true;
     cv.notify_all();
   });
+  // `when` passed between the reading above and the schedule: a
+  // manual_clock runs a timer in its past only at its next advance().
+  if (now() >= when && cancel(id)) return;
   std::unique_lock lock(mu);
   cv.wait(lock, [&] { return fired; });
-  (void)id;
 }
 
 timer_id timer_queue::push(time_point when, std::function<void()> fn) {

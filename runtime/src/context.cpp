@@ -235,6 +235,11 @@ bool context::sleep_until(time_point t) const {
   }
   auto w = std::make_shared<waiter>();
   const timer_id id = clk.schedule(t, [w]() noexcept { w->wake(); });
+  // Time reached `t` between the reading above and the schedule (another
+  // thread advanced a manual_clock): a timer in the clock's past runs only at
+  // its next advance(), which may never come. Removed before it ran: `t` is
+  // reached, nothing will wake this thread, so do not wait.
+  if (clk.now() >= t && clk.cancel(id)) return !state_->source.stop_requested();
   {
     cancellation_callback on_stop(state_->source.token(), [&w]() noexcept { w->wake(); });
     std::unique_lock lock(w->mu);

@@ -3,9 +3,22 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <iterator>
 #include <random>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
+
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+#include "common/eventually.hpp"
 
 namespace hourglass {
 namespace {
@@ -13,6 +26,33 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr status kDeadline = status::expired(expiry_stage::run);
+
+// A manual_clock whose next schedule() first runs `before_next_schedule`, on
+// the scheduling thread: another thread moving the clock between a sleeper's
+// reading of the time and the scheduling of its timer, made deterministic.
+class interleaving_clock final : public clock {
+ public:
+  time_point now() const noexcept override { return inner.now(); }
+  timer_id schedule(time_point when, std::function<void()> fn) override {
+    if (auto hook = std::exchange(before_next_schedule, nullptr)) hook();
+    return inner.schedule(when, std::move(fn));
+  }
+  bool cancel(timer_id id) noexcept override { return inner.cancel(id); }
+
+  manual_clock inner;
+  std::function<void()> before_next_schedule;  // set before the sleeper starts
+};
+
+#ifdef __linux__
+// This process's thread `tid` is asleep in the kernel (state S: blocked in a
+// wait), as /proc tells.
+bool thread_sleeps(pid_t tid) {
+  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/stat");
+  const std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const auto paren = stat.rfind(')');  // the state follows the command name: "tid (name) S ..."
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'S';
+}
+#endif
 
 TEST(Context, BackgroundNeverStops) {
   manual_clock clk;
@@ -167,6 +207,37 @@ TEST(Context, SleepWakesAtTimeOrOnCancel) {
   EXPECT_FALSE(ctx.get().sleep_for(1ms));  // returns at once once stopped
 }
 
+// The sleeper reads the time, then schedules its wake-up. A manual_clock runs
+// a timer scheduled in its past only at its next advance(): an advance()
+// between the two (from another thread; here from inside the schedule call)
+// must not leave the sleeper waiting for a wake-up that may never come.
+TEST(Context, ASleepWhoseTimeIsReachedBeforeItsTimerIsScheduledEnds) {
+  interleaving_clock clk;
+  const context_source ctx(clk, clk.now() + 1h);  // its deadline timer is scheduled here
+  clk.before_next_schedule = [&] { clk.inner.advance(100ms); };
+  auto slept = std::async(std::launch::async, [&] { return ctx.get().sleep_for(100ms); });
+  const bool ended = slept.wait_for(10s) == std::future_status::ready;
+  if (!ended) clk.inner.run_due();  // the lost wake-up: release the sleeper, then fail
+  EXPECT_TRUE(ended) << "the sleeper missed its wake-up";
+  EXPECT_TRUE(slept.get()) << "its time was reached";
+  EXPECT_EQ(clk.inner.pending_timers(), 1u) << "only the deadline's timer is left";
+}
+
+// The same interleaving for clock::sleep_until (no context).
+TEST(Context, AClockSleepWhoseTimeIsReachedBeforeItsTimerIsScheduledEnds) {
+  interleaving_clock clk;
+  const time_point t = clk.now() + 50ms;
+  clk.before_next_schedule = [&] { clk.inner.advance(50ms); };
+  auto slept = std::async(std::launch::async, [&] { clk.sleep_until(t); });
+  const bool ended = slept.wait_for(10s) == std::future_status::ready;
+  if (!ended) clk.inner.run_due();
+  EXPECT_TRUE(ended) << "the sleeper missed its wake-up";
+  slept.get();
+  EXPECT_EQ(clk.inner.pending_timers(), 0u) << "its timer was removed";
+  clk.sleep_until(t);  // a time already reached: returns at once, no timer
+  EXPECT_EQ(clk.inner.pending_timers(), 0u);
+}
+
 TEST(Context, SleepPastDeadlineIsCutShort) {
   manual_clock clk;
   context_source ctx = context_source::with_timeout(clk, 200ms);
@@ -201,8 +272,19 @@ TEST(Context, OnTheSteadyClockASleepEndsAtItsTimeAtTheDeadlineOrOnCancel) {
   EXPECT_EQ(near.get().stop_status(), kDeadline);
 
   std::atomic<int> result{-1};
-  std::thread sleeper([&] { result = far.get().sleep_for(1h) ? 1 : 0; });
-  std::this_thread::sleep_for(10ms);  // most likely asleep by now; either order must work
+#ifdef __linux__
+  std::atomic<pid_t> sleeper_tid{0};
+  std::thread sleeper([&] {
+    sleeper_tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    result = far.get().sleep_for(1h) ? 1 : 0;
+  });
+  // Cancelled while asleep: the sleeper's thread blocks in the sleep's wait
+  // and nowhere else (a cancel that came first is covered below).
+  EXPECT_TRUE(test_common::eventually([&] { return sleeper_tid != 0 && thread_sleeps(sleeper_tid); }))
+      << "the sleeper never went to sleep";
+#else
+  std::thread sleeper([&] { result = far.get().sleep_for(1h) ? 1 : 0; });  // either order must work
+#endif
   far.cancel();
   sleeper.join();
   EXPECT_EQ(result.load(), 0);
