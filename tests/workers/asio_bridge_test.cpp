@@ -45,6 +45,7 @@ struct bound_wait {
       timer.async_wait(
           asio::bind_cancellation_slot(stop.slot(), [this](boost::system::error_code ec) { done.set_value(ec); }));
       stop.emit_if_stopped();
+      started.set_value();
     });
   }
   ~bound_wait() {
@@ -69,6 +70,8 @@ struct bound_wait {
   asio_cancellation<strand_t> stop;  // after the timer: destroyed before it
   std::promise<boost::system::error_code> done;
   std::shared_future<boost::system::error_code> result = done.get_future().share();
+  std::promise<void> started;  // the wait is on the timer, bound to the context
+  std::shared_future<void> waiting = started.get_future().share();
 };
 
 TEST(AsioBridge, CancellingTheContextAbortsATimerAtOnce) {
@@ -76,7 +79,8 @@ TEST(AsioBridge, CancellingTheContextAbortsATimerAtOnce) {
   manual_clock clk;
   context_source src(clk, clk.now() + 10s);
   bound_wait w(io.io(), src.get());
-  std::this_thread::sleep_for(10ms);  // let the wait start (not needed for correctness)
+  // Cancelled while the timer waits: the wait has started, bound to the context.
+  ASSERT_EQ(w.waiting.wait_for(5s), std::future_status::ready) << "the wait never started";
   const auto t0 = std::chrono::steady_clock::now();
   src.cancel(cancel_cause::caller_gone);
   const auto ec = w.wait(5000ms);
