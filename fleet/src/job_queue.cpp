@@ -11,26 +11,8 @@ namespace hourglass::fleet {
 
 namespace {
 
-std::string millis(duration d) {
-  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
-}
-
-bool valid_job_id(std::string_view id) noexcept {
-  if (id.size() != 32) return false;
-  for (const char c : id) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
-}
-
 using detail::broker_error;
-
-fleet_job job_from(std::string_view id, const redis_reply& r) {
-  fleet_job j;
-  j.id = std::string(id);
-  for (std::size_t i = 0; i + 1 < r.elements.size(); i += 2) j.fields[r.elements[i].str] = r.elements[i + 1].str;
-  return j;
-}
+using detail::millis;
 
 }  // namespace
 
@@ -56,102 +38,6 @@ std::string job_queue::key(std::string_view suffix) const {
 void job_queue::ensure_group(const context& ctx) {
   const redis_reply r = redis_.call(ctx, {"XGROUP", "CREATE", key("stream"), std::string(group), "0", "MKSTREAM"});
   if (r.is_error() && r.str.rfind("BUSYGROUP", 0) != 0) broker_error("XGROUP CREATE", r);
-}
-
-redis_reply job_queue::eval(const context& ctx, std::string_view script, const std::vector<std::string>& keys,
-                            const std::vector<std::string>& args) {
-  std::string sha;
-  {
-    std::lock_guard lock(mu_);
-    sha = shas_[script.data()];
-  }
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    if (sha.empty()) {
-      const redis_reply loaded = redis_.call(ctx, {"SCRIPT", "LOAD", std::string(script)});
-      if (!loaded.is_string()) broker_error("SCRIPT LOAD", loaded);
-      sha = loaded.str;
-      std::lock_guard lock(mu_);
-      shas_[script.data()] = sha;
-    }
-    std::vector<std::string> cmd{"EVALSHA", sha, std::to_string(keys.size())};
-    cmd.insert(cmd.end(), keys.begin(), keys.end());
-    cmd.insert(cmd.end(), args.begin(), args.end());
-    redis_reply r = redis_.call(ctx, std::move(cmd));
-    if (r.is_error() && r.str.rfind("NOSCRIPT", 0) == 0) {  // a restarted broker forgot it
-      sha.clear();
-      continue;
-    }
-    if (r.is_error()) broker_error("script", r);
-    return r;
-  }
-  throw redis_unavailable("redis: the broker keeps forgetting our scripts");
-}
-
-enqueued job_queue::enqueue(const context& ctx, const job_spec& job) {
-  const bool has_key = !job.idempotency_key.empty();
-  const std::string idem_key = key("idem:" + job.idempotency_key);
-  enqueued out;
-  hourglass::clock& clk = options_.clock != nullptr ? *options_.clock : real_clock();
-  const time_point began = clk.now();
-  const detail::snapshot_reply snap = detail::decode_snapshot(
-      eval(ctx, detail::snapshot_script, {key("stream"), key("slots"), key("stats"), idem_key},
-           {std::string(group), has_key ? "1" : "0"}));
-  if (!snap.prior_id.empty()) {
-    out.verdict = enqueued::kind::duplicate;
-    out.id = snap.prior_id;
-    return out;
-  }
-  out.predicted_wait = fleet_predicted_wait(snap.backlog, snap.mean_run, snap.live_slots);
-  const duration freshness = freshness_at_entry(job.freshness, elapsed(began, clk.now()));
-  if (job.admission && !admit_at_enqueue(freshness, out.predicted_wait, job.min_budget)) {
-    out.verdict = enqueued::kind::refused;
-    return out;
-  }
-  const std::string id = new_job_id();
-  const std::vector<std::string> keys{key("stream"), key("job:" + id), idem_key};
-  const std::vector<std::string> args{id,
-                                      job.handler,
-                                      job.payload,
-                                      job.content_type,
-                                      freshness == duration::max() ? "-1" : millis(freshness),
-                                      millis(job.min_budget),
-                                      has_key ? "1" : "0",
-                                      job.idempotency_key,
-                                      millis(options_.idempotency_ttl)};
-  using added_kind = detail::enqueue_reply::kind;
-  detail::enqueue_reply added = detail::decode_enqueue(eval(ctx, detail::enqueue_script, keys, args));
-  if (added.verdict == added_kind::nostream) {
-    ensure_group(ctx);  // the stream was deleted (FLUSHALL, a new broker): both again
-    const redis_reply r = eval(ctx, detail::enqueue_script, keys, args);
-    added = detail::decode_enqueue(r);
-    if (added.verdict == added_kind::nostream) broker_error("enqueue", r);
-  }
-  if (added.verdict == added_kind::duplicate) {
-    out.verdict = enqueued::kind::duplicate;
-    out.id = added.id;
-    return out;
-  }
-  out.id = id;
-  return out;
-}
-
-std::optional<fleet_job> job_queue::find(const context& ctx, std::string_view id) {
-  if (!valid_job_id(id)) return std::nullopt;
-  const redis_reply r = redis_.call(ctx, {"HGETALL", key("job:" + std::string(id))});
-  if (!r.is_array()) broker_error("HGETALL", r);
-  if (r.elements.empty()) return std::nullopt;
-  return job_from(id, r);
-}
-
-std::optional<fleet_job> job_queue::cancel(const context& ctx, std::string_view id, bool* cancelled_here) {
-  if (cancelled_here != nullptr) *cancelled_here = false;
-  if (!valid_job_id(id)) return std::nullopt;
-  const detail::cancel_reply c = detail::decode_cancel(
-      eval(ctx, detail::cancel_script, {key("stream"), key("job:" + std::string(id))},
-           {std::string(group), millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1)))}));
-  if (c == detail::cancel_reply::unknown) return std::nullopt;
-  if (cancelled_here != nullptr) *cancelled_here = c == detail::cancel_reply::cancelled;
-  return find(ctx, id);
 }
 
 finish_result job_queue::finish(const context& ctx, std::string_view id, std::optional<duration> run_time,

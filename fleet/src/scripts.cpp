@@ -18,6 +18,10 @@ long long at_least_zero(const redis_reply& r) noexcept { return std::max<long lo
 
 }  // namespace
 
+std::string millis(duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+}
+
 void broker_error(const std::string& what, const redis_reply& r) {
   throw redis_unavailable("redis: " + what + ": " + (r.is_error() ? r.str : std::string("unexpected reply")));
 }

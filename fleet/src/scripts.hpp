@@ -26,6 +26,9 @@
 
 namespace hourglass::fleet::detail {
 
+// A duration as the scripts take it in ARGV: whole milliseconds.
+std::string millis(duration d);
+
 // Throws redis_unavailable("redis: <what>: <r's error text, or "unexpected reply">").
 [[noreturn]] void broker_error(const std::string& what, const redis_reply& r);
 

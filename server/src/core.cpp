@@ -81,9 +81,8 @@ core::core(server_options o, hourglass::clock& c)
       // One thread runs it: asio may skip some locking around its own queue.
       io(opts.io_threads == 1 ? 1 : BOOST_ASIO_CONCURRENCY_HINT_DEFAULT),
       upstreams(std::make_unique<upstream_client>(io, opts.upstreams, client_options(opts, clk))),
-      async_jobs(make_memory_store(opts.async_max_jobs, opts.async_ttl)),
       jobs(std::make_unique<executor>(executor_settings(opts, clk))),
-      async(make_memory_backend(*this)) {}
+      store(make_memory_job_store(*this)) {}
 
 boost::asio::any_io_executor core::connection_executor() {
   if (opts.io_threads == 1) return io.get_executor();

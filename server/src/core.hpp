@@ -1,5 +1,5 @@
 // The daemon's shared state: options, I/O context, executor, handlers,
-// async-job store, live connections, logger. Internal to the server.
+// job store, live connections, logger. Internal to the server.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -18,12 +18,11 @@
 
 #include <spdlog/logger.h>
 
-#include "async_backend.hpp"
-#include "async_store.hpp"
 #include "hourglass/executor.hpp"
 #include "hourglass/server/handler.hpp"
 #include "hourglass/server/options.hpp"
 #include "hourglass/server/upstream_client.hpp"
+#include "job_store.hpp"
 #include "metrics_page.hpp"
 
 namespace hourglass::server::detail {
@@ -101,15 +100,14 @@ struct core {
   boost::asio::io_context io;  // outlives everything below that posts to it
   std::unique_ptr<upstream_client> upstreams;
   std::map<std::string, handler_entry, std::less<>> handlers;
-  std::unique_ptr<async_store> async_jobs;  // the memory backend's
-  std::string token;                        // empty: no authentication
+  std::string token;  // empty: no authentication
   std::atomic<bool> draining{false};
   std::shared_ptr<connection_registry> connections = std::make_shared<connection_registry>();
   metrics_page_cache metrics_cache{clk, opts.metrics_cache};
   std::unique_ptr<hourglass::executor> jobs;  // drained and destroyed before the above
   // Where async jobs live: memory, or the fleet's broker (set by start()).
-  // Destroyed first: the fleet's consumer feeds `jobs`.
-  std::unique_ptr<async_backend> async;
+  // Destroyed first: the fleet's consumer feeds `jobs`, the memory store's jobs run there.
+  std::unique_ptr<job_store> store;
 };
 
 }  // namespace hourglass::server::detail

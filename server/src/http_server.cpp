@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "core.hpp"
-#include "fleet_backend.hpp"
+#include "fleet_job_store.hpp"
 #include "hourglass/server/builtin_handlers.hpp"
 #include "hourglass/support/url.hpp"
 #include "log_throttle.hpp"
@@ -112,7 +112,7 @@ void http_server::impl::drain(duration grace) {
     // (cause shutdown). Returns when every job has its outcome, which is then
     // on its way to its connection.
     const time_point drain_deadline = saturating_add(c.clk.now(), grace);
-    c.async->drain(drain_deadline);  // fleet: stop consuming, hand unfinished jobs back
+    c.store->drain(drain_deadline);  // fleet: stop consuming, hand unfinished jobs back
     c.jobs->shutdown(drain_deadline);
 
     std::promise<void> closed;
@@ -250,13 +250,13 @@ void http_server::start() {
     // Before the first accept, so no async job goes to memory. The broker's
     // connections run on the I/O threads, which are up by now.
     try {
-      c.async = detail::make_fleet_backend(c, m.port);
-      c.async->start();
+      c.store = detail::make_fleet_job_store(c, m.port);
+      c.store->start();
     } catch (...) {
       // Not serving without the broker: async jobs would have nowhere to go.
       m.stop_io();
       m.started.store(false);
-      c.async = detail::make_memory_backend(c);
+      c.store = detail::make_memory_job_store(c);
       m.acceptor.reset();
       throw;
     }

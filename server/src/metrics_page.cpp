@@ -15,7 +15,7 @@ std::string core::metrics_page() {
     page.reserve(8192 + snapshot.handlers.size() * 2048 + opts.upstreams.size() * 256);
     exposition_writer w(page);
     render_prometheus(snapshot, w);
-    async->write_metrics(w);
+    store->write_metrics(w);
     upstreams->write_metrics(w);
     w.gauge("hourglass_http_connections_open", "Client connections open now.", connections->size());
     w.gauge("hourglass_http_connections_limit",

@@ -18,6 +18,7 @@
 
 #include "hourglass/metrics.hpp"
 #include "hourglass/support/url.hpp"
+#include "job_endpoints.hpp"
 #include "request_rules.hpp"
 
 namespace hourglass::server::detail {
@@ -156,7 +157,7 @@ void session::route() {
     case route_kind::get_job:
     case route_kind::cancel_job:
       phase_ = phase::job;
-      return core_.async->lookup(std::string(r.name), r.kind == route_kind::cancel_job, answer_later());
+      return answer_job_lookup(core_, std::string(r.name), r.kind == route_kind::cancel_job, answer_later());
     case route_kind::method_not_allowed: return send(method_not_allowed_response(r.allow));
     case route_kind::not_found: break;
   }
@@ -243,7 +244,7 @@ void session::on_body(error_code ec) {
   in->idle_limit = bounds.idle_limit;
   if (async_) {
     phase_ = phase::job;
-    return core_.async->submit(std::move(in), headers_at_, freshness_, answer_later());
+    return submit_async_job(core_, {std::move(in), headers_at_, freshness_}, answer_later());
   }
   submit_sync(std::move(in));
 }

@@ -1,10 +1,14 @@
 // The producer side of the fleet's queue against a real redis-server: the
 // layout it writes, idempotency, admission by the fleet's predicted wait,
-// first-outcome-wins finish, cancel, and a broker that forgot its scripts or
-// is down.
+// first-outcome-wins finish, cancel, listing by state, the asynchronous forms
+// (answered on the connection's strand, never blocking), and a broker that
+// forgot its scripts, lost its stream or is down.
 #include "hourglass/fleet/job_queue.hpp"
 
 #include <gtest/gtest.h>
+
+#include <future>
+#include <set>
 
 #include "hourglass/fleet/freshness.hpp"
 #include "redis_server.hpp"
@@ -211,6 +215,84 @@ TEST_F(JobQueue, ABrokerThatForgotOurScriptsGetsThemAgain) {
 TEST_F(JobQueue, ABrokerThatIsDownAcceptsNothing) {
   server.kill9();
   EXPECT_THROW(queue.enqueue(context(), echo()), redis_unavailable);
+  server.restart();
+}
+
+TEST_F(JobQueue, ABrokerThatLostItsStreamGetsStreamAndGroupAgain) {
+  ASSERT_EQ(queue.enqueue(context(), echo()).verdict, enqueued::kind::accepted);
+  raw({"FLUSHALL"});
+  const enqueued e = queue.enqueue(context(), echo());
+  EXPECT_EQ(e.verdict, enqueued::kind::accepted);
+  EXPECT_EQ(xlen(), 1);
+  const redis_reply groups = raw({"XINFO", "GROUPS", queue.key("stream")});
+  ASSERT_TRUE(groups.is_array());
+  EXPECT_EQ(groups.elements.size(), 1u) << "the consumers' group is back too";
+}
+
+TEST_F(JobQueue, ListingWalksJobsByStateWithACursor) {
+  std::set<std::string> queued, done;
+  for (int i = 0; i < 30; ++i) {
+    const std::string id = queue.enqueue(context(), echo()).id;
+    if (i % 3 == 0) {
+      ASSERT_EQ(queue.finish(context(), id, std::nullopt, {{"state", "ok"}}), finish_result::first);
+      done.insert(id);
+    } else {
+      queued.insert(id);
+    }
+  }
+  const auto walk = [&](std::string state) {
+    std::set<std::string> seen;
+    list_query q{.state = std::move(state), .count = 4};
+    for (int pages = 0; pages < 1000; ++pages) {
+      const job_list page = queue.list(context(), q);
+      for (const fleet_job& j : page.jobs) seen.insert(j.id);
+      if (page.next_cursor.empty()) break;
+      q.cursor = page.next_cursor;
+    }
+    return seen;
+  };
+  EXPECT_EQ(walk("queued"), queued);
+  EXPECT_EQ(walk("finished"), done);
+  EXPECT_EQ(walk("ok"), done);
+  EXPECT_EQ(walk("").size(), 30u);
+  EXPECT_TRUE(walk("dead").empty());
+  const job_list one = queue.list(context(), {.state = "ok", .count = 1000});
+  ASSERT_FALSE(one.jobs.empty());
+  EXPECT_EQ(one.jobs.front().field("handler"), "echo") << "a listed job carries its fields";
+}
+
+TEST_F(JobQueue, TheAsynchronousFormsAnswerOnTheConnectionWithoutBlocking) {
+  // Many enqueues in flight at once on one connection, none waited for in turn.
+  constexpr int n = 200;
+  std::vector<std::promise<async_answer<enqueued>>> answers(n);
+  for (int i = 0; i < n; ++i) {
+    queue.async_enqueue(context(), echo(std::to_string(i)),
+                        [p = &answers[i]](async_answer<enqueued> a) { p->set_value(std::move(a)); });
+  }
+  std::set<std::string> ids;
+  for (auto& a : answers) {
+    async_answer<enqueued> got = a.get_future().get();
+    ASSERT_FALSE(got.error);
+    EXPECT_EQ(got.value.verdict, enqueued::kind::accepted);
+    ids.insert(got.value.id);
+  }
+  EXPECT_EQ(ids.size(), static_cast<std::size_t>(n));
+  EXPECT_EQ(xlen(), n);
+
+  std::promise<async_answer<cancelled_job>> c;
+  queue.async_cancel(context(), *ids.begin(), [&](async_answer<cancelled_job> a) { c.set_value(std::move(a)); });
+  const async_answer<cancelled_job> cancelled = c.get_future().get();
+  ASSERT_FALSE(cancelled.error);
+  EXPECT_TRUE(cancelled.value.cancelled_here) << "it was queued: this call recorded its outcome";
+  ASSERT_TRUE(cancelled.value.job);
+  EXPECT_EQ(cancelled.value.job->state(), "cancelled");
+
+  server.kill9();
+  std::promise<async_answer<std::optional<fleet_job>>> f;
+  queue.async_find(context(), *ids.begin(), [&](auto a) { f.set_value(std::move(a)); });
+  const auto down = f.get_future().get();
+  ASSERT_TRUE(down.error) << "a broker that is down is an error, not an unknown job";
+  EXPECT_THROW(std::rethrow_exception(down.error), redis_unavailable);
   server.restart();
 }
 

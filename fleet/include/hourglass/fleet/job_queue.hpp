@@ -14,12 +14,22 @@
 // 202. (The broker may still have applied it, when the connection broke
 // after the write: a retry with the same idempotency key finds it.)
 //
+// The producer's calls (enqueue, find, cancel, list) also come without
+// blocking: async_*(..., done) runs `done` once, on the connection's strand,
+// with the value or the error the blocking call would have thrown. The
+// blocking ones wait for the asynchronous ones: one path to the broker. Never
+// wait for one on the connection's own strand. The queue must outlive the
+// calls it has in flight.
+//
 // Thread safety: as the redis_connection it uses; the object itself holds
 // only constants and the scripts' SHA1s (guarded).
 #pragma once
 
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -68,6 +78,37 @@ struct fleet_job {
   std::string_view state() const { return field("state"); }  // queued, running, ok, ..., dead
 };
 
+// What an asynchronous call ends with: its value, or (error set) the
+// exception the blocking call throws: redis_unavailable or stopped_error.
+template <class T>
+struct async_answer {
+  T value{};
+  std::exception_ptr error;
+};
+template <class T>
+using answer_fn = std::function<void(async_answer<T>)>;
+
+// A cancel's answer: the job as it is afterwards (nullopt: unknown), and
+// whether this call recorded its outcome (it was still queued).
+struct cancelled_job {
+  std::optional<fleet_job> job;
+  bool cancelled_here = false;
+};
+
+// One page of jobs by state. The cursor is Redis's SCAN cursor: a job held
+// for the whole walk is listed at least once; one that changes state or is
+// created meanwhile may be listed twice or not at all, and a page may hold
+// fewer than `count` jobs while more follow.
+struct list_query {
+  std::string state;   // "" any; "finished" any final state; else that state ("queued", "ok", "dead", ...)
+  std::string cursor;  // "" from the start; else a page's next_cursor
+  std::size_t count = 100;
+};
+struct job_list {
+  std::vector<fleet_job> jobs;
+  std::string next_cursor;  // "" once the walk is complete
+};
+
 // How a finish was recorded.
 enum class finish_result { first, duplicate, unknown };
 
@@ -83,6 +124,13 @@ class job_queue {
   // Cancels a queued job at once or marks a running one; the job as it is
   // afterwards. *cancelled_here: this call recorded its outcome (it was queued).
   std::optional<fleet_job> cancel(const context& ctx, std::string_view id, bool* cancelled_here = nullptr);
+  job_list list(const context& ctx, const list_query& q);
+
+  // The same without blocking (`ctx` is copied; `done` runs on the connection's strand).
+  void async_enqueue(const context& ctx, job_spec job, answer_fn<enqueued> done);
+  void async_find(const context& ctx, std::string id, answer_fn<std::optional<fleet_job>> done);
+  void async_cancel(const context& ctx, std::string id, answer_fn<cancelled_job> done);
+  void async_list(const context& ctx, list_query q, answer_fn<job_list> done);
 
   // Records the job's outcome (`fields`: state and the outcome's details)
   // unless one is recorded already. `run_time`: how long it ran, for the
@@ -145,6 +193,14 @@ class job_queue {
   // after NOSCRIPT); an error reply throws redis_unavailable.
   redis_reply eval(const context& ctx, std::string_view script, const std::vector<std::string>& keys,
                    const std::vector<std::string>& args);
+  struct eval_call;
+  void async_eval(const context& ctx, std::string_view script, std::vector<std::string> keys,
+                  std::vector<std::string> args, answer_fn<redis_reply> done);
+  void send_eval(std::shared_ptr<eval_call> call);
+  void async_ensure_group(const context& ctx, answer_fn<bool> done);
+  struct enqueue_call;
+  void enqueue_snapshot_read(std::shared_ptr<enqueue_call> call, async_answer<redis_reply> snap);
+  void enqueue_added(std::shared_ptr<enqueue_call> call, async_answer<redis_reply> added);
 
   redis_connection& redis_;
   queue_options options_;

@@ -1,14 +1,12 @@
-// The store of async jobs (Prefer: respond-async): id -> state, timings and
-// result, bounded in count and in how long finished jobs are kept. Internal
-// to the server.
+// The memory job store's table (job_store.hpp, make_memory_job_store): id ->
+// state, timings and result, bounded in count and in how long finished jobs
+// are kept. Internal to the server.
 //
-// The store owns its jobs' state transitions:
+// The table owns its jobs' state transitions:
 //   create -> queued -> (started) running -> (finish) finished -> expired
 // with cancel() as a request that reaches the job through its job_ref. The
 // rest of the daemon reads copies (async_record) and never writes a job's
-// fields. make_memory_store is the process-local store behind the memory
-// backend (async_backend.hpp); fleet mode has a backend of its own
-// (fleet_backend.hpp), whose store is the broker.
+// fields.
 //
 // Every transition on an id the store no longer holds (evicted, expired,
 // removed) does nothing: a job may outlive its record.
@@ -17,13 +15,18 @@
 #pragma once
 
 #include <cstddef>
-#include <memory>
+#include <deque>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hourglass/executor.hpp"
 #include "hourglass/server/handler.hpp"
+#include "job_view.hpp"
 
 namespace hourglass::server::detail {
 
@@ -62,30 +65,53 @@ struct after_submit {
   std::optional<status> refused;  // refused at admission: the record is gone, answer this
 };
 
-class async_store {
+class memory_jobs {
  public:
-  virtual ~async_store() = default;
+  // At most `max_jobs` (the oldest finished job is evicted for a new one),
+  // each finished job kept for `ttl`.
+  memory_jobs(std::size_t max_jobs, duration ttl) : max_jobs_(max_jobs), ttl_(ttl) {}
 
-  // A new queued job's id, or nullopt when the store is full and no finished
+  // A new queued job's id, or nullopt when the table is full and no finished
   // job can be evicted to make room.
-  virtual std::optional<std::string> create(std::string_view handler, time_point now) = 0;
+  std::optional<std::string> create(std::string_view handler, time_point now);
   // The executor has the job: DELETE reaches it through `ref` from now on.
   // A job refused at admission (its outcome already in) is removed here.
-  virtual after_submit submitted(const std::string& id, job_ref ref) = 0;
+  after_submit submitted(const std::string& id, job_ref ref);
   // queued -> running (the job's function started).
-  virtual void started(const std::string& id) = 0;
+  void started(const std::string& id);
   // The job's one outcome: starts its TTL.
-  virtual void finish(const std::string& id, async_outcome outcome, time_point now) = 0;
+  void finish(const std::string& id, async_outcome outcome, time_point now);
   // Requests cancellation (not for a finished job) and returns the job as it
   // is afterwards: a queued job is finished (cancelled) at once.
-  virtual std::optional<async_record> cancel(const std::string& id, time_point now) = 0;
+  std::optional<async_record> cancel(const std::string& id, time_point now);
   // nullopt for an unknown or expired id.
-  virtual std::optional<async_record> find(const std::string& id, time_point now) = 0;
-  virtual std::size_t size() const = 0;
+  std::optional<async_record> find(const std::string& id, time_point now);
+  // Up to `limit` jobs whose state matches `state` ("" any, "finished", or a
+  // state's name), in id order from just after `after` ("" from the start).
+  // Ids are fixed, so a job held throughout a walk is listed exactly once.
+  std::vector<async_record> list(std::string_view state, const std::string& after, std::size_t limit, time_point now);
+  std::size_t size() const;
+
+ private:
+  struct entry {
+    async_record rec;
+    job_ref ref;  // set once submitted
+    bool submitted = false;
+  };
+
+  void purge_locked(time_point now);
+  bool evict_one_locked();
+  std::string new_id_locked();
+
+  const std::size_t max_jobs_;
+  const duration ttl_;
+  mutable std::mutex mu_;
+  std::map<std::string, entry, std::less<>> jobs_;           // by id: listing walks them in order
+  std::deque<std::pair<time_point, std::string>> finished_;  // in finishing order
+  std::random_device rng_;
 };
 
-// In process memory: at most `max_jobs` (the oldest finished job is evicted
-// for a new one), each finished job kept for `ttl`.
-std::unique_ptr<async_store> make_memory_store(std::size_t max_jobs, duration ttl);
+// The job object of `r` at `now`.
+job_view view_of(const async_record& r, time_point now);
 
 }  // namespace hourglass::server::detail

@@ -1,4 +1,4 @@
-// hourglassd --broker: the async backend on the fleet's Redis queue
+// hourglassd --broker: the job store on the fleet's Redis queue
 // (docs/fleet.md, docs/reference/fleet-layout.md). Internal to the server.
 #pragma once
 
@@ -6,13 +6,13 @@
 #include <memory>
 #include <string_view>
 
-#include "async_backend.hpp"
+#include "job_store.hpp"
 
 namespace hourglass::server::detail {
 
 // On core's broker options; `port` names the consumer when --consumer is not
 // given (<hostname>:<port>). Connects lazily; start() claims the name.
-std::unique_ptr<async_backend> make_fleet_backend(core& c, std::uint16_t port);
+std::unique_ptr<job_store> make_fleet_job_store(core& c, std::uint16_t port);
 
 // An Idempotency-Key header: 1-128 printable ASCII characters.
 bool valid_idempotency_key(std::string_view key) noexcept;

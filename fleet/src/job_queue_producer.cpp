@@ -1,0 +1,354 @@
+// The producer's side of job_queue (enqueue, find, cancel, list) and the
+// script calls, each a chain of asynchronous broker calls: no thread waits on
+// a round trip, and a daemon pipelines every client's calls on one
+// connection. The blocking forms wait for the same chains.
+#include <condition_variable>
+#include <mutex>
+#include <stdexcept>
+
+#include "hourglass/fleet/freshness.hpp"
+#include "hourglass/fleet/job_queue.hpp"
+#include "scripts.hpp"
+
+namespace hourglass::fleet {
+
+namespace {
+
+using detail::millis;
+
+bool valid_job_id(std::string_view id) noexcept {
+  if (id.size() != 32) return false;
+  for (const char c : id) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+fleet_job job_from(std::string_view id, const redis_reply& r) {
+  fleet_job j;
+  j.id = std::string(id);
+  for (std::size_t i = 0; i + 1 < r.elements.size(); i += 2) j.fields[r.elements[i].str] = r.elements[i + 1].str;
+  return j;
+}
+
+// The exception broker_error would throw, as a value.
+std::exception_ptr broker_error_ptr(const std::string& what, const redis_reply& r) {
+  try {
+    detail::broker_error(what, r);
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+// What a failed call would have thrown; nullptr when it has a reply.
+std::exception_ptr error_of(const redis_result& r) {
+  switch (r.result) {
+    case redis_result::code::ok: return nullptr;
+    case redis_result::code::unavailable: return std::make_exception_ptr(redis_unavailable(r.message));
+    case redis_result::code::stopped: return std::make_exception_ptr(stopped_error(r.stop_status));
+  }
+  return std::make_exception_ptr(redis_unavailable("redis: unreachable"));
+}
+
+template <class T>
+async_answer<T> failed(std::exception_ptr e) {
+  async_answer<T> a;
+  a.error = std::move(e);
+  return a;
+}
+
+template <class T>
+async_answer<T> answer(T value) {
+  async_answer<T> a;
+  a.value = std::move(value);
+  return a;
+}
+
+// Runs `start(done)` and waits for `done`: the blocking form of an async call.
+template <class T, class Start>
+T wait_for(Start&& start) {
+  struct waiter {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<async_answer<T>> a;
+  };
+  auto w = std::make_shared<waiter>();
+  start([w](async_answer<T> a) {
+    std::lock_guard lock(w->mu);
+    w->a = std::move(a);
+    w->cv.notify_all();
+  });
+  std::unique_lock lock(w->mu);
+  w->cv.wait(lock, [&] { return w->a.has_value(); });
+  if (w->a->error) std::rethrow_exception(w->a->error);
+  return std::move(w->a->value);
+}
+
+// A job's state against a listing's filter.
+bool state_matches(std::string_view state, std::string_view filter) {
+  if (filter.empty()) return true;
+  if (filter == "finished") return !state.empty() && state != "queued" && state != "running";
+  return state == filter;
+}
+
+}  // namespace
+
+// ---- scripts: EVALSHA, loading the script first and again after NOSCRIPT ----
+
+struct job_queue::eval_call {
+  context ctx;
+  std::string_view script;
+  std::vector<std::string> keys, args;
+  answer_fn<redis_reply> done;
+  int loads = 0;  // SCRIPT LOADs so far: a broker that keeps forgetting is an error
+};
+
+void job_queue::async_eval(const context& ctx, std::string_view script, std::vector<std::string> keys,
+                           std::vector<std::string> args, answer_fn<redis_reply> done) {
+  send_eval(std::make_shared<eval_call>(eval_call{ctx, script, std::move(keys), std::move(args), std::move(done)}));
+}
+
+void job_queue::send_eval(std::shared_ptr<eval_call> call) {
+  std::string sha;
+  {
+    std::lock_guard lock(mu_);
+    sha = shas_[call->script.data()];
+  }
+  if (sha.empty()) {
+    if (++call->loads > 2) {
+      return call->done(failed<redis_reply>(
+          std::make_exception_ptr(redis_unavailable("redis: the broker keeps forgetting our scripts"))));
+    }
+    redis_.async_call(call->ctx, {"SCRIPT", "LOAD", std::string(call->script)}, [this, call](redis_result r) {
+      if (auto e = error_of(r)) return call->done(failed<redis_reply>(e));
+      if (!r.reply.is_string()) return call->done(failed<redis_reply>(broker_error_ptr("SCRIPT LOAD", r.reply)));
+      {
+        std::lock_guard lock(mu_);
+        shas_[call->script.data()] = r.reply.str;
+      }
+      send_eval(call);
+    });
+    return;
+  }
+  std::vector<std::string> cmd{"EVALSHA", std::move(sha), std::to_string(call->keys.size())};
+  cmd.insert(cmd.end(), call->keys.begin(), call->keys.end());
+  cmd.insert(cmd.end(), call->args.begin(), call->args.end());
+  redis_.async_call(call->ctx, std::move(cmd), [this, call](redis_result r) {
+    if (auto e = error_of(r)) return call->done(failed<redis_reply>(e));
+    if (r.reply.is_error() && r.reply.str.rfind("NOSCRIPT", 0) == 0) {  // a restarted broker forgot it
+      {
+        std::lock_guard lock(mu_);
+        shas_[call->script.data()].clear();
+      }
+      return send_eval(call);
+    }
+    if (r.reply.is_error()) return call->done(failed<redis_reply>(broker_error_ptr("script", r.reply)));
+    call->done(answer(std::move(r.reply)));
+  });
+}
+
+redis_reply job_queue::eval(const context& ctx, std::string_view script, const std::vector<std::string>& keys,
+                            const std::vector<std::string>& args) {
+  return wait_for<redis_reply>(
+      [&](answer_fn<redis_reply> done) { async_eval(ctx, script, keys, args, std::move(done)); });
+}
+
+void job_queue::async_ensure_group(const context& ctx, answer_fn<bool> done) {
+  redis_.async_call(ctx, {"XGROUP", "CREATE", key("stream"), std::string(group), "0", "MKSTREAM"},
+                    [done = std::move(done)](redis_result r) {
+                      if (auto e = error_of(r)) return done(failed<bool>(e));
+                      if (r.reply.is_error() && r.reply.str.rfind("BUSYGROUP", 0) != 0) {
+                        return done(failed<bool>(broker_error_ptr("XGROUP CREATE", r.reply)));
+                      }
+                      done(answer(true));
+                    });
+}
+
+// ---- enqueue: the admission snapshot, the verdict, then the add ----
+
+struct job_queue::enqueue_call {
+  context ctx;
+  job_spec job;
+  answer_fn<enqueued> done;
+  time_point began{};
+  std::string id;
+  std::vector<std::string> keys, args;  // of the add
+  bool group_ensured = false;
+};
+
+void job_queue::async_enqueue(const context& ctx, job_spec job, answer_fn<enqueued> done) {
+  auto call = std::make_shared<enqueue_call>();
+  call->ctx = ctx;
+  call->job = std::move(job);
+  call->done = std::move(done);
+  hourglass::clock& clk = options_.clock != nullptr ? *options_.clock : real_clock();
+  call->began = clk.now();
+  const bool has_key = !call->job.idempotency_key.empty();
+  call->keys = {key("stream"), key("slots"), key("stats"), key("idem:" + call->job.idempotency_key)};
+  async_eval(ctx, detail::snapshot_script, call->keys, {std::string(group), has_key ? "1" : "0"},
+             [this, call](async_answer<redis_reply> snap) { enqueue_snapshot_read(call, std::move(snap)); });
+}
+
+void job_queue::enqueue_snapshot_read(std::shared_ptr<enqueue_call> call, async_answer<redis_reply> snap) {
+  if (snap.error) return call->done(failed<enqueued>(snap.error));
+  enqueued out;
+  try {
+    const detail::snapshot_reply s = detail::decode_snapshot(snap.value);
+    if (!s.prior_id.empty()) {
+      out.verdict = enqueued::kind::duplicate;
+      out.id = s.prior_id;
+      return call->done(answer(std::move(out)));
+    }
+    out.predicted_wait = fleet_predicted_wait(s.backlog, s.mean_run, s.live_slots);
+  } catch (...) {
+    return call->done(failed<enqueued>(std::current_exception()));
+  }
+  const job_spec& job = call->job;
+  hourglass::clock& clk = options_.clock != nullptr ? *options_.clock : real_clock();
+  const duration freshness = freshness_at_entry(job.freshness, elapsed(call->began, clk.now()));
+  if (job.admission && !admit_at_enqueue(freshness, out.predicted_wait, job.min_budget)) {
+    out.verdict = enqueued::kind::refused;
+    return call->done(answer(std::move(out)));
+  }
+  const bool has_key = !job.idempotency_key.empty();
+  call->id = new_job_id();
+  call->keys = {key("stream"), key("job:" + call->id), key("idem:" + job.idempotency_key)};
+  call->args = {call->id,
+                job.handler,
+                job.payload,
+                job.content_type,
+                freshness == duration::max() ? "-1" : millis(freshness),
+                millis(job.min_budget),
+                has_key ? "1" : "0",
+                job.idempotency_key,
+                millis(options_.idempotency_ttl)};
+  async_eval(call->ctx, detail::enqueue_script, call->keys, call->args,
+             [this, call](async_answer<redis_reply> added) { enqueue_added(call, std::move(added)); });
+}
+
+void job_queue::enqueue_added(std::shared_ptr<enqueue_call> call, async_answer<redis_reply> added) {
+  if (added.error) return call->done(failed<enqueued>(added.error));
+  using added_kind = detail::enqueue_reply::kind;
+  enqueued out;
+  try {
+    const detail::enqueue_reply r = detail::decode_enqueue(added.value);
+    if (r.verdict == added_kind::nostream) {
+      // The stream was deleted (FLUSHALL, a new broker): both again, once.
+      if (call->group_ensured) detail::broker_error("enqueue", added.value);
+      call->group_ensured = true;
+      return async_ensure_group(call->ctx, [this, call](async_answer<bool> made) {
+        if (made.error) return call->done(failed<enqueued>(made.error));
+        async_eval(call->ctx, detail::enqueue_script, call->keys, call->args,
+                   [this, call](async_answer<redis_reply> again) { enqueue_added(call, std::move(again)); });
+      });
+    }
+    out.verdict = r.verdict == added_kind::duplicate ? enqueued::kind::duplicate : enqueued::kind::accepted;
+    out.id = r.verdict == added_kind::duplicate ? r.id : call->id;
+  } catch (...) {
+    return call->done(failed<enqueued>(std::current_exception()));
+  }
+  call->done(answer(std::move(out)));
+}
+
+enqueued job_queue::enqueue(const context& ctx, const job_spec& job) {
+  return wait_for<enqueued>([&](answer_fn<enqueued> done) { async_enqueue(ctx, job, std::move(done)); });
+}
+
+// ---- a job by id ----
+
+void job_queue::async_find(const context& ctx, std::string id, answer_fn<std::optional<fleet_job>> done) {
+  if (!valid_job_id(id)) return done(answer(std::optional<fleet_job>()));
+  const std::string k = key("job:" + id);
+  redis_.async_call(ctx, {"HGETALL", k}, [id = std::move(id), done = std::move(done)](redis_result r) {
+    if (auto e = error_of(r)) return done(failed<std::optional<fleet_job>>(e));
+    if (!r.reply.is_array()) return done(failed<std::optional<fleet_job>>(broker_error_ptr("HGETALL", r.reply)));
+    if (r.reply.elements.empty()) return done(answer(std::optional<fleet_job>()));
+    done(answer(std::optional<fleet_job>(job_from(id, r.reply))));
+  });
+}
+
+std::optional<fleet_job> job_queue::find(const context& ctx, std::string_view id) {
+  return wait_for<std::optional<fleet_job>>(
+      [&](answer_fn<std::optional<fleet_job>> done) { async_find(ctx, std::string(id), std::move(done)); });
+}
+
+void job_queue::async_cancel(const context& ctx, std::string id, answer_fn<cancelled_job> done) {
+  if (!valid_job_id(id)) return done(answer(cancelled_job{}));
+  std::vector<std::string> keys{key("stream"), key("job:" + id)};
+  std::vector<std::string> args{std::string(group),
+                                millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1)))};
+  async_eval(ctx, detail::cancel_script, std::move(keys), std::move(args),
+             [this, ctx, id = std::move(id), done = std::move(done)](async_answer<redis_reply> r) mutable {
+               if (r.error) return done(failed<cancelled_job>(r.error));
+               const detail::cancel_reply c = detail::decode_cancel(r.value);
+               if (c == detail::cancel_reply::unknown) return done(answer(cancelled_job{}));
+               const bool here = c == detail::cancel_reply::cancelled;
+               async_find(ctx, std::move(id), [here, done = std::move(done)](async_answer<std::optional<fleet_job>> j) {
+                 if (j.error) return done(failed<cancelled_job>(j.error));
+                 done(answer(cancelled_job{std::move(j.value), here}));
+               });
+             });
+}
+
+std::optional<fleet_job> job_queue::cancel(const context& ctx, std::string_view id, bool* cancelled_here) {
+  cancelled_job c = wait_for<cancelled_job>(
+      [&](answer_fn<cancelled_job> done) { async_cancel(ctx, std::string(id), std::move(done)); });
+  if (cancelled_here != nullptr) *cancelled_here = c.cancelled_here;
+  return std::move(c.job);
+}
+
+// ---- jobs by state: SCAN over the job hashes, each read in the same pipeline ----
+
+void job_queue::async_list(const context& ctx, list_query q, answer_fn<job_list> done) {
+  const std::string prefix = key("job:");
+  std::vector<std::string> scan{"SCAN",  q.cursor.empty() ? "0" : q.cursor,
+                                "MATCH", prefix + "*",
+                                "COUNT", std::to_string(std::max<std::size_t>(q.count, 1))};
+  redis_.async_call(ctx, std::move(scan),
+                    [this, ctx, q = std::move(q), prefix, done = std::move(done)](redis_result r) mutable {
+                      if (auto e = error_of(r)) return done(failed<job_list>(e));
+                      const redis_reply& page = r.reply;
+                      if (!page.is_array() || page.elements.size() != 2 || !page.elements[1].is_array()) {
+                        return done(failed<job_list>(broker_error_ptr("SCAN", page)));
+                      }
+                      struct gather {
+                        std::mutex mu;
+                        job_list list;
+                        std::string filter;
+                        std::size_t waiting = 0;
+                        std::exception_ptr error;
+                        answer_fn<job_list> done;
+                      };
+                      auto g = std::make_shared<gather>();
+                      g->list.next_cursor = page.elements[0].str == "0" ? std::string() : page.elements[0].str;
+                      g->filter = std::move(q.state);
+                      g->done = std::move(done);
+                      std::vector<std::string> ids;
+                      for (const redis_reply& k : page.elements[1].elements) {
+                        if (k.str.size() > prefix.size() && k.str.compare(0, prefix.size(), prefix) == 0) {
+                          ids.push_back(k.str.substr(prefix.size()));
+                        }
+                      }
+                      if (ids.empty()) return g->done(answer(std::move(g->list)));
+                      g->waiting = ids.size();
+                      for (std::string& id : ids) {
+                        async_find(ctx, std::move(id), [g](async_answer<std::optional<fleet_job>> j) {
+                          std::unique_lock lock(g->mu);
+                          if (j.error) g->error = j.error;
+                          if (!j.error && j.value && state_matches(j.value->state(), g->filter)) {
+                            g->list.jobs.push_back(std::move(*j.value));
+                          }
+                          if (--g->waiting != 0) return;
+                          lock.unlock();
+                          if (g->error) return g->done(failed<job_list>(g->error));
+                          g->done(answer(std::move(g->list)));
+                        });
+                      }
+                    });
+}
+
+job_list job_queue::list(const context& ctx, const list_query& q) {
+  return wait_for<job_list>([&](answer_fn<job_list> done) { async_list(ctx, q, std::move(done)); });
+}
+
+}  // namespace hourglass::fleet

@@ -1,0 +1,358 @@
+// hourglassd --broker: async jobs on the fleet's durable queue (docs/fleet.md;
+// keys and scripts: docs/reference/fleet-layout.md). The producer's calls
+// (enqueue, GET, DELETE, listing) are chains of asynchronous broker calls,
+// pipelined on one connection: no thread waits on a round trip. The fleet
+// consumer feeds this daemon's share of the queue into its executor and runs
+// the handlers.
+#include "fleet_job_store.hpp"
+
+#include <condition_variable>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "core.hpp"
+#include "hourglass/fleet/consumer.hpp"
+#include "hourglass/fleet/job_queue.hpp"
+#include "hourglass/fleet/redis.hpp"
+#include "hourglass/support/url.hpp"
+#include "job_input.hpp"
+#include "secret_file.hpp"
+
+namespace hourglass::server::detail {
+
+namespace http = boost::beast::http;
+
+namespace {
+
+double millis_field(std::string_view text) {
+  try {
+    return text.empty() ? 0.0 : std::stod(std::string(text));
+  } catch (const std::exception&) {
+    return 0.0;
+  }
+}
+
+// The job object of a job as the broker holds it.
+job_view view_of(const fleet::fleet_job& j) {
+  job_view v;
+  v.id = j.id;
+  v.handler = std::string(j.field("handler"));
+  v.state = std::string(j.state());
+  if (!j.field("deliveries").empty()) v.deliveries = static_cast<unsigned>(millis_field(j.field("deliveries")));
+  v.consumer = std::string(j.field("consumer"));  // the daemon that started it last
+  if (!v.finished()) {
+    v.cancel_requested = j.field("cancel_requested") == "1";
+    return v;
+  }
+  v.stage = std::string(j.field("stage"));
+  v.cause = std::string(j.field("cause"));
+  v.reason = std::string(j.field("reason"));
+  if (v.state == "error") {
+    v.error = std::string(j.field("error"));
+    v.message = std::string(j.field("message"));
+    v.http_status = static_cast<unsigned>(millis_field(j.field("http_status")));
+  }
+  if (!j.field("queued_ms").empty()) v.queued_ms = millis_field(j.field("queued_ms"));
+  if (!j.field("run_ms").empty()) v.run_ms = millis_field(j.field("run_ms"));
+  v.committed = j.field("committed") == "1";
+  if (v.state == "ok") {
+    v.content_type = std::string(j.field("content_type"));
+    v.result = std::string(j.field("result"));
+  }
+  return v;
+}
+
+class fleet_job_store final : public job_store {
+ public:
+  fleet_job_store(core& c, std::uint16_t port)
+      : c_(c),
+        endpoint_(endpoint_of(c.opts)),
+        commands_(c.io, endpoint_, redis_settings(c, "commands")),
+        reader_(c.io, endpoint_, redis_settings(c, "reads")),
+        queue_(commands_, {.name = c.opts.queue,
+                           .result_ttl = c.opts.result_ttl,
+                           .idempotency_ttl = c.opts.idempotency_ttl,
+                           .clock = &c.clk}),
+        consumer_(queue_, reader_, *c.jobs, runner(c), consumer_settings(c, port)) {}
+
+  // The producer's calls in flight end first: their callbacks use the queue.
+  // Once the I/O threads have stopped none will run, and none is waited for.
+  ~fleet_job_store() override {
+    consumer_.stop();
+    std::unique_lock lock(calls_mu_);
+    calls_done_.wait(lock, [this] { return calls_ == 0 || c_.io.stopped(); });
+  }
+
+  // `fn`, counted as a call in flight until it has run.
+  template <class Fn>
+  auto tracked(Fn fn) {
+    {
+      std::lock_guard lock(calls_mu_);
+      ++calls_;
+    }
+    return [this, fn = std::move(fn)](auto answer) mutable {
+      fn(std::move(answer));
+      std::lock_guard lock(calls_mu_);
+      if (--calls_ == 0) calls_done_.notify_all();
+    };
+  }
+
+  void start() override {
+    consumer_.start(context());
+    c_.log->info("fleet: consuming queue {} on {}:{} as {}", c_.opts.queue, endpoint_.host, endpoint_.port,
+                 consumer_name_);
+  }
+
+  void create(new_job job, callback<created> done) override {
+    const job_input& in = *job.in;
+    const std::string_view key = in.msg["Idempotency-Key"];
+    if (in.msg.count("Idempotency-Key") != 0 && !valid_idempotency_key(key)) {
+      created bad;
+      bad.verdict = created::kind::invalid;
+      bad.error = "invalid_idempotency_key";
+      bad.message = "Idempotency-Key must be 1-128 printable ASCII";
+      return done(std::move(bad));
+    }
+    const handler_entry& e = *in.entry;
+    fleet::job_spec spec;
+    spec.handler = e.name;
+    spec.payload = in.msg.body();
+    const std::string_view type = in.msg[http::field::content_type];
+    if (!type.empty()) spec.content_type = std::string(type);
+    spec.min_budget = e.min_budget;
+    spec.idempotency_key = std::string(key);
+    spec.admission = !c_.fifo();  // fifo: every deadline check off, in the fleet too
+    // The freshness bound counts from the headers' arrival, as for local jobs.
+    if (job.freshness != duration::max()) {
+      const duration spent = elapsed(job.headers_at, c_.clk.now());
+      spec.freshness = spent >= job.freshness ? duration::zero() : job.freshness - spent;
+    }
+    const duration asked = job.freshness, left = spec.freshness;
+    queue_.async_enqueue(
+        context(), std::move(spec),
+        tracked([this, &e, asked, left, done = std::move(done)](fleet::async_answer<fleet::enqueued> a) {
+          on_enqueued(e, asked, left, std::move(a), done);
+        }));
+  }
+
+  void find(std::string id, callback<found> done) override {
+    queue_.async_find(
+        context(), id,
+        tracked([this, id, done = std::move(done)](fleet::async_answer<std::optional<fleet::fleet_job>> a) {
+          done(found_of(a.error, a.value, "lookup", id));
+        }));
+  }
+
+  void cancel(std::string id, callback<found> done) override {
+    queue_.async_cancel(context(), id,
+                        tracked([this, id, done = std::move(done)](fleet::async_answer<fleet::cancelled_job> a) {
+                          if (!a.error && a.value.cancelled_here && a.value.job) {
+                            // This daemon recorded its outcome: counted here, as the consumers count theirs.
+                            c_.jobs->stats().on_recorded(c_.jobs->handler(a.value.job->field("handler")),
+                                                         status::cancelled(cancel_cause::requested));
+                          }
+                          done(found_of(a.error, a.value.job, "cancel", id));
+                        }));
+  }
+
+  void list(list_request q, callback<job_page> done) override {
+    queue_.async_list(context(), {.state = std::move(q.state), .cursor = std::move(q.cursor), .count = q.limit},
+                      tracked([this, done = std::move(done)](fleet::async_answer<fleet::job_list> a) {
+                        job_page page;
+                        if (a.error) {
+                          ++lookup_errors_;
+                          c_.log->warn("fleet: listing jobs: {}", what(a.error));
+                          page.unavailable = true;
+                          return done(std::move(page));
+                        }
+                        for (const fleet::fleet_job& j : a.value.jobs) page.jobs.push_back(view_of(j));
+                        page.next_cursor = std::move(a.value.next_cursor);
+                        done(std::move(page));
+                      }));
+  }
+
+  void drain(time_point deadline) override { consumer_.drain(deadline); }
+
+  void write_metrics(exposition_writer& w) const override {
+    const fleet::consumer_stats s = consumer_.stats();
+    w.gauge("hourglass_fleet_backlog", "Entries of the queue not yet delivered to any daemon.", s.backlog);
+    w.gauge("hourglass_fleet_pending", "Entries delivered to a daemon and not finished.", s.pending);
+    w.counter("hourglass_fleet_reclaimed_total",
+              "Jobs this daemon took over from a dead daemon (or from its own earlier life).", s.reclaimed);
+    w.counter("hourglass_fleet_dead_lettered_total",
+              "Jobs dead-lettered after --max-deliveries starts whose workers died.", s.dead_lettered);
+    w.counter("hourglass_fleet_duplicate_outcomes_total",
+              "Second completions of a job (counted, not stored: the first outcome wins).", s.duplicate_outcomes);
+    w.counter("hourglass_fleet_lost_entries_total",
+              "Loss alarm: pending entries whose data was deleted from the stream.", s.lost_entries);
+    w.counter("hourglass_fleet_negative_job_ages_total",
+              "Entries whose id was newer than the broker's TIME (its clock stepped back): judged as just added.",
+              s.negative_ages);
+    // Whole microseconds, written as exact decimal seconds ("-0.0025", never "-2.5e-03").
+    w.gauge("hourglass_fleet_broker_clock_offset_seconds",
+            "The broker's wall clock minus this daemon's (informational; never used to decide).",
+            metric_value::seconds(std::chrono::microseconds(s.broker_clock_offset_us)));
+    constexpr std::string_view errors = "hourglass_fleet_broker_errors_total";
+    w.family(errors, metric_type::counter, "Broker calls that failed, by operation.");
+    w.sample(errors, {{"op", "enqueue"}}, enqueue_errors_.load());
+    w.sample(errors, {{"op", "lookup"}}, lookup_errors_.load());
+    w.sample(errors, {{"op", "consume"}}, s.broker_errors);
+  }
+
+ private:
+  static fleet::redis_endpoint endpoint_of(const server_options& o) {
+    const support::redis_url u = support::parse_redis_url(o.broker, "--broker");
+    return {u.host, u.port, u.db,
+            o.broker_password_file.empty() ? std::string()
+                                           : read_secret_file(o.broker_password_file, "--broker-password-file")};
+  }
+  static fleet::redis_options redis_settings(core& c, const char* role) {
+    fleet::redis_options r;
+    r.clock = &c.clk;
+    r.on_state_change = [&c, role](const std::string& line) { c.log->warn("fleet ({}): {}", role, line); };
+    return r;
+  }
+  fleet::consumer_options consumer_settings(core& c, std::uint16_t port) {
+    fleet::consumer_options o;
+    consumer_name_ = c.opts.consumer.empty() ? host_name() + ":" + std::to_string(port) : c.opts.consumer;
+    o.name = consumer_name_;
+    o.slots = c.jobs->workers();
+    o.lease = c.opts.lease;
+    o.max_deliveries = static_cast<unsigned>(c.opts.max_deliveries);
+    o.metrics = &c.jobs->stats();
+    o.judge_freshness = !c.fifo();
+    o.log = [&c](const std::string& line) { c.log->warn("{}", line); };
+    return o;
+  }
+  static std::string host_name() {
+    char buf[256] = {};
+    if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+    return buf;
+  }
+
+  static fleet::job_runner runner(core& c) {
+    fleet::job_runner r;
+    r.run = [&c](const context& ctx, const fleet::delivered_job& j) {
+      const handler_entry* e = c.find_handler(j.handler);
+      if (e == nullptr) throw handler_error(404, "unknown_handler", "this daemon has no handler '" + j.handler + "'");
+      request_view v;
+      v.handler = e->name;
+      v.body = j.payload;
+      v.content_type = j.content_type;
+      v.budget = e->run_limit;
+      v.async = true;
+      v.idempotency_key = j.idempotency_key;
+      handler_result hr = e->fn(ctx, v);
+      return fleet::job_output{std::move(hr.body), std::move(hr.content_type)};
+    };
+    r.describe_error = [](std::exception_ptr p) {
+      const error_info i = describe_error(p);
+      return fleet::error_record{i.http_status, i.code, i.message};
+    };
+    r.run_limit = [&c](std::string_view h) {
+      const handler_entry* e = c.find_handler(h);
+      return e != nullptr ? e->run_limit : c.opts.max_budget;
+    };
+    // A fleet job carries no request headers to its worker: the handler's own
+    // idle limit applies, Job-Idle-Timeout does not travel.
+    r.idle_limit = [&c](std::string_view h) {
+      const handler_entry* e = c.find_handler(h);
+      return e != nullptr ? e->idle_limit : duration::max();
+    };
+    return r;
+  }
+
+  // The broker's answer to an enqueue, as the store's.
+  void on_enqueued(const handler_entry& e, duration asked, duration left, fleet::async_answer<fleet::enqueued> a,
+                   const callback<created>& done) {
+    created out;
+    if (a.error) {
+      ++enqueue_errors_;
+      c_.log->warn("fleet: enqueue of a {} job refused, broker unavailable: {}", e.name, what(a.error));
+      out.verdict = created::kind::refused;
+      out.refusal = status::rejected(reject_reason::broker_unavailable);
+      out.note = "broker unavailable";
+      return done(std::move(out));
+    }
+    const fleet::enqueued& r = a.value;
+    if (r.verdict == fleet::enqueued::kind::refused) {
+      out.verdict = created::kind::refused;
+      out.refusal = status::expired(expiry_stage::admission);
+      out.budget = asked;
+      out.remaining = left;
+      return done(std::move(out));
+    }
+    out.job.id = r.id;
+    out.job.state = "queued";
+    if (r.verdict == fleet::enqueued::kind::accepted) {
+      // Admitted here, on the daemon that promised it; its outcome is counted
+      // by the daemon that records it (fleet-wide: admitted = finished + in flight).
+      c_.jobs->stats().on_admitted(*e.metrics, asked);
+      return done(std::move(out));
+    }
+    // A repeat: the first job's state now, so a repeat of a finished job says
+    // so. The id is what the client needs; should the read fail, it can GET.
+    out.verdict = created::kind::duplicate;
+    queue_.async_find(
+        context(), r.id,
+        tracked([out = std::move(out), done](fleet::async_answer<std::optional<fleet::fleet_job>> f) mutable {
+          if (!f.error && f.value) out.job.state = std::string(f.value->state());
+          done(std::move(out));
+        }));
+  }
+
+  found found_of(const std::exception_ptr& error, const std::optional<fleet::fleet_job>& j, const char* op,
+                 const std::string& id) {
+    found f;
+    if (error) {
+      ++lookup_errors_;
+      c_.log->warn("fleet: {} of job {}: {}", op, id, what(error));
+      f.verdict = found::kind::unavailable;
+      return f;
+    }
+    if (!j) return f;
+    f.verdict = found::kind::found;
+    f.job = view_of(*j);
+    return f;
+  }
+
+  static std::string what(const std::exception_ptr& e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      return ex.what();
+    } catch (...) {
+      return "unknown error";
+    }
+  }
+
+  core& c_;
+  fleet::redis_endpoint endpoint_;
+  fleet::redis_connection commands_;
+  fleet::redis_connection reader_;
+  fleet::job_queue queue_;
+  std::string consumer_name_;
+  fleet::consumer consumer_;
+  std::mutex calls_mu_;
+  std::condition_variable calls_done_;
+  std::size_t calls_ = 0;  // producer calls in flight
+  std::atomic<std::uint64_t> enqueue_errors_{0};
+  std::atomic<std::uint64_t> lookup_errors_{0};
+};
+
+}  // namespace
+
+bool valid_idempotency_key(std::string_view key) noexcept {
+  if (key.empty() || key.size() > 128) return false;
+  for (const char ch : key) {
+    if (ch < 0x20 || ch > 0x7e) return false;
+  }
+  return true;
+}
+
+std::unique_ptr<job_store> make_fleet_job_store(core& c, std::uint16_t port) {
+  return std::make_unique<fleet_job_store>(c, port);
+}
+
+}  // namespace hourglass::server::detail

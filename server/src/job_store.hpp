@@ -1,0 +1,102 @@
+// Where async jobs (Prefer: respond-async) live: this process's memory
+// (make_memory_job_store), or with --broker the fleet's durable queue on
+// Redis (make_fleet_job_store). One interface, so the HTTP side
+// (job_endpoints.hpp) is written once: it asks, the store answers with
+// job_view, the job object of the API.
+//
+// Every call is asynchronous: `done` runs exactly once, from any thread. The
+// Redis store never blocks the calling thread on a round trip; the memory
+// store completes inline. A store also runs its jobs: the memory one submits
+// each to the executor and records its finish; the fleet's consumers start
+// and finish theirs on the broker. So "finish" is not a call of this
+// interface: only a store knows when its jobs end. Internal to the server.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hourglass/exposition.hpp"
+#include "hourglass/outcome.hpp"
+#include "job_view.hpp"
+
+namespace hourglass::server::detail {
+
+struct job_input;
+struct core;
+
+// A new async job, as the session read it.
+struct new_job {
+  std::shared_ptr<const job_input> in;
+  time_point headers_at{};               // its freshness counts from here
+  duration freshness = duration::max();  // how long it may wait to start
+};
+
+// What create() did.
+struct created {
+  enum class kind {
+    accepted,   // held: `job` is it (id and state)
+    duplicate,  // its Idempotency-Key names an earlier job: `job` is that one, in its state now
+    refused,    // not held: answer `refusal` (book it, unless `booked`)
+    invalid,    // a malformed request: 400 `error`, `message`
+  };
+  kind verdict = kind::accepted;
+  job_view job;
+  status refusal;       // refused: rejected (queue_full, broker_unavailable), or expired at admission
+  bool booked = false;  // refused: already counted and logged (the executor refused it)
+  // Refused at admission by the fleet: the freshness asked for and what was
+  // left of it at the broker, for the answer's headers.
+  duration budget = duration::max(), remaining = duration::max();
+  std::string note;            // refused: for the log only
+  std::string error, message;  // invalid
+};
+
+// What find() and cancel() found.
+struct found {
+  enum class kind { found, not_found, unavailable };
+  kind verdict = kind::not_found;
+  job_view job;
+};
+
+// Jobs by state, a page at a time.
+struct list_request {
+  std::string state;   // "" any; "finished" any final state; else "queued", "running", "ok", ...
+  std::string cursor;  // "" from the start; else a page's next_cursor
+  std::size_t limit = 100;
+};
+struct job_page {
+  bool unavailable = false;  // the store could not be read: no page
+  std::vector<job_view> jobs;
+  std::string next_cursor;  // "" when there is nothing after this page
+};
+
+class job_store {
+ public:
+  template <class T>
+  using callback = std::function<void(T)>;
+  virtual ~job_store() = default;
+
+  // Starts taking jobs (fleet: claims the consumer name, starts consuming).
+  virtual void start() {}
+  virtual void create(new_job job, callback<created> done) = 0;
+  // nullopt-like not_found for an unknown or expired id.
+  virtual void find(std::string id, callback<found> done) = 0;
+  // Asks the job to stop: a queued job is cancelled at once, a running one
+  // is marked and stops at its next check. The job as it is afterwards.
+  virtual void cancel(std::string id, callback<found> done) = 0;
+  // A page of jobs in `state`. The memory store walks ids in order (a job
+  // held throughout is listed once); the fleet's cursor is Redis SCAN's
+  // (job_queue::list_query says what it promises).
+  virtual void list(list_request q, callback<job_page> done) = 0;
+  // SIGTERM: stop taking jobs; running ones may finish until `deadline`.
+  virtual void drain(time_point /*deadline*/) {}
+  // Its own families on /metrics (the memory store's size, the fleet's series).
+  virtual void write_metrics(exposition_writer& /*w*/) const {}
+};
+
+// In this process: at most opts.async_max_jobs (the oldest finished job makes
+// room), each finished job kept for opts.async_ttl; run on core's executor.
+std::unique_ptr<job_store> make_memory_job_store(core& c);
+
+}  // namespace hourglass::server::detail

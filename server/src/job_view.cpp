@@ -1,0 +1,72 @@
+#include "job_view.hpp"
+
+#include <cmath>
+
+#include "hourglass/utf8.hpp"
+#include "request_rules.hpp"
+
+namespace hourglass::server::detail {
+
+namespace http = boost::beast::http;
+
+job_timings job_view::timings() const {
+  // Nearest nanosecond: a memory job's exact timings survive the trip through milliseconds.
+  const auto ms = [](double v) { return duration(std::llround(v * 1e6)); };
+  job_timings t;
+  t.queue_delay = ms(queued_ms.value_or(0));
+  t.ran = run_ms.has_value();
+  if (t.ran) t.run_time = ms(*run_ms);
+  t.committed = committed;
+  return t;
+}
+
+std::string job_json(const job_view& j) {
+  support::json_object o;
+  o.add("id", j.id).add("handler", j.handler).add("state", j.state);
+  if (j.deliveries) o.add("deliveries", *j.deliveries);
+  if (!j.consumer.empty()) o.add("consumer", j.consumer);
+  if (!j.finished()) {
+    if (j.cancel_requested) o.add("cancel_requested", true);
+    if (j.age_ms) o.add("age_ms", *j.age_ms);
+    return o.str();
+  }
+  if (j.state == "deadline_exceeded") o.add("stage", j.stage);
+  if (j.state == "cancelled" || j.state == "dead") o.add("cause", j.cause);
+  if (j.state == "rejected") o.add("reason", j.reason);  // circuit_open: a call it made
+  if (j.state == "error")
+    o.add("error", j.error).add("message", j.message).add("http_status", j.http_status.value_or(0));
+  if (j.queued_ms) o.add("queued_ms", *j.queued_ms);
+  if (j.run_ms) o.add("run_ms", *j.run_ms);
+  if (j.age_ms) o.add("age_ms", *j.age_ms);
+  if (j.committed) o.add("committed", true);
+  if (j.state == "ok") {
+    o.add("content_type", j.content_type);
+    if (valid_utf8(j.result)) {
+      o.add("result", j.result);
+    } else {
+      o.add("result_base64", support::base64(j.result));
+    }
+  }
+  return o.str();
+}
+
+response job_view_response(const job_view& j, bool cancel) {
+  const bool finished = j.finished();
+  response res = make_response(cancel && !finished ? 202 : 200, job_json(j), json_type);
+  if (finished) res.set("Server-Timing", server_timing(j.timings()));
+  res.set(http::field::cache_control, "no-store");
+  return res;
+}
+
+response accepted_response(const job_view& j, bool duplicate) {
+  const std::string location = std::string(jobs_path) + j.id;
+  support::json_object body;
+  body.add("id", j.id).add("state", j.state).add("location", location);
+  if (duplicate) body.add("duplicate", true);
+  response res = make_response(202, body.str(), json_type);
+  res.set(http::field::location, location);
+  res.set("Server-Timing", server_timing({}));  // nothing spent yet; GET reports the job's own
+  return res;
+}
+
+}  // namespace hourglass::server::detail

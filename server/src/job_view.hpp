@@ -1,0 +1,48 @@
+// The job object of the HTTP API (docs/reference/http-api.md, "The job
+// object"), whatever store holds the job, and the one renderer of it and of
+// the answers that carry it: GET and DELETE of /v1/jobs/{id}, and the 202 of
+// an accepted async job. Pure: no store, no clock. Internal to the server.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "hourglass/job.hpp"
+#include "responses.hpp"
+
+namespace hourglass::server::detail {
+
+struct job_view {
+  std::string id;
+  std::string handler;
+  // "queued", "running", an outcome's name (ok, error, ...), or "dead" (fleet:
+  // dead-lettered after its workers kept dying).
+  std::string state;
+  bool cancel_requested = false;            // until it finishes
+  std::optional<unsigned> deliveries;       // fleet: starts so far
+  std::string consumer;                     // fleet: the daemon that started it last
+  std::string stage, cause, reason;         // deadline_exceeded / cancelled, dead / rejected
+  std::string error, message;               // error: the handler's
+  std::optional<unsigned> http_status;      // error
+  std::optional<double> queued_ms, run_ms;  // once finished, as recorded
+  std::optional<double> age_ms;             // since it was accepted (memory store: its clock)
+  bool committed = false;
+  std::string content_type, result;  // ok
+
+  bool finished() const noexcept { return !state.empty() && state != "queued" && state != "running"; }
+  // What the outcome recorded of its time, for Server-Timing.
+  job_timings timings() const;
+};
+
+// The JSON body: fields that do not apply to the job's state are left out.
+std::string job_json(const job_view& j);
+
+// GET (cancel false) or DELETE (cancel true): 200, or 202 for a DELETE that
+// asked a job still unfinished to stop; Server-Timing once finished; never cached.
+response job_view_response(const job_view& j, bool cancel);
+
+// 202 for an async job held by its store: {id, state, location[, duplicate]}
+// with Location. `duplicate`: the job an Idempotency-Key already named, in its state now.
+response accepted_response(const job_view& j, bool duplicate);
+
+}  // namespace hourglass::server::detail
