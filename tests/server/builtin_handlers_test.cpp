@@ -4,10 +4,15 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include <atomic>
+#include <cstdint>
+#include <functional>
 #include <future>
-#include <thread>
+#include <utility>
 
+#include "common/eventually.hpp"
 #include "common/process.hpp"
+#include "hourglass/clock.hpp"
 #include "hourglass/context.hpp"
 
 namespace hourglass::server {
@@ -22,6 +27,23 @@ request_view view(std::string_view body) {
 }
 
 using test_common::io_thread;
+
+// The real clock, its readings counted: a handler that checks its context's
+// deadline reads it.
+class counting_clock final : public clock {
+ public:
+  time_point now() const noexcept override {
+    reads.fetch_add(1);
+    return real_clock().now();
+  }
+  timer_id schedule(time_point when, std::function<void()> fn) override {
+    return real_clock().schedule(when, std::move(fn));
+  }
+  bool cancel(timer_id id) noexcept override { return real_clock().cancel(id); }
+  bool is_steady_clock() const noexcept override { return true; }
+
+  mutable std::atomic<std::uint64_t> reads{0};
+};
 
 TEST(BuiltinHandlers, EchoReturnsItsInput) {
   request_view v = view("abc");
@@ -105,7 +127,9 @@ TEST(BuiltinHandlers, SpinBurnsAndChecksOften) {
   EXPECT_EQ(spin(context(), view(R"({"us": 2000})")).body, "{\"spun_us\": 2000}\n");
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 2ms);
 
-  context_source src(real_clock());
+  counting_clock clk;
+  context_source src(clk, clk.now() + 1h);  // a deadline: each check of it reads the clock
+  const std::uint64_t reads_before = clk.reads.load();
   auto done = std::async(std::launch::async, [&] {
     try {
       spin(src.get(), view(R"({"us": 30000000})"));
@@ -114,7 +138,8 @@ TEST(BuiltinHandlers, SpinBurnsAndChecksOften) {
       return true;
     }
   });
-  std::this_thread::sleep_for(10ms);
+  // Cancelled mid-spin: it has checked its context at least once.
+  EXPECT_TRUE(test_common::eventually([&] { return clk.reads.load() > reads_before; })) << "the spin never began";
   src.cancel();
   ASSERT_EQ(done.wait_for(2s), std::future_status::ready);
   EXPECT_TRUE(done.get());
