@@ -4,16 +4,41 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <latch>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+#include "common/eventually.hpp"
+
 namespace hourglass::server::detail {
 namespace {
 
 using namespace std::chrono_literals;
+
+// The calling thread's id, and whether this process's thread `tid` is asleep
+// in the kernel (state S: blocked in a wait), as /proc tells. Elsewhere than
+// Linux nobody can tell: every thread counts as asleep.
+#ifdef __linux__
+long this_thread_id() { return ::syscall(SYS_gettid); }
+bool thread_sleeps(long tid) {
+  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/stat");
+  const std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const auto paren = stat.rfind(')');  // the state follows the command name: "tid (name) S ..."
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'S';
+}
+#else
+long this_thread_id() { return 0; }
+bool thread_sleeps(long) { return true; }
+#endif
 
 // A page that says how many times it was rendered.
 struct counting_render {
@@ -64,18 +89,32 @@ TEST(MetricsPageCache, ConcurrentScrapesRenderOncePerInterval) {
   manual_clock clk;
   std::atomic<int> renders{0};
   metrics_page_cache cache(clk, 1s);
-  const auto slow_render = [&] {
-    std::this_thread::sleep_for(20ms);
-    return counting_render{renders}();
-  };
   constexpr int kThreads = 8;
   for (int round = 1; round <= 2; ++round) {
     std::latch start(kThreads);
+    std::atomic<int> arrived{0};
+    std::vector<std::atomic<long>> ids(kThreads);
+    // A render that ends only once every other scrape has arrived and is
+    // asleep: waiting for the cache (or in a render of its own, which the
+    // count of renders then shows).
+    const auto slow_render = [&] {
+      const long self = this_thread_id();
+      EXPECT_TRUE(test_common::eventually([&] {
+        if (arrived.load() < kThreads) return false;
+        for (const auto& id : ids) {
+          if (id.load() != self && !thread_sleeps(id.load())) return false;
+        }
+        return true;
+      })) << "the other scrapes never came";
+      return counting_render{renders}();
+    };
     std::vector<std::string> pages(kThreads);
     std::vector<std::thread> threads;
     for (int i = 0; i < kThreads; ++i) {
       threads.emplace_back([&, i] {
         start.arrive_and_wait();
+        ids[i] = this_thread_id();
+        arrived.fetch_add(1);
         pages[i] = cache.get(slow_render);
       });
     }
