@@ -10,8 +10,17 @@
 
 #include <algorithm>
 #include <atomic>
+#include <fstream>
+#include <iterator>
 #include <latch>
+#include <mutex>
+#include <optional>
 #include <thread>
+
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "hourglass/clock.hpp"
 #include "hourglass/server/http_server.hpp"
@@ -35,6 +44,22 @@ std::string trailers_of(const std::string& raw) {
   const auto end = raw.find("\r\n\r\n", at + 5);
   return end == npos ? std::string() : raw.substr(at + 5, end + 4 - (at + 5));
 }
+
+// The calling thread's id, and whether this process's thread `tid` is asleep
+// in the kernel (state S: blocked in a wait), as /proc tells. Elsewhere than
+// Linux nobody can tell: every thread counts as asleep.
+#ifdef __linux__
+long this_thread_id() { return ::syscall(SYS_gettid); }
+bool thread_sleeps(long tid) {
+  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/stat");
+  const std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const auto paren = stat.rfind(')');  // the state follows the command name: "tid (name) S ..."
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'S';
+}
+#else
+long this_thread_id() { return 0; }
+bool thread_sleeps(long) { return true; }
+#endif
 
 // Reads on until the stream's trailers are in `raw` (or `limit` passes).
 void read_to_the_end(raw_socket& s, std::string& raw, std::chrono::milliseconds limit = 5s) {
@@ -166,13 +191,21 @@ TEST(HttpServerStream, ASlowReaderHoldsTheHandlerBackAndTheWaitIsNotProgress) {
   manual_clock clk;
   std::atomic<std::uint64_t> written{0};
   std::atomic<int> inside_write{0};
+  std::atomic<long> handler_thread{0};
+  std::mutex job_mu;
+  std::optional<context> job;  // the handler's context, kept to look at its stop
   server_options o = test_options();
   o.body_timeout = 120s;  // the session's write timeout (real time) is not what is tested here
   test_server srv(
       o,
       [&](http_server& h) {
         h.add_stream_handler("flood", "application/octet-stream",
-                             [&](const context&, const request_view&, output_stream& out) {
+                             [&](const context& ctx, const request_view&, output_stream& out) {
+                               {
+                                 const std::lock_guard lock(job_mu);
+                                 job = ctx;
+                               }
+                               handler_thread.store(this_thread_id());
                                const std::string chunk(64 * 1024, 'x');
                                for (;;) {
                                  inside_write.store(1);
@@ -185,25 +218,38 @@ TEST(HttpServerStream, ASlowReaderHoldsTheHandlerBackAndTheWaitIsNotProgress) {
       clk);
   raw_socket s(srv.port(), 4096);
   ASSERT_TRUE(s.send(post_request("/v1/jobs/flood", "", {{"Request-Timeout", "30S"}, {"Job-Idle-Timeout", "1S"}})));
-  // Held back: inside one write for 200 ms on end (appending 64 KiB takes
-  // microseconds; only waiting for the reader takes that long).
+  // Held back: the handler's thread asleep inside one write, its output the
+  // same at two looks in a row (appending 64 KiB never sleeps; only waiting
+  // for the reader does).
   std::uint64_t held_at = 0;
+  bool asleep_before = false;
   ASSERT_TRUE(wait_until(
       [&] {
-        const auto before = written.load();
-        if (inside_write.load() == 0) return false;
-        std::this_thread::sleep_for(200ms);
-        held_at = written.load();
-        return inside_write.load() == 1 && held_at == before;
+        const auto now_written = written.load();
+        const bool asleep = inside_write.load() == 1 && handler_thread.load() != 0 &&
+                            thread_sleeps(handler_thread.load()) && inside_write.load() == 1 &&
+                            written.load() == now_written;  // asleep, and inside the same write all along
+        const bool held = asleep && asleep_before && now_written == held_at;
+        asleep_before = asleep;
+        held_at = now_written;
+        return held;
       },
       60s))
       << "the handler was never held back";
   EXPECT_LT(held_at, 64u << 20) << "the output waiting for the reader is bounded";
+  const context ctx = [&] {
+    const std::lock_guard lock(job_mu);
+    return *job;
+  }();
+  // The idle limit's timer runs inside advance(), on this thread: what it
+  // stops is stopped when advance() returns.
   clk.advance(1s - 1ms);
-  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(ctx.token().stop_requested()) << "stopped before a second without progress";
   EXPECT_EQ(srv.handler("flood").expired_idle, 0u);
   EXPECT_EQ(written.load(), held_at);
   clk.advance(1ms);  // a second without progress, though it wanted to write all along
+  EXPECT_TRUE(ctx.token().stop_requested()) << "stopped at once, by the idle limit's timer";
+  EXPECT_EQ(ctx.stop_status(), status::expired(expiry_stage::idle));
   ASSERT_TRUE(wait_until([&] { return srv.handler("flood").expired_idle == 1; }));
   // Now the reader reads: everything the handler wrote arrives, then the trailers.
   std::string raw;
