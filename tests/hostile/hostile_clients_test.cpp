@@ -16,11 +16,13 @@
 #include <atomic>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <future>
 #include <iostream>
 #include <thread>
+#include <vector>
 
 #include <boost/asio/ip/tcp.hpp>
 
@@ -276,6 +278,36 @@ TEST(HostileClients, AFloodPastMaxConnectionsIsShedWhileTheAdmittedConnectionsKe
   ASSERT_TRUE(wait_until([&] { return get(srv.port(), "/healthz").status == 200u; }));
 }
 
+// The daemon's "accept failed: ...; N failures since the last line" lines:
+// when each was logged (ms into its day) and the N it stands for.
+struct accept_failure_line {
+  long ms_of_day = 0;
+  std::uint64_t failures = 0;
+};
+std::vector<accept_failure_line> accept_failure_lines(const std::string& log) {
+  std::vector<accept_failure_line> out;
+  std::size_t line_at = 0;
+  while (line_at < log.size()) {
+    const auto eol = std::min(log.find('\n', line_at), log.size());
+    const std::string line = log.substr(line_at, eol - line_at);
+    line_at = eol + 1;
+    const auto failed = line.find("accept failed");
+    const auto count_end = line.find(" failures since the last line");
+    const auto count_at = line.rfind("; ", count_end);
+    // "2024-01-02T03:04:05.678 warning accept failed: ..."
+    if (failed == std::string::npos || count_end == std::string::npos || count_at == std::string::npos ||
+        line.size() < 23 || line[10] != 'T') {
+      continue;
+    }
+    const long h = std::strtol(line.c_str() + 11, nullptr, 10);
+    const long m = std::strtol(line.c_str() + 14, nullptr, 10);
+    const long sec = std::strtol(line.c_str() + 17, nullptr, 10);
+    const long ms = std::strtol(line.c_str() + 20, nullptr, 10);
+    out.push_back({((h * 60 + m) * 60 + sec) * 1000 + ms, std::strtoull(line.c_str() + count_at + 2, nullptr, 10)});
+  }
+  return out;
+}
+
 TEST(HostileClients, TheAcceptLoopSurvivesRunningOutOfDescriptorsAndServesOnceTheyComeBack) {
   // A daemon of its own, with 64 descriptors: far fewer than the connections below.
   // Not under the sanitizers: UBSan's vptr check probes memory through a
@@ -294,14 +326,26 @@ TEST(HostileClients, TheAcceptLoopSurvivesRunningOutOfDescriptorsAndServesOnceTh
   }
   ASSERT_TRUE(wait_until([&] { return d.output().find("accept failed") != std::string::npos; }, 10s))
       << "the daemon ran out of descriptors: " << d.output();
-  // Out of descriptors for 1.5 s, retrying every 50 ms: ~30 failures, logged
+  // Out of descriptors, retrying every 50 ms: ~20 failures a second, logged
   // a line a second (each saying how many it stands for), not a line each.
-  std::this_thread::sleep_for(1500ms);
-  const std::string log = d.output();
-  std::size_t lines = 0;
-  for (auto at = log.find("accept failed"); at != std::string::npos; at = log.find("accept failed", at + 1)) ++lines;
-  EXPECT_GE(lines, 1u);
-  EXPECT_LE(lines, 4u) << log;
+  // Waited for: a line that stands for more than one failure (a line each
+  // would never say so); it comes a second after the first.
+  std::string log;
+  std::vector<accept_failure_line> lines;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        log = d.output();
+        lines = accept_failure_lines(log);
+        return std::any_of(lines.begin(), lines.end(), [](const auto& l) { return l.failures > 1; });
+      },
+      20s))
+      << "no line stood for several failures: " << log;
+  EXPECT_GE(lines.size(), 2u);
+  EXPECT_LE(lines.size(), 4u) << log;
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const long apart = (lines[i].ms_of_day - lines[i - 1].ms_of_day + 86'400'000) % 86'400'000;
+    EXPECT_GE(apart, 900) << "a line a second at most:\n" << log;
+  }
   for (const int fd : idle) ::close(fd);  // the idle connections go: the descriptors come back
   reply r;
   ASSERT_TRUE(wait_until(
