@@ -35,10 +35,24 @@ struct FleetFaults : ::testing::Test {
             "--workers",       "2",           "--max-deliveries", extra_deliveries,
             "--drain-timeout", "2s"};
   }
+  // The same, with /metrics rendered at each scrape (workers_busy is then now's).
+  std::vector<std::string> args_with_fresh_metrics(const std::string& consumer) {
+    std::vector<std::string> a = args(consumer);
+    a.insert(a.end(), {"--metrics-cache", "0s"});
+    return a;
+  }
   fleet::redis_reply raw(std::vector<std::string> a) {
     fleet::testing::io_thread io;
     fleet::redis_connection c(io.io, redis.endpoint());
     return c.call(context(), std::move(a));
+  }
+  // Workers of the daemon on `port` running a job now (-1: no answer). Its
+  // page is rendered afresh only with --metrics-cache 0.
+  static double workers_busy(std::uint16_t port) {
+    const reply r = get(port, "/metrics", {}, 5s);
+    if (r.status != 200) return -1;
+    const double busy = metric_value(r.body, "hourglass_workers_busy");
+    return std::isnan(busy) ? -1 : busy;
   }
   std::string state_of(std::uint16_t port, const std::string& id, std::string* body = nullptr) {
     const reply r = get(port, "/v1/jobs/" + id, {}, 5s);
@@ -69,7 +83,7 @@ TEST_F(FleetFaults, KillingDaemonsAtRandomLosesNoAcceptedJobAndRecordsOneOutcome
   for (int i = 0; i < kDaemons; ++i) {
     auto m = std::make_unique<member>();
     m->name = "d" + std::to_string(i);
-    m->proc = std::make_unique<daemon_process>(args(m->name));
+    m->proc = std::make_unique<daemon_process>(args_with_fresh_metrics(m->name));
     m->port = m->proc->wait_for_port();
     ASSERT_NE(m->port.load(), 0) << m->proc->output();
     fleet.push_back(std::move(m));
@@ -77,16 +91,20 @@ TEST_F(FleetFaults, KillingDaemonsAtRandomLosesNoAcceptedJobAndRecordsOneOutcome
 
   std::atomic<bool> submitting{true};
   int kills = 0;
+  int kills_mid_job = 0;  // of a daemon whose workers were running jobs
   std::thread chaos([&] {
     std::mt19937 rng(12345);
     // Kills go on after the last submit, while the backlog runs: 8 at least.
     while (submitting || kills < 8) {
-      std::this_thread::sleep_for(300ms);
+      std::this_thread::sleep_for(300ms);  // the chaos's pace (a kill every 300 ms at most) is the scenario
       member& victim = *fleet[rng() % kDaemons];
+      // Not hoped for: the kill lands on jobs running (or, once the backlog
+      // is gone, on an idle daemon after 2 s).
+      if (wait_until([&] { return workers_busy(victim.port.load()) > 0; }, 2s)) ++kills_mid_job;
       victim.port = 0;
       victim.proc->signal(SIGKILL);
       victim.proc->wait_exit(5s);
-      victim.proc = std::make_unique<daemon_process>(args(victim.name));  // the same name again
+      victim.proc = std::make_unique<daemon_process>(args_with_fresh_metrics(victim.name));  // the same name again
       victim.port = victim.proc->wait_for_port();
       ++kills;
     }
@@ -118,6 +136,7 @@ TEST_F(FleetFaults, KillingDaemonsAtRandomLosesNoAcceptedJobAndRecordsOneOutcome
   submitting = false;
   chaos.join();
   EXPECT_GE(kills, 8) << "the chaos must have happened";
+  EXPECT_GE(kills_mid_job, 8) << "killed while running jobs, " << kills_mid_job << " times of " << kills;
 
   // Every accepted job ends ok, readable from every daemon, with one outcome.
   std::map<std::string, std::string> final_state;
@@ -227,7 +246,7 @@ TEST_F(FleetFaults, APoisonJobIsDeadLetteredAfterMaxDeliveriesWithoutALoop) {
 }
 
 TEST_F(FleetFaults, ABrokerKilledAndRestartedLosesNoJobThatGotA202) {
-  daemon_process d(args("b"));
+  daemon_process d(args_with_fresh_metrics("b"));
   const std::uint16_t port = d.wait_for_port();
   ASSERT_NE(port, 0) << d.output();
   std::vector<std::string> accepted;
@@ -236,6 +255,7 @@ TEST_F(FleetFaults, ABrokerKilledAndRestartedLosesNoJobThatGotA202) {
     ASSERT_EQ(r.status, 202u) << r.body;
     accepted.push_back(json_string(r.body, "id"));
   }
+  ASSERT_TRUE(wait_until([&] { return workers_busy(port) > 0; }, 20s)) << "no job ran";
   redis.kill9();  // jobs are queued and running; appendfsync always has them on disk
   int refused_while_down = 0;
   for (int i = 0; i < 5; ++i) {
@@ -244,7 +264,9 @@ TEST_F(FleetFaults, ABrokerKilledAndRestartedLosesNoJobThatGotA202) {
     if (r.status == 503 && json_string(r.body, "error") == "broker_unavailable") ++refused_while_down;
   }
   EXPECT_EQ(refused_while_down, 5);
-  std::this_thread::sleep_for(300ms);  // running jobs finish while the broker is away
+  // The jobs that were running finish while the broker is away (and none
+  // starts without it): their outcomes wait for it.
+  ASSERT_TRUE(wait_until([&] { return workers_busy(port) == 0; }, 20s)) << "jobs ran on without the broker";
   redis.restart();
   for (const std::string& id : accepted) {
     std::string body;
