@@ -7,7 +7,8 @@
 #include <thread>
 #include <vector>
 
-namespace hourglass {
+// Its own namespace: a unity build puts it beside files with constants of the same names.
+namespace hourglass::admission_queue_tests {
 namespace {
 
 using namespace std::chrono_literals;
@@ -177,4 +178,4 @@ TEST(AdmissionQueue, ConcurrentProducersAndConsumers) {
 }
 
 }  // namespace
-}  // namespace hourglass
+}  // namespace hourglass::admission_queue_tests

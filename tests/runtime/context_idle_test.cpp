@@ -7,7 +7,8 @@
 
 #include "hourglass/context.hpp"
 
-namespace hourglass {
+// Its own namespace: a unity build puts it beside files with constants of the same names.
+namespace hourglass::context_idle_tests {
 namespace {
 
 using namespace std::chrono_literals;
@@ -120,4 +121,4 @@ TEST(ContextIdle, NoLimitMeansNoIdleClock) {
 }
 
 }  // namespace
-}  // namespace hourglass
+}  // namespace hourglass::context_idle_tests

@@ -13,7 +13,8 @@
 #include "hourglass/clock.hpp"
 #include "hourglass/context.hpp"
 
-namespace hourglass {
+// Its own namespace: a unity build puts it beside files with constants of the same names.
+namespace hourglass::retry_tests {
 namespace {
 
 using namespace std::chrono_literals;
@@ -851,4 +852,4 @@ TEST(RetryCall, RealClockSmoke) {
 }
 
 }  // namespace
-}  // namespace hourglass
+}  // namespace hourglass::retry_tests

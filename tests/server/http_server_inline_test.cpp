@@ -33,7 +33,7 @@ handler_options in_place() {
 
 // One worker, a handler that reports its thread from that worker
 // ("worker"), the same run inline ("inline"), and an inline one that fails.
-struct one_worker {
+struct one_worker_server {
   test_server srv{
       [] {
         server_options o = test_options();
@@ -65,7 +65,7 @@ struct one_worker {
 };
 
 TEST(HttpServerInline, RunsOnTheIoThreadWhenAWorkerIdles) {
-  one_worker w;
+  one_worker_server w;
   const std::string worker = w.worker_thread();
   ASSERT_TRUE(w.worker_idles());
   const reply r = post(w.srv.port(), "/v1/jobs/inline", "", {{"Request-Timeout", "2S"}});
@@ -81,7 +81,7 @@ TEST(HttpServerInline, RunsOnTheIoThreadWhenAWorkerIdles) {
 }
 
 TEST(HttpServerInline, AnInlineFailureIsAnsweredAndCountedAsAnyJob) {
-  one_worker w;
+  one_worker_server w;
   ASSERT_TRUE(w.worker_idles());
   const reply r = post(w.srv.port(), "/v1/jobs/inline-bad", "");
   ASSERT_TRUE(r.ok) << r.error;
@@ -93,7 +93,7 @@ TEST(HttpServerInline, AnInlineFailureIsAnsweredAndCountedAsAnyJob) {
 }
 
 TEST(HttpServerInline, QueuedForAWorkerWhenNoneIdles) {
-  one_worker w;
+  one_worker_server w;
   const std::string worker = w.worker_thread();
   client busy(w.srv.port());
   auto sleeping = std::async(std::launch::async, [&] { return busy.post("/v1/jobs/sleep", R"({"ms": 300})"); });
@@ -110,7 +110,7 @@ TEST(HttpServerInline, QueuedForAWorkerWhenNoneIdles) {
 }
 
 TEST(HttpServerInline, StreamingHandlersAlwaysGoToAWorker) {
-  one_worker w;
+  one_worker_server w;
   const std::string worker = w.worker_thread();
   ASSERT_TRUE(w.worker_idles());
   const reply r = post(w.srv.port(), "/v1/jobs/inline-stream", "");
@@ -120,7 +120,7 @@ TEST(HttpServerInline, StreamingHandlersAlwaysGoToAWorker) {
 }
 
 TEST(HttpServerInline, EchoAnswersAndIsCountedAsBefore) {
-  one_worker w;
+  one_worker_server w;
   ASSERT_TRUE(w.worker_idles());
   for (int i = 0; i < 20; ++i) {
     const reply r = post(w.srv.port(), "/v1/jobs/echo", "hello " + std::to_string(i), {{"Content-Type", "text/plain"}});
