@@ -182,7 +182,7 @@ consumer::impl::run_value consumer::impl::start_and_run(const context& ctx, cons
   job.handler = std::move(a.handler);
   job.payload = std::move(a.payload);
   job.content_type = std::move(a.content_type);
-  job.idempotency_key = a.idempotency_key.empty() ? job_id : std::move(a.idempotency_key);
+  job.idempotency_key = a.idempotency_key.empty() ? std::string(job_id) : std::move(a.idempotency_key);
   job.delivery = a.deliveries;
   {
     std::lock_guard lock(mu);

@@ -100,8 +100,8 @@ constexpr held_step on_held_event(held_state s, held_event e) noexcept {
     case st::giving_back:
       switch (e) {
         case ev::submitted: return {s, act::stop};  // drained before its handle was here
-        case ev::job_ended: return {st::handing_back, act::hand_back};
-        case ev::drain_deadline: return {st::handing_back, act::hand_back};  // stopped, not ended yet
+        case ev::job_ended:
+        case ev::drain_deadline: return {st::handing_back, act::hand_back};  // ended, or stopped and not ended yet
         default: break;  // going back whatever happens: not started, not stopped twice, not fenced
       }
       break;
