@@ -25,7 +25,7 @@ call_verdict verdict_of(const status& answer, bool had_needed_budget) noexcept {
     // An upstream given less than it needs was bound to run out: that says
     // nothing about its health.
     case outcome::deadline_exceeded: return had_needed_budget ? call_verdict::failure : call_verdict::ignored;
-    case outcome::cancelled: return call_verdict::ignored;
+    case outcome::cancelled:
     case outcome::invalid: return call_verdict::ignored;
   }
   return call_verdict::ignored;

@@ -14,7 +14,7 @@ namespace hourglass {
 
 namespace detail {
 
-__extension__ typedef unsigned __int128 wide;  // products of ticks and ns overflow 64 bits
+__extension__ using wide = unsigned __int128;  // products of ticks and ns overflow 64 bits
 
 std::uint64_t tsc_ns_per_tick_q32(std::uint64_t tsc0, time_point at0, std::uint64_t tsc1, time_point at1) noexcept {
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(at1 - at0).count();

@@ -148,7 +148,7 @@ void metrics::on_rejected(handler_metrics& h, reject_reason reason) noexcept {
     case reject_reason::broker_unavailable: h.rejected_broker_unavailable.add(); break;
     // Never an admission refusal: a job that ran and whose call an open
     // breaker refused (count_finish counts it as finished, rejected).
-    case reject_reason::circuit_open: break;
+    case reject_reason::circuit_open:
     case reject_reason::none: break;
   }
 }
