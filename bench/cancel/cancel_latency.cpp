@@ -29,7 +29,7 @@ using namespace std::chrono_literals;
 
 enum class wait_kind { sleep_for, asio_timer };
 
-struct tally {
+struct cancel_tally {
   log_histogram past{log_histogram::three_digits_precision};
   std::atomic<std::uint64_t> early{0};
   std::atomic<std::uint64_t> not_measured{0};
@@ -45,13 +45,13 @@ struct tally {
 
 // Blocks until the context stops it, on a timer an hour away that only the
 // context's deadline can cut short; records when the wait ended.
-void wait_in_sleep_for(const context& ctx, tally& t) {
+void wait_in_sleep_for(const context& ctx, cancel_tally& t) {
   const time_point deadline = ctx.deadline();
   ctx.sleep_for(1h);
   t.seen(deadline, steady::now());
 }
 
-void wait_on_asio_timer(const context& ctx, tally& t) {
+void wait_on_asio_timer(const context& ctx, cancel_tally& t) {
   thread_local boost::asio::io_context io;  // one per worker; run only by it
   const time_point deadline = ctx.deadline();
   time_point ended{};
@@ -73,7 +73,7 @@ void wait_on_asio_timer(const context& ctx, tally& t) {
 // what the machine's timers and scheduler cost by themselves. With a
 // `spin_margin`, each wait wakes that much early and spins to its deadline;
 // `spun` adds up the time spent spinning.
-histogram_snapshot measure_bare_waits(const cancel_options& o, duration spin_margin, tally& t,
+histogram_snapshot measure_bare_waits(const cancel_options& o, duration spin_margin, cancel_tally& t,
                                       std::atomic<std::int64_t>& spun) {
   std::vector<std::thread> threads;
   const std::size_t per_thread = (o.jobs + o.concurrency - 1) / o.concurrency;
@@ -100,7 +100,7 @@ histogram_snapshot measure_bare_waits(const cancel_options& o, duration spin_mar
   return t.past.snapshot();
 }
 
-histogram_snapshot measure(const cancel_options& o, wait_kind kind, tally& t) {
+histogram_snapshot measure(const cancel_options& o, wait_kind kind, cancel_tally& t) {
   executor_options eo;
   eo.workers = o.concurrency;
   eo.queue_capacity = o.concurrency * 2 + 64;
@@ -155,18 +155,18 @@ cancel_report run_cancel(const cancel_options& o, const std::function<void(const
   cancel_report r;
   r.options = o;
   {
-    tally t;
+    cancel_tally t;
     std::atomic<std::int64_t> spun{0};
     r.bare_wait = measure_bare_waits(o, duration::zero(), t, spun);
   }
   if (o.spin_margin > duration::zero()) {
-    tally t;
+    cancel_tally t;
     std::atomic<std::int64_t> spun{0};
     r.spin_wait = measure_bare_waits(o, o.spin_margin, t, spun);
     if (r.spin_wait.count != 0) r.spin_per_wait = duration(spun.load() / static_cast<std::int64_t>(r.spin_wait.count));
   }
   for (const wait_kind kind : {wait_kind::sleep_for, wait_kind::asio_timer}) {
-    tally t;
+    cancel_tally t;
     const histogram_snapshot h = measure(o, kind, t);
     (kind == wait_kind::sleep_for ? r.sleep_for : r.asio_timer) = h;
     r.early += t.early.load();

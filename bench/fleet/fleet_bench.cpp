@@ -167,7 +167,7 @@ double hourglass_rate(broker_io& b, std::size_t consumers, const fleet_options& 
 
 // ---- goodput under overload ----
 
-struct tally {
+struct fleet_tally {
   std::atomic<std::uint64_t> offered{0}, refused{0}, ran{0}, in_time{0}, late{0};
 };
 
@@ -182,7 +182,7 @@ bool started_in_time(const std::string& payload, duration freshness) {
 // sends at once to catch up (the schedule, not the broker, sets the load).
 // Returns how long the offering took (longer than `length` when the
 // producers could not keep up: goodput is counted over this).
-double offer(broker_io& b, double rate, const fleet_options& o, tally& t,
+double offer(broker_io& b, double rate, const fleet_options& o, fleet_tally& t,
              const std::function<void(redis_connection&)>& send_one) {
   const auto t0 = steady::now();
   const auto total = static_cast<std::uint64_t>(rate * seconds(o.length));
@@ -202,7 +202,7 @@ double offer(broker_io& b, double rate, const fleet_options& o, tally& t,
   return std::max(seconds(steady::now() - t0), seconds(o.length));
 }
 
-fleet_goodput finish_goodput(const char* who, double load, double rate, double offered_for, const tally& t) {
+fleet_goodput finish_goodput(const char* who, double load, double rate, double offered_for, const fleet_tally& t) {
   fleet_goodput g;
   g.consumer = who;
   g.load = load;
@@ -220,7 +220,7 @@ fleet_goodput finish_goodput(const char* who, double load, double rate, double o
 fleet_goodput hourglass_goodput(broker_io& b, double load, double rate, const fleet_options& o) {
   auto admin = b.connect();
   const std::string name = unique("ov-" + std::to_string(static_cast<int>(load * 10)));
-  tally t;
+  fleet_tally t;
   fleet::job_runner sleeper{.run = [&](const context& ctx, const fleet::delivered_job& j) {
     const bool in_time = started_in_time(j.payload, o.freshness);
     ctx.sleep_for(o.service_time);
@@ -250,7 +250,7 @@ fleet_goodput naive_goodput(broker_io& b, double load, double rate, const fleet_
   auto admin = b.connect();
   const std::string key = unique("naive-" + std::to_string(static_cast<int>(load * 10)));
   must(*admin, {"XGROUP", "CREATE", key, "g", "0", "MKSTREAM"});
-  tally t;
+  fleet_tally t;
   std::atomic<bool> stop{false};
   std::vector<std::thread> workers;
   for (std::size_t i = 0; i < o.overload_consumers * o.slots; ++i) {

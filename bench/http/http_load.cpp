@@ -257,7 +257,7 @@ class load_run {
   log_histogram expired_past_budget_{log_histogram::three_digits_precision};
 };
 
-double ms(std::uint64_t ns) { return static_cast<double>(ns) / 1e6; }
+double ns_to_ms(std::uint64_t ns) { return static_cast<double>(ns) / 1e6; }
 
 void add_map(support::json_writer& j, const std::map<std::string, std::uint64_t>& m) {
   j.begin_object();
@@ -298,14 +298,16 @@ void print_table(std::ostream& out, const http_report& r) {
   std::snprintf(line, sizeof line,
                 "latency of ok responses from the scheduled send (ms): p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  "
                 "max %.3f\nmax generator lag %.3f ms over %.2f s\n",
-                ms(h.value_at_quantile(0.5)), ms(h.value_at_quantile(0.9)), ms(h.value_at_quantile(0.99)),
-                ms(h.value_at_quantile(0.999)), ms(h.count ? h.max_ns : 0), r.max_send_lag_ms, r.elapsed_s);
+                ns_to_ms(h.value_at_quantile(0.5)), ns_to_ms(h.value_at_quantile(0.9)),
+                ns_to_ms(h.value_at_quantile(0.99)), ns_to_ms(h.value_at_quantile(0.999)),
+                ns_to_ms(h.count ? h.max_ns : 0), r.max_send_lag_ms, r.elapsed_s);
   out << line;
   if (const auto& e = r.expired_past_budget; e.count > 0) {
     std::snprintf(line, sizeof line,
                   "504s after the budget (ms): p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  (%llu answers)\n",
-                  ms(e.value_at_quantile(0.5)), ms(e.value_at_quantile(0.9)), ms(e.value_at_quantile(0.99)),
-                  ms(e.value_at_quantile(0.999)), ms(e.max_ns), static_cast<unsigned long long>(e.count));
+                  ns_to_ms(e.value_at_quantile(0.5)), ns_to_ms(e.value_at_quantile(0.9)),
+                  ns_to_ms(e.value_at_quantile(0.99)), ns_to_ms(e.value_at_quantile(0.999)), ns_to_ms(e.max_ns),
+                  static_cast<unsigned long long>(e.count));
     out << line;
   }
 }
