@@ -51,6 +51,7 @@ void BM_Moodycamel_RoundTrip(benchmark::State& state) {
   moodycamel::BlockingConcurrentQueue<std::function<void()>> q;
   std::atomic<bool> stop{false};
   std::vector<std::thread> workers;
+  workers.reserve(static_cast<std::size_t>(state.range(0)));
   for (int w = 0; w < state.range(0); ++w) {
     workers.emplace_back([&] {
       std::function<void()> fn;

@@ -113,7 +113,7 @@ void misbehaving_client::on_connected() {
   if (kind_ == misbehaving_kind::never_read) {
     out.clear();
     for (int i = 0; i < never_reader_requests; ++i) {
-      out.push_back(asio::buffer(request_));
+      out.emplace_back(asio::buffer(request_));
       out.push_back(asio::buffer(echo_body()));
     }
   }
