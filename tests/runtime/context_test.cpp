@@ -19,6 +19,7 @@
 #endif
 
 #include "common/eventually.hpp"
+#include "common/thread_state.hpp"
 
 namespace hourglass {
 namespace {
@@ -43,16 +44,7 @@ class interleaving_clock final : public clock {
   std::function<void()> before_next_schedule;  // set before the sleeper starts
 };
 
-#ifdef __linux__
-// This process's thread `tid` is asleep in the kernel (state S: blocked in a
-// wait), as /proc tells.
-bool thread_sleeps(pid_t tid) {
-  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/stat");
-  const std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  const auto paren = stat.rfind(')');  // the state follows the command name: "tid (name) S ..."
-  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'S';
-}
-#endif
+using ::hourglass::testing::thread_sleeps;
 
 TEST(Context, BackgroundNeverStops) {
   manual_clock clk;

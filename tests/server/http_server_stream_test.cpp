@@ -22,6 +22,7 @@
 #include <unistd.h>
 #endif
 
+#include "common/thread_state.hpp"
 #include "hourglass/clock.hpp"
 #include "hourglass/server/http_server.hpp"
 #include "test_support.hpp"
@@ -45,21 +46,8 @@ std::string trailers_of(const std::string& raw) {
   return end == npos ? std::string() : raw.substr(at + 5, end + 4 - (at + 5));
 }
 
-// The calling thread's id, and whether this process's thread `tid` is asleep
-// in the kernel (state S: blocked in a wait), as /proc tells. Elsewhere than
-// Linux nobody can tell: every thread counts as asleep.
-#ifdef __linux__
-long this_thread_id() { return ::syscall(SYS_gettid); }
-bool thread_sleeps(long tid) {
-  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/stat");
-  const std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  const auto paren = stat.rfind(')');  // the state follows the command name: "tid (name) S ..."
-  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'S';
-}
-#else
-long this_thread_id() { return 0; }
-bool thread_sleeps(long) { return true; }
-#endif
+using ::hourglass::testing::this_thread_id;
+using ::hourglass::testing::thread_sleeps;
 
 // Reads on until the stream's trailers are in `raw` (or `limit` passes).
 void read_to_the_end(raw_socket& s, std::string& raw, std::chrono::milliseconds limit = 5s) {

@@ -18,27 +18,15 @@
 #endif
 
 #include "common/eventually.hpp"
+#include "common/thread_state.hpp"
 
 namespace hourglass::server::detail {
 namespace {
 
 using namespace std::chrono_literals;
 
-// The calling thread's id, and whether this process's thread `tid` is asleep
-// in the kernel (state S: blocked in a wait), as /proc tells. Elsewhere than
-// Linux nobody can tell: every thread counts as asleep.
-#ifdef __linux__
-long this_thread_id() { return ::syscall(SYS_gettid); }
-bool thread_sleeps(long tid) {
-  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/stat");
-  const std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  const auto paren = stat.rfind(')');  // the state follows the command name: "tid (name) S ..."
-  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'S';
-}
-#else
-long this_thread_id() { return 0; }
-bool thread_sleeps(long) { return true; }
-#endif
+using ::hourglass::testing::this_thread_id;
+using ::hourglass::testing::thread_sleeps;
 
 // A page that says how many times it was rendered.
 struct counting_render {
