@@ -370,6 +370,7 @@ struct bad_request_case {
 };
 
 TEST(HostileClients, MalformedOversizeAndSmugglingShapesAreRefusedAndEnqueueNothing) {
+  using namespace std::string_literals;  // "garbage" holds NUL bytes
   const std::string post_echo = "POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\n";
   const std::vector<bad_request_case> cases = {
       {"headers over 8 KiB", post_echo + "X-Pad: " + std::string(9000, 'p') + "\r\nContent-Length: 1\r\n\r\nx", 431},
@@ -377,7 +378,7 @@ TEST(HostileClients, MalformedOversizeAndSmugglingShapesAreRefusedAndEnqueueNoth
       {"Content-Length over --max-body", post_echo + "Content-Length: 2000000\r\n\r\n", 413},
       {"a chunked body over --max-body",
        post_echo + "Transfer-Encoding: chunked\r\n\r\n100000\r\n" + std::string(0x100000, 'c') + "\r\n0\r\n\r\n", 413},
-      {"garbage", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 not http at all\r\n\r\n", 400},
+      {"garbage", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 not http at all\r\n\r\n"s, 400},
       {"a bad chunk size", post_echo + "Transfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n", 400},
       {"a chunk size that overflows",
        post_echo + "Transfer-Encoding: chunked\r\n\r\nffffffffffffffffffff\r\nabc\r\n0\r\n\r\n", 400},

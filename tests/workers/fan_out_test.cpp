@@ -24,13 +24,13 @@ TEST(FanOut, AllOfFirstFailureCancelsSiblings) {
   context_source parent = context_source::with_timeout(clk, 10s);
   std::vector<branch_fn<int>> branches;
   for (int i = 0; i < 2; ++i) {
-    branches.push_back([](const context& ctx) {
+    branches.emplace_back([](const context& ctx) {
       ctx.sleep_for(1h);  // until a sibling's failure stops it
       ctx.check();
       return 1;
     });
   }
-  branches.push_back([&](const context&) -> int {
+  branches.emplace_back([&](const context&) -> int {
     EXPECT_TRUE(clk.wait_for_timers(3));  // both siblings are asleep: parent deadline + 2 sleeps
     throw std::runtime_error("branch 2 failed");
   });
@@ -49,7 +49,7 @@ TEST(FanOut, AllOfCollectsEveryResultInOrder) {
   executor ex(two_workers(clk));
   context_source parent(clk);
   std::vector<branch_fn<int>> branches;
-  for (int i = 0; i < 10; ++i) branches.push_back([i](const context&) { return i * i; });
+  for (int i = 0; i < 10; ++i) branches.emplace_back([i](const context&) { return i * i; });
   auto results = all_of<int>(ex, parent, branches, {.max_concurrency = 2});
   for (int i = 0; i < 10; ++i) {
     ASSERT_TRUE(results[static_cast<std::size_t>(i)].ok());
@@ -64,13 +64,13 @@ TEST(FanOut, FirstOfWinnerCancelsLosers) {
   std::atomic<int> losers_stopped{0};
   std::vector<branch_fn<std::string>> branches;
   for (int i = 0; i < 2; ++i) {
-    branches.push_back([&](const context& ctx) -> std::string {
+    branches.emplace_back([&](const context& ctx) -> std::string {
       if (!ctx.sleep_for(1h)) losers_stopped++;
       ctx.check();
       return "slow";
     });
   }
-  branches.push_back([&](const context&) -> std::string {
+  branches.emplace_back([&](const context&) -> std::string {
     EXPECT_TRUE(clk.wait_for_timers(3));
     return "fast";
   });
@@ -87,7 +87,7 @@ TEST(FanOut, ConcurrencyIsBounded) {
   std::atomic<int> running{0}, peak{0}, ran{0};
   std::vector<branch_fn<void>> branches;
   for (int i = 0; i < 12; ++i) {
-    branches.push_back([&](const context&) {
+    branches.emplace_back([&](const context&) {
       const int now = ++running;
       int p = peak.load();
       while (now > p && !peak.compare_exchange_weak(p, now)) {
@@ -111,7 +111,7 @@ TEST(FanOut, BranchesShareTheCallersDeadline) {
   context_source parent(clk, t0 + 100ms);
   std::vector<branch_fn<int>> branches;
   for (int i = 0; i < 3; ++i) {
-    branches.push_back([](const context& ctx) {
+    branches.emplace_back([](const context& ctx) {
       ctx.sleep_for(1h);
       ctx.check();
       return 0;
