@@ -18,6 +18,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/eventually.hpp"
 #include "common/process.hpp"
 #include "hourglass/support/json.hpp"
 
@@ -171,12 +172,7 @@ void raw_socket::close() {
 }
 
 bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  for (;;) {
-    if (pred()) return true;
-    if (std::chrono::steady_clock::now() >= end) return false;
-    std::this_thread::sleep_for(5ms);
-  }
+  return test_common::eventually(pred, limit);
 }
 
 server_options test_options() {

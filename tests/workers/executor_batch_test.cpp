@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/eventually.hpp"
+
 namespace hourglass {
 namespace {
 
@@ -294,16 +296,7 @@ TEST(ExecutorBatch, LargeRecordsAndThrowingCopiesAreHandled) {
   for (auto& h : hs) EXPECT_EQ(h.get().value(), 7);
 }
 
-// Polls (real time) until `pred` holds, for at most `limit`.
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = 10s) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
+using test_common::eventually;
 
 // Regression: a worker took up to 16 jobs at once, and one slow job among
 // them stranded the rest while the other worker idled.
