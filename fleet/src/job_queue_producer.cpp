@@ -3,6 +3,7 @@
 // a round trip, and a daemon pipelines every client's calls on one
 // connection. The blocking forms wait for the same chains.
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 
@@ -93,7 +94,39 @@ bool state_matches(std::string_view state, std::string_view filter) {
 
 }  // namespace
 
-// ---- scripts: EVALSHA, loading the script first and again after NOSCRIPT ----
+// ---- scripts: EVALSHA, loading the script where the broker lacks it ----
+
+namespace {
+
+// Each script's SHA1, remembered for the whole process: it is a function of
+// the text alone, the same on every broker, so a job_queue made for one call
+// (or one more broker) does not load the scripts again. A broker that lacks
+// a script (new, restarted, flushed) answers NOSCRIPT and the call loads it.
+class script_shas {
+ public:
+  static std::string of(std::string_view script) {
+    std::lock_guard lock(mu());
+    const auto it = map().find(script.data());
+    return it == map().end() ? std::string() : it->second;
+  }
+  static void remember(std::string_view script, const std::string& sha) {
+    std::lock_guard lock(mu());
+    map()[script.data()] = sha;
+  }
+
+ private:
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  // Keyed by the text's address: the scripts are the generated constants.
+  static std::map<const char*, std::string>& map() {
+    static std::map<const char*, std::string> m;
+    return m;
+  }
+};
+
+}  // namespace
 
 struct job_queue::eval_call {
   context ctx;
@@ -109,41 +142,29 @@ void job_queue::async_eval(const context& ctx, std::string_view script, std::vec
 }
 
 void job_queue::send_eval(std::shared_ptr<eval_call> call) {
-  std::string sha;
-  {
-    std::lock_guard lock(mu_);
-    sha = shas_[call->script.data()];
-  }
-  if (sha.empty()) {
-    if (++call->loads > 2) {
-      return call->done(failed<redis_reply>(
-          std::make_exception_ptr(redis_unavailable("redis: the broker keeps forgetting our scripts"))));
-    }
-    redis_.async_call(call->ctx, {"SCRIPT", "LOAD", std::string(call->script)}, [this, call](redis_result r) {
-      if (auto e = error_of(r)) return call->done(failed<redis_reply>(e));
-      if (!r.reply.is_string()) return call->done(failed<redis_reply>(broker_error_ptr("SCRIPT LOAD", r.reply)));
-      {
-        std::lock_guard lock(mu_);
-        shas_[call->script.data()] = r.reply.str;
-      }
-      send_eval(call);
-    });
-    return;
-  }
+  std::string sha = script_shas::of(call->script);
+  if (sha.empty()) return load_script(std::move(call));
   std::vector<std::string> cmd{"EVALSHA", std::move(sha), std::to_string(call->keys.size())};
   cmd.insert(cmd.end(), call->keys.begin(), call->keys.end());
   cmd.insert(cmd.end(), call->args.begin(), call->args.end());
   redis_.async_call(call->ctx, std::move(cmd), [this, call](redis_result r) {
     if (auto e = error_of(r)) return call->done(failed<redis_reply>(e));
-    if (r.reply.is_error() && r.reply.str.rfind("NOSCRIPT", 0) == 0) {  // a restarted broker forgot it
-      {
-        std::lock_guard lock(mu_);
-        shas_[call->script.data()].clear();
-      }
-      return send_eval(call);
-    }
+    if (r.reply.is_error() && r.reply.str.rfind("NOSCRIPT", 0) == 0) return load_script(call);
     if (r.reply.is_error()) return call->done(failed<redis_reply>(broker_error_ptr("script", r.reply)));
     call->done(answer(std::move(r.reply)));
+  });
+}
+
+void job_queue::load_script(std::shared_ptr<eval_call> call) {
+  if (++call->loads > 2) {
+    return call->done(failed<redis_reply>(
+        std::make_exception_ptr(redis_unavailable("redis: the broker keeps forgetting our scripts"))));
+  }
+  redis_.async_call(call->ctx, {"SCRIPT", "LOAD", std::string(call->script)}, [this, call](redis_result r) {
+    if (auto e = error_of(r)) return call->done(failed<redis_reply>(e));
+    if (!r.reply.is_string()) return call->done(failed<redis_reply>(broker_error_ptr("SCRIPT LOAD", r.reply)));
+    script_shas::remember(call->script, r.reply.str);
+    send_eval(call);
   });
 }
 

@@ -212,6 +212,25 @@ TEST_F(JobQueue, ABrokerThatForgotOurScriptsGetsThemAgain) {
   EXPECT_EQ(xlen(), 2);
 }
 
+// SCRIPT LOAD calls the broker has answered (INFO commandstats).
+long long script_loads(redis_connection& r) {
+  const std::string info = r.call(context(), {"INFO", "commandstats"}).str;
+  const std::string tag = "cmdstat_script|load:calls=";
+  const auto at = info.find(tag);
+  return at == std::string::npos ? 0 : std::stoll(info.substr(at + tag.size()));
+}
+
+TEST_F(JobQueue, AQueueMadeForOneCallLoadsNoScriptTheProcessAlreadyLoaded) {
+  ASSERT_EQ(queue.enqueue(context(), echo()).verdict, enqueued::kind::accepted);
+  const long long loads = script_loads(inspect);
+  for (int i = 0; i < 5; ++i) {
+    job_queue once(redis, {.clock = &clk});
+    ASSERT_EQ(once.enqueue(context(), echo()).verdict, enqueued::kind::accepted);
+  }
+  EXPECT_EQ(script_loads(inspect), loads) << "each script's SHA is the process's, not one queue's";
+  EXPECT_EQ(xlen(), 6);
+}
+
 TEST_F(JobQueue, ABrokerThatIsDownAcceptsNothing) {
   server.kill9();
   EXPECT_THROW(queue.enqueue(context(), echo()), redis_unavailable);

@@ -30,7 +30,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -115,6 +114,9 @@ enum class finish_result { first, duplicate, unknown };
 class job_queue {
  public:
   job_queue(redis_connection& redis, queue_options options);
+  // Calls in flight hold `this`: a queue stays where it was made.
+  job_queue(const job_queue&) = delete;
+  job_queue& operator=(const job_queue&) = delete;
 
   // Creates the stream and its consumer group if missing (idempotent).
   void ensure_group(const context& ctx);
@@ -197,6 +199,7 @@ class job_queue {
   void async_eval(const context& ctx, std::string_view script, std::vector<std::string> keys,
                   std::vector<std::string> args, answer_fn<redis_reply> done);
   void send_eval(std::shared_ptr<eval_call> call);
+  void load_script(std::shared_ptr<eval_call> call);
   void async_ensure_group(const context& ctx, answer_fn<bool> done);
   struct enqueue_call;
   void enqueue_snapshot_read(std::shared_ptr<enqueue_call> call, async_answer<redis_reply> snap);
@@ -204,8 +207,6 @@ class job_queue {
 
   redis_connection& redis_;
   queue_options options_;
-  std::mutex mu_;
-  std::map<const char*, std::string> shas_;  // script (its text's address) -> SHA1 from SCRIPT LOAD
 };
 
 // A new job id: 32 hex digits from a CSPRNG-seeded generator.
