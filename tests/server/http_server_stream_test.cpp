@@ -207,20 +207,25 @@ TEST(HttpServerStream, ASlowReaderHoldsTheHandlerBackAndTheWaitIsNotProgress) {
   raw_socket s(srv.port(), 4096);
   ASSERT_TRUE(s.send(post_request("/v1/jobs/flood", "", {{"Request-Timeout", "30S"}, {"Job-Idle-Timeout", "1S"}})));
   // Held back: the handler's thread asleep inside one write, its output the
-  // same at two looks in a row (appending 64 KiB never sleeps; only waiting
-  // for the reader does).
+  // same, for 200 ms in a row (appending 64 KiB never sleeps; only waiting for
+  // the reader does, and a reader whose window is shut lets nothing more out).
+  // Two looks a poll apart were not enough: under TSan a write can wait a few
+  // milliseconds for the server's I/O thread, then go on.
   std::uint64_t held_at = 0;
-  bool asleep_before = false;
+  auto held_since = std::chrono::steady_clock::now();
   ASSERT_TRUE(wait_until(
       [&] {
         const auto now_written = written.load();
         const bool asleep = inside_write.load() == 1 && handler_thread.load() != 0 &&
                             thread_sleeps(handler_thread.load()) && inside_write.load() == 1 &&
                             written.load() == now_written;  // asleep, and inside the same write all along
-        const bool held = asleep && asleep_before && now_written == held_at;
-        asleep_before = asleep;
-        held_at = now_written;
-        return held;
+        const auto now = std::chrono::steady_clock::now();
+        if (!asleep || now_written != held_at) {
+          held_at = now_written;
+          held_since = now;
+          return false;
+        }
+        return now - held_since >= 200ms;
       },
       60s))
       << "the handler was never held back";
