@@ -8,9 +8,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <ostream>
+#include <semaphore>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -67,6 +70,29 @@ std::uint64_t redis_calls(redis_connection& c) {
   return total;
 }
 
+// Redis's CPU so far, user + system, in microseconds (INFO cpu).
+double redis_cpu_us(redis_connection& c) {
+  const std::string info = must(c, {"INFO", "cpu"}).str;
+  double total = 0;
+  for (const char* k : {"used_cpu_sys:", "used_cpu_user:"}) {
+    if (const auto pos = info.find(k); pos != std::string::npos)
+      total += std::strtod(info.c_str() + pos + std::strlen(k), nullptr);
+  }
+  return total * 1e6;
+}
+
+// What the broker did for a run: commands and CPU, from two readings.
+struct broker_cost {
+  explicit broker_cost(redis_connection& c) : admin(c), calls0(redis_calls(c)), cpu0(redis_cpu_us(c)) {}
+  double calls_per(std::uint64_t jobs) const {
+    return static_cast<double>(redis_calls(admin) - calls0) / static_cast<double>(jobs);
+  }
+  double cpu_us_per(std::uint64_t jobs) const { return (redis_cpu_us(admin) - cpu0) / static_cast<double>(jobs); }
+  redis_connection& admin;
+  std::uint64_t calls0;
+  double cpu0;
+};
+
 double seconds(steady::duration d) { return std::chrono::duration<double>(d).count(); }
 
 std::string unique(const std::string& what) { return "bench-" + what + "-" + std::to_string(::getpid()); }
@@ -75,41 +101,64 @@ void drop_queue(redis_connection& c, const std::string& name) {
   for (const char* k : {"stream", "slots", "stats", "dead"}) must(c, {"DEL", "hg:{" + name + "}:" + k});
 }
 
+// Runs send(i, done) for i in [first, n) by `step`, at most `window` in
+// flight (done() ends one), and waits for all: a pipelined client.
+void windowed(std::uint64_t first, std::uint64_t n, std::uint64_t step, std::size_t window,
+              const std::function<void(std::uint64_t, std::function<void()>)>& send) {
+  std::counting_semaphore<> room(static_cast<std::ptrdiff_t>(window));
+  for (std::uint64_t i = first; i < n; i += step) {
+    room.acquire();
+    send(i, [&room] { room.release(); });
+  }
+  for (std::size_t i = 0; i < window; ++i) room.acquire();
+}
+
 // ---- the broker's own limit ----
 
-double raw_rate(broker_io& b, std::size_t consumers, std::uint64_t jobs, std::size_t producers, double& calls_per_job) {
+double raw_rate(broker_io& b, std::size_t consumers, const fleet_options& o, double& calls_per_job) {
   auto admin = b.connect();
   const std::string key = unique("raw-" + std::to_string(consumers));
   must(*admin, {"XGROUP", "CREATE", key, "g", "0", "MKSTREAM"});
-  const std::uint64_t calls0 = redis_calls(*admin);
+  const broker_cost cost(*admin);
   std::atomic<std::uint64_t> acked{0};
   const auto t0 = steady::now();
   std::vector<std::thread> threads;
-  for (std::size_t p = 0; p < producers; ++p) {
+  for (std::size_t p = 0; p < o.producers; ++p) {
     threads.emplace_back([&, p] {
       auto c = b.connect();
-      for (std::uint64_t i = p; i < jobs; i += producers) must(*c, {"XADD", key, "*", "id", std::to_string(i)});
+      windowed(p, o.jobs, o.producers, o.window, [&](std::uint64_t i, std::function<void()> done) {
+        c->async_call(context(), {"XADD", key, "*", "id", std::to_string(i)},
+                      [done = std::move(done)](fleet::redis_result) { done(); });
+      });
     });
   }
   for (std::size_t i = 0; i < consumers; ++i) {
     threads.emplace_back([&, i] {
-      auto c = b.connect();
-      while (acked.load() < jobs) {
-        const redis_reply r = must(*c, {"XREADGROUP", "GROUP", "g", "c" + std::to_string(i), "COUNT", "16", "BLOCK",
-                                        "50", "STREAMS", key, ">"});
+      auto reader = b.connect();
+      auto acker = b.connect();  // acknowledgements pipelined beside the blocking reads
+      const std::string name = "c" + std::to_string(i);
+      std::atomic<int> in_flight{0};
+      while (acked.load() < o.jobs) {
+        const redis_reply r = must(*reader, {"XREADGROUP", "GROUP", "g", name, "COUNT", std::to_string(o.slots * 16),
+                                             "BLOCK", "50", "STREAMS", key, ">"});
         if (!r.is_array()) continue;
-        for (const auto& e : r.elements[0].elements[1].elements) {
-          must(*c, {"XACK", key, "g", e.elements[0].str});
-          ++acked;
-        }
+        std::vector<std::string> ack{"XACK", key, "g"};
+        for (const auto& e : r.elements[0].elements[1].elements) ack.push_back(e.elements[0].str);
+        const std::uint64_t n = ack.size() - 3;
+        ++in_flight;
+        acker->async_call(context(), std::move(ack), [&, n](fleet::redis_result) {
+          acked += n;
+          --in_flight;
+        });
       }
+      while (in_flight.load() > 0) std::this_thread::sleep_for(100us);
     });
   }
   for (auto& t : threads) t.join();
   const double elapsed = seconds(steady::now() - t0);
-  calls_per_job = static_cast<double>(redis_calls(*admin) - calls0) / static_cast<double>(jobs);
+  calls_per_job = cost.calls_per(o.jobs);
   must(*admin, {"DEL", key});
-  return static_cast<double>(jobs) / elapsed;
+  return static_cast<double>(o.jobs) / elapsed;
 }
 
 // ---- hourglass consumers ----
@@ -131,38 +180,137 @@ struct member {
   fleet::consumer consumer;
 };
 
-double hourglass_rate(broker_io& b, std::size_t consumers, const fleet_options& o, double& calls_per_job) {
-  auto admin = b.connect();
-  const std::string name = unique("tp-" + std::to_string(consumers));
-  std::vector<std::unique_ptr<member>> fleet;
-  fleet::job_runner noop{.run = [](const context&, const fleet::delivered_job&) { return fleet::job_output{}; }};
+using fleet_members = std::vector<std::unique_ptr<member>>;
+
+fleet_members start_fleet(broker_io& b, const std::string& name, std::size_t consumers, std::size_t slots,
+                          const fleet::job_runner& runner) {
+  fleet_members fleet;
   for (std::size_t i = 0; i < consumers; ++i) {
-    fleet.push_back(std::make_unique<member>(b, name, "c" + std::to_string(i), o.slots, noop));
+    fleet.push_back(std::make_unique<member>(b, name, "c" + std::to_string(i), slots, runner));
     fleet.back()->consumer.start(context());
   }
-  const auto written = [&] {
-    std::uint64_t n = 0;
-    for (auto& m : fleet) n += m->consumer.stats().outcomes_written;
-    return n;
-  };
-  const std::uint64_t calls0 = redis_calls(*admin);
-  const auto t0 = steady::now();
+  return fleet;
+}
+
+std::uint64_t written(const fleet_members& fleet) {
+  std::uint64_t n = 0;
+  for (const auto& m : fleet) n += m->consumer.stats().outcomes_written;
+  return n;
+}
+
+void stop_fleet(fleet_members& fleet) {
+  for (auto& m : fleet) m->consumer.stop();
+  fleet.clear();
+}
+
+// Enqueues o.jobs empty jobs from the producer threads, each pipelined
+// (o.window in flight), one job per call or `bulk` per enqueue_bulk.
+void produce(broker_io& b, const std::string& name, const fleet_options& o, std::size_t bulk) {
   std::vector<std::thread> producers;
   for (std::size_t p = 0; p < o.producers; ++p) {
     producers.emplace_back([&, p] {
       auto c = b.connect();
       fleet::job_queue q(*c, {.name = name, .result_ttl = 60s, .idempotency_ttl = 60s});
-      for (std::uint64_t i = p; i < o.jobs; i += o.producers) q.enqueue(context(), {.handler = "noop"});
+      if (bulk <= 1) {
+        windowed(p, o.jobs, o.producers, o.window, [&](std::uint64_t, std::function<void()> done) {
+          q.async_enqueue(context(), {.handler = "noop"},
+                          [done = std::move(done)](fleet::async_answer<fleet::enqueued>) { done(); });
+        });
+        return;
+      }
+      const std::uint64_t chunks = (o.jobs + bulk - 1) / bulk;
+      windowed(p, chunks, o.producers, std::max<std::size_t>(1, o.window / bulk),
+               [&](std::uint64_t chunk, std::function<void()> done) {
+                 const std::uint64_t n = std::min<std::uint64_t>(bulk, o.jobs - chunk * bulk);
+                 q.async_enqueue_bulk(context(), std::vector<fleet::job_spec>(n, fleet::job_spec{.handler = "noop"}),
+                                      [done = std::move(done)](auto) { done(); });
+               });
     });
   }
   for (auto& t : producers) t.join();
-  while (written() < o.jobs) std::this_thread::sleep_for(1ms);
+}
+
+const fleet::job_runner noop{.run = [](const context&, const fleet::delivered_job&) { return fleet::job_output{}; }};
+
+void wait_written(const fleet_members& fleet, std::uint64_t n) {
+  while (written(fleet) < n) std::this_thread::sleep_for(1ms);
+}
+
+// End to end: producers and consumers at once.
+double hourglass_rate(broker_io& b, std::size_t consumers, const fleet_options& o, fleet_throughput& t) {
+  auto admin = b.connect();
+  const std::string name = unique("tp-" + std::to_string(consumers));
+  fleet_members fleet = start_fleet(b, name, consumers, o.slots, noop);
+  const broker_cost cost(*admin);
+  const auto t0 = steady::now();
+  produce(b, name, o, 1);
+  wait_written(fleet, o.jobs);
   const double elapsed = seconds(steady::now() - t0);
-  calls_per_job = static_cast<double>(redis_calls(*admin) - calls0) / static_cast<double>(o.jobs);
-  for (auto& m : fleet) m->consumer.stop();
-  fleet.clear();
+  t.redis_calls_per_job = cost.calls_per(o.jobs);
+  t.redis_cpu_us_per_job = cost.cpu_us_per(o.jobs);
+  stop_fleet(fleet);
   drop_queue(*admin, name);
   return static_cast<double>(o.jobs) / elapsed;
+}
+
+// Enqueue alone (one job per call, or in bulks), then the drain alone.
+void enqueue_then_drain(broker_io& b, std::size_t consumers, const fleet_options& o, fleet_throughput& t) {
+  auto admin = b.connect();
+  const std::string name = unique("ed-" + std::to_string(consumers));
+  fleet::job_queue q(*admin, {.name = name});
+  q.ensure_group(context());
+  auto t0 = steady::now();
+  produce(b, name, o, 1);
+  t.enqueue_jobs_per_s = static_cast<double>(o.jobs) / seconds(steady::now() - t0);
+  drop_queue(*admin, name);
+  q.ensure_group(context());
+  t0 = steady::now();
+  produce(b, name, o, o.bulk);
+  t.bulk_jobs_per_s = static_cast<double>(o.jobs) / seconds(steady::now() - t0);
+  t0 = steady::now();
+  fleet_members fleet = start_fleet(b, name, consumers, o.slots, noop);
+  wait_written(fleet, o.jobs);
+  t.drain_jobs_per_s = static_cast<double>(o.jobs) / seconds(steady::now() - t0);
+  stop_fleet(fleet);
+  drop_queue(*admin, name);
+}
+
+std::string stamp() { return std::to_string(steady::now().time_since_epoch().count()); }
+steady::duration since(const std::string& stamp) {
+  return steady::now() - steady::time_point{steady::duration(std::strtoll(stamp.c_str(), nullptr, 10))};
+}
+
+// Enqueue -> start, for jobs offered at `rate` on a schedule for about 2 s.
+void start_latency(broker_io& b, std::size_t consumers, double rate, const fleet_options& o, fleet_throughput& t) {
+  auto admin = b.connect();
+  const std::string name = unique("lat-" + std::to_string(consumers));
+  std::mutex mu;
+  std::vector<double> waits_ms;
+  const fleet::job_runner record{.run = [&](const context&, const fleet::delivered_job& j) {
+    const double ms = std::chrono::duration<double, std::milli>(since(j.payload)).count();
+    std::lock_guard lock(mu);
+    waits_ms.push_back(ms);
+    return fleet::job_output{};
+  }};
+  fleet_members fleet = start_fleet(b, name, consumers, o.slots, record);
+  const auto n = static_cast<std::uint64_t>(std::clamp(rate * 2, 100.0, static_cast<double>(o.jobs)));
+  const auto gap = std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(1.0 / rate));
+  fleet::job_queue q(*admin, {.name = name, .result_ttl = 60s, .idempotency_ttl = 60s});
+  const auto t0 = steady::now();
+  for (std::uint64_t i = 0; i < n; ++i) {
+    std::this_thread::sleep_until(t0 + gap * static_cast<std::int64_t>(i));
+    q.async_enqueue(context(), {.handler = "noop", .payload = stamp()}, [](auto) {});
+  }
+  wait_written(fleet, n);
+  stop_fleet(fleet);
+  drop_queue(*admin, name);
+  std::sort(waits_ms.begin(), waits_ms.end());
+  const auto at = [&](double q) {
+    return waits_ms[static_cast<std::size_t>(q * static_cast<double>(waits_ms.size() - 1))];
+  };
+  if (waits_ms.empty()) return;
+  t.latency_p50_ms = at(0.5);
+  t.latency_p99_ms = at(0.99);
 }
 
 // ---- goodput under overload ----
@@ -171,11 +319,7 @@ struct fleet_tally {
   std::atomic<std::uint64_t> offered{0}, refused{0}, ran{0}, in_time{0}, late{0};
 };
 
-std::string stamp() { return std::to_string(steady::now().time_since_epoch().count()); }
-bool started_in_time(const std::string& payload, duration freshness) {
-  const steady::time_point sent{steady::duration(std::strtoll(payload.c_str(), nullptr, 10))};
-  return steady::now() - sent <= freshness;
-}
+bool started_in_time(const std::string& payload, duration freshness) { return since(payload) <= freshness; }
 
 // Offers jobs on a fixed schedule (`rate`/s for `length`) from the producer
 // threads, each on a connection of its own; a producer that falls behind
@@ -228,11 +372,7 @@ fleet_goodput hourglass_goodput(broker_io& b, double load, double rate, const fl
     ++(in_time ? t.in_time : t.late);
     return fleet::job_output{};
   }};
-  std::vector<std::unique_ptr<member>> fleet;
-  for (std::size_t i = 0; i < o.overload_consumers; ++i) {
-    fleet.push_back(std::make_unique<member>(b, name, "c" + std::to_string(i), o.slots, sleeper));
-    fleet.back()->consumer.start(context());
-  }
+  fleet_members fleet = start_fleet(b, name, o.overload_consumers, o.slots, sleeper);
   const double offered_for = offer(b, rate, o, t, [&](redis_connection& c) {
     fleet::job_queue q(c, {.name = name, .result_ttl = 60s, .idempotency_ttl = 60s});
     const fleet::enqueued e = q.enqueue(context(), {.handler = "sleep", .payload = stamp(), .freshness = o.freshness});
@@ -280,11 +420,38 @@ fleet_goodput naive_goodput(broker_io& b, double load, double rate, const fleet_
   return finish_goodput("naive", load, rate, offered_for, t);
 }
 
+// appendonly yes + appendfsync always while it lives (a 202 is then on
+// disk), the broker's own settings back after.
+struct durable_broker {
+  explicit durable_broker(broker_io& b) : admin(b.connect()) {
+    const redis_reply was = must(*admin, {"CONFIG", "GET", "append*"});
+    for (std::size_t i = 0; i + 1 < was.elements.size(); i += 2) {
+      if (was.elements[i].str == "appendonly") appendonly = was.elements[i + 1].str;
+      if (was.elements[i].str == "appendfsync") appendfsync = was.elements[i + 1].str;
+    }
+    must(*admin, {"CONFIG", "SET", "appendonly", "yes"});
+    must(*admin, {"CONFIG", "SET", "appendfsync", "always"});
+    // Turning the AOF on rewrites it first: wait for that, so runs measure fsyncs.
+    while (must(*admin, {"INFO", "persistence"}).str.find("aof_rewrite_in_progress:1") != std::string::npos)
+      std::this_thread::sleep_for(10ms);
+  }
+  ~durable_broker() {
+    try {
+      must(*admin, {"CONFIG", "SET", "appendfsync", appendfsync});
+      must(*admin, {"CONFIG", "SET", "appendonly", appendonly});
+    } catch (const std::exception&) {  // the broker is gone: nothing to restore
+    }
+  }
+  std::unique_ptr<redis_connection> admin;
+  std::string appendonly = "no", appendfsync = "everysec";
+};
+
 }  // namespace
 
 fleet_report run_fleet(const fleet_options& o, const std::function<void(const std::string&)>& progress) {
-  if (o.slots == 0 || o.jobs == 0 || o.producers == 0 || o.overload_consumers == 0) {
-    throw std::invalid_argument("--slots, --jobs, --producers and --overload-consumers must be positive");
+  if (o.slots == 0 || o.jobs == 0 || o.producers == 0 || o.overload_consumers == 0 || o.window == 0 || o.bulk == 0) {
+    throw std::invalid_argument(
+        "--slots, --jobs, --producers, --window, --bulk and --overload-consumers must be positive");
   }
   if (o.service_time <= duration::zero() || o.freshness <= duration::zero() || o.length <= duration::zero()) {
     throw std::invalid_argument("--service-time, --freshness and --duration must be positive");
@@ -300,17 +467,26 @@ fleet_report run_fleet(const fleet_options& o, const std::function<void(const st
   }
   fleet_report r;
   r.broker = o.broker;
+  r.fsync_always = o.fsync_always;
+  std::optional<durable_broker> durable;
+  if (o.fsync_always) durable.emplace(b);
   for (const std::size_t n : o.consumers) {
     fleet_throughput t;
     t.consumers = n;
-    t.raw_jobs_per_s = raw_rate(b, n, o.jobs, o.producers, t.raw_calls_per_job);
-    t.hourglass_jobs_per_s = hourglass_rate(b, n, o, t.redis_calls_per_job);
-    char line[160];
-    std::snprintf(line, sizeof line, "throughput, %zu consumers: raw %.0f jobs/s, hourglass %.0f jobs/s", n,
-                  t.raw_jobs_per_s, t.hourglass_jobs_per_s);
+    t.raw_jobs_per_s = raw_rate(b, n, o, t.raw_calls_per_job);
+    t.hourglass_jobs_per_s = hourglass_rate(b, n, o, t);
+    enqueue_then_drain(b, n, o, t);
+    start_latency(b, n, t.hourglass_jobs_per_s / 2, o, t);
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "throughput, %zu consumers: raw %.0f jobs/s, hourglass %.0f jobs/s end to end (enqueue %.0f, "
+                  "bulk %.0f, drain %.0f), %.1f commands and %.1f us of Redis CPU a job",
+                  n, t.raw_jobs_per_s, t.hourglass_jobs_per_s, t.enqueue_jobs_per_s, t.bulk_jobs_per_s,
+                  t.drain_jobs_per_s, t.redis_calls_per_job, t.redis_cpu_us_per_job);
     progress(line);
     r.throughput.push_back(t);
   }
+  durable.reset();  // the overload runs as without persistence
   r.capacity_per_s = static_cast<double>(o.overload_consumers * o.slots) /
                      std::chrono::duration<double>(o.service_time).count();
   std::vector<double> rates;
@@ -334,13 +510,18 @@ fleet_report run_fleet(const fleet_options& o, const std::function<void(const st
 void print_table(std::ostream& out, const fleet_report& r) {
   char line[256];
   out << "broker " << r.broker << "\n\n";
-  out << "| consumers | raw XADD+XREADGROUP+XACK jobs/s | hourglass jobs/s | ratio | Redis calls/job (raw, hourglass) "
-         "|\n";
-  out << "|---|---|---|---|---|\n";
+  out << (r.fsync_always ? "appendonly yes, appendfsync always: every 202 on disk\n\n"
+                         : "persistence as the broker is configured\n\n");
+  out << "| consumers | raw jobs/s (pipelined XADD+XREADGROUP+XACK) | hourglass jobs/s end to end | ratio | "
+         "enqueue jobs/s | bulk enqueue jobs/s | drain jobs/s | Redis commands/job (raw, hourglass) | Redis CPU "
+         "us/job | enqueue-to-start p50, p99 ms at half rate |\n";
+  out << "|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& t : r.throughput) {
-    std::snprintf(line, sizeof line, "| %zu | %.0f | %.0f | %.2f | %.1f, %.1f |\n", t.consumers, t.raw_jobs_per_s,
-                  t.hourglass_jobs_per_s, t.hourglass_jobs_per_s / t.raw_jobs_per_s, t.raw_calls_per_job,
-                  t.redis_calls_per_job);
+    std::snprintf(line, sizeof line,
+                  "| %zu | %.0f | %.0f | %.2f | %.0f | %.0f | %.0f | %.1f, %.1f | %.1f | %.2f, %.2f |\n", t.consumers,
+                  t.raw_jobs_per_s, t.hourglass_jobs_per_s, t.hourglass_jobs_per_s / t.raw_jobs_per_s,
+                  t.enqueue_jobs_per_s, t.bulk_jobs_per_s, t.drain_jobs_per_s, t.raw_calls_per_job,
+                  t.redis_calls_per_job, t.redis_cpu_us_per_job, t.latency_p50_ms, t.latency_p99_ms);
     out << line;
   }
   std::snprintf(line, sizeof line, "\ncapacity %.0f jobs/s\n\n", r.capacity_per_s);
@@ -358,12 +539,17 @@ void print_table(std::ostream& out, const fleet_report& r) {
 
 std::string to_json(const fleet_report& r) {
   support::json_writer j;
-  j.begin_object().member("broker", r.broker).member("capacity_per_s", r.capacity_per_s);
+  j.begin_object().member("broker", r.broker).member("fsync_always", r.fsync_always);
+  j.member("capacity_per_s", r.capacity_per_s);
   j.key("throughput").begin_array();
   for (const auto& t : r.throughput) {
     j.begin_object().member("consumers", static_cast<std::uint64_t>(t.consumers));
     j.member("raw_jobs_per_s", t.raw_jobs_per_s).member("hourglass_jobs_per_s", t.hourglass_jobs_per_s);
+    j.member("enqueue_jobs_per_s", t.enqueue_jobs_per_s).member("bulk_jobs_per_s", t.bulk_jobs_per_s);
+    j.member("drain_jobs_per_s", t.drain_jobs_per_s);
     j.member("raw_calls_per_job", t.raw_calls_per_job).member("redis_calls_per_job", t.redis_calls_per_job);
+    j.member("redis_cpu_us_per_job", t.redis_cpu_us_per_job);
+    j.member("latency_p50_ms", t.latency_p50_ms).member("latency_p99_ms", t.latency_p99_ms);
     j.end_object();
   }
   j.end_array().key("goodput").begin_array();

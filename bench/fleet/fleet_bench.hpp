@@ -3,10 +3,13 @@
 //
 // Three measurements on the same Redis, in one run:
 //  - the broker's own limit: raw XADD + XREADGROUP + XACK per second, with
-//    the same number of consumers and the same blocking client;
+//    the same number of consumers, every client pipelined as hourglass's is;
 //  - hourglass's throughput through it for each consumer count (empty jobs:
-//    enqueue with admission, delivery, start check, first-outcome finish),
-//    with the Redis commands each job costs (INFO commandstats);
+//    enqueue with admission, delivery, start check, first-outcome finish):
+//    end to end (enqueue and consume at once), enqueue alone (one job per
+//    call, and in bulks), drain alone (N enqueued first), with the Redis
+//    commands (INFO commandstats) and Redis CPU (INFO cpu) each job costs,
+//    and enqueue-to-start latency at half the end-to-end rate;
 //  - goodput within freshness under overload (2x and 5x the consumers'
 //    capacity, service time spent waiting, as I/O-bound jobs do), for
 //    hourglass against a naive consumer that runs everything it reads.
@@ -27,6 +30,9 @@ struct fleet_options {
   std::size_t slots = 4;                           // worker slots per consumer
   std::uint64_t jobs = 5000;                       // per throughput run
   std::size_t producers = 2;                       // threads enqueueing
+  std::size_t window = 256;                        // each producer's enqueues in flight
+  std::size_t bulk = 100;                          // jobs per enqueue_bulk call
+  bool fsync_always = false;  // appendonly yes + appendfsync always for the throughput runs (a 202 on disk)
   // Overload: `overload_consumers` consumers of `slots` each, jobs of
   // `service_time`, offered at `loads` x capacity (or `rate` jobs/s) for `length`.
   std::size_t overload_consumers = 1;
@@ -39,10 +45,16 @@ struct fleet_options {
 
 struct fleet_throughput {
   std::size_t consumers = 0;
-  double raw_jobs_per_s = 0;        // XADD + XREADGROUP + XACK
-  double hourglass_jobs_per_s = 0;  // enqueue -> recorded outcome
-  double redis_calls_per_job = 0;   // hourglass: Redis commands per job, scripts' inner ones included
+  double raw_jobs_per_s = 0;        // XADD + XREADGROUP + XACK, pipelined
+  double hourglass_jobs_per_s = 0;  // end to end: enqueue -> recorded outcome, both at once
+  double enqueue_jobs_per_s = 0;    // enqueue alone, one job per call
+  double bulk_jobs_per_s = 0;       // enqueue alone, `bulk` jobs per call
+  double drain_jobs_per_s = 0;      // consumers alone, on a queue enqueued first
+  double redis_calls_per_job = 0;   // end to end: Redis commands per job, scripts' inner ones included
+  double redis_cpu_us_per_job = 0;  // end to end: Redis's CPU (user + system) per job
   double raw_calls_per_job = 0;
+  double latency_p50_ms = 0;  // enqueue -> start at half the end-to-end rate
+  double latency_p99_ms = 0;
 };
 
 struct fleet_goodput {
@@ -59,6 +71,7 @@ struct fleet_goodput {
 
 struct fleet_report {
   std::string broker;
+  bool fsync_always = false;
   double capacity_per_s = 0;  // overload consumers x slots / service time
   std::vector<fleet_throughput> throughput;
   std::vector<fleet_goodput> goodput;

@@ -1,46 +1,103 @@
--- enqueue: adds the job, unless its idempotency key already names one.
+-- enqueue: adds a batch of jobs, in order, each admitted on its own: a job
+-- whose idempotency key names one already answers that one; a job whose
+-- freshness cannot cover the fleet's predicted wait plus its minimum budget
+-- is refused; the rest are added. The predicted wait is read here, in the
+-- same atomic step as the adds (backlog x mean run time / live slots, the
+-- backlog counting the jobs this batch added before), so producers racing
+-- each other never both fill the last free capacity. The fleet's counts are
+-- read only when a job in the batch needs them.
 -- NOMKSTREAM: a stream deleted behind our back is not recreated without its
 -- consumer group (the caller creates both and runs this again).
 --
--- KEYS[1] stream_key       hg:{Q}:stream
--- KEYS[2] job_key          hg:{Q}:job:<id>
--- KEYS[3] idem_key         hg:{Q}:idem:<key>
--- ARGV[1] job_id           32 hex digits
--- ARGV[2] handler
--- ARGV[3] payload
--- ARGV[4] content_type
--- ARGV[5] freshness_ms     how long it may wait to start; '-1': no bound
--- ARGV[6] min_budget_ms
--- ARGV[7] has_idem_key     '1' or '0'
--- ARGV[8] idempotency_key  '' for none
--- ARGV[9] idem_ttl_ms      how long idem_key is kept
+-- KEYS[1] stream_key        hg:{Q}:stream
+-- KEYS[2] slots_key         hg:{Q}:slots
+-- KEYS[3] stats_key         hg:{Q}:stats
+-- KEYS[2 + 2i], KEYS[3 + 2i]  job i's hg:{Q}:job:<id> and hg:{Q}:idem:<key> (i = 1..n)
+-- ARGV[1] group             the consumer group, 'hourglass'
+-- ARGV[2] idem_ttl_ms       how long an idem_key is kept
+-- ARGV[3 + 8(i-1)] ...      job i's eight fields:
+--   job_id           32 hex digits
+--   handler
+--   payload
+--   content_type
+--   freshness_ms     how long it may wait to start; '-1': no bound (always admitted)
+--   min_budget_ms
+--   idempotency_key  '' for none
+--   admission        '1': judged by the predicted wait; '0' (--policy fifo): never refused
 --
--- Reply: a two-element array of strings
---   {'accepted', entry id}   added: the job hash, its stream entry, idem_key
---   {'duplicate', prior id}  idem_key names a job already: nothing written
---   {'nostream', ''}         no stream: nothing written
+-- Reply: {'nostream'} (no stream: nothing written), or n three-element
+-- arrays, in the jobs' order:
+--   {'accepted', entry id, predicted_wait_us}   added: its stream entry, job hash and idem_key
+--   {'duplicate', prior id, 0}                   its idem_key names a job already: nothing written
+--   {'refused', '', predicted_wait_us}           the predicted wait leaves too little: nothing written
+-- predicted_wait_us is an integer: 0 when the counts were not needed, -1 when
+-- no live slot serves a backlog (an unbounded wait).
 local stream_key = KEYS[1]
-local job_key = KEYS[2]
-local idem_key = KEYS[3]
-local job_id = ARGV[1]
-local handler = ARGV[2]
-local payload = ARGV[3]
-local content_type = ARGV[4]
-local freshness_ms = ARGV[5]
-local min_budget_ms = ARGV[6]
-local has_idem_key = ARGV[7]
-local idempotency_key = ARGV[8]
-local idem_ttl_ms = ARGV[9]
+local slots_key = KEYS[2]
+local stats_key = KEYS[3]
+local group = ARGV[1]
+local idem_ttl_ms = ARGV[2]
+local fields_per_job = 8
 
-if has_idem_key == '1' then
-  local prior = redis.call('GET', idem_key)
-  if prior then return {'duplicate', prior} end
+local counts  -- {backlog, mean_run_us, live_slots}, read on first need
+local function read_counts()
+  local len = redis.call('XLEN', stream_key)
+  local pending = 0
+  local ok, p = pcall(redis.call, 'XPENDING', stream_key, group)
+  if ok then pending = p[1] end
+  local mean = math.floor(tonumber(redis.call('HGET', stats_key, 'mean_run_us') or '0') or 0)
+  local t = redis.call('TIME')
+  local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local live = 0
+  local slots = redis.call('HGETALL', slots_key)
+  for i = 1, #slots, 2 do
+    local n, expiry = string.match(slots[i + 1], '^(%d+):(%d+)$')
+    if n and tonumber(expiry) > now_ms then live = live + tonumber(n) end
+  end
+  return {math.max(len - pending, 0), math.max(mean, 0), live}
 end
-local entry = redis.call('XADD', stream_key, 'NOMKSTREAM', '*', 'id', job_id, 'handler', handler,
-  'freshness_ms', freshness_ms, 'min_budget_ms', min_budget_ms)
-if not entry then return {'nostream', ''} end
-redis.call('HSET', job_key, 'id', job_id, 'handler', handler, 'payload', payload, 'content_type', content_type,
-  'freshness_ms', freshness_ms, 'min_budget_ms', min_budget_ms, 'entry', entry, 'state', 'queued', 'deliveries', '0',
-  'idempotency_key', idempotency_key)
-if has_idem_key == '1' then redis.call('SET', idem_key, job_id, 'PX', idem_ttl_ms) end
-return {'accepted', entry}
+-- The fleet's predicted wait in microseconds; -1: unbounded.
+local function predicted_wait_us()
+  if counts[1] == 0 then return 0 end
+  if counts[3] == 0 then return -1 end
+  return math.floor(counts[1] * counts[2] / counts[3])
+end
+
+local out = {}
+local n = (#ARGV - 2) / fields_per_job
+for i = 1, n do
+  local a = 3 + (i - 1) * fields_per_job
+  local job_id, handler, payload, content_type = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+  local freshness_ms, min_budget_ms, idempotency_key = ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
+  local admission = ARGV[a + 7]
+  local job_key, idem_key = KEYS[2 + 2 * i], KEYS[3 + 2 * i]
+  local prior = false
+  if idempotency_key ~= '' then prior = redis.call('GET', idem_key) end
+  if prior then
+    out[i] = {'duplicate', prior, 0}
+  else
+    local wait, admitted = 0, true
+    local freshness = tonumber(freshness_ms)
+    if admission == '1' and freshness >= 0 then
+      counts = counts or read_counts()
+      wait = predicted_wait_us()
+      -- freshness >= wait + max(min_budget, 1 us)
+      local need = math.max(tonumber(min_budget_ms) * 1000, 1)
+      admitted = wait >= 0 and freshness * 1000 - wait >= need
+    end
+    if not admitted then
+      out[i] = {'refused', '', wait}
+    else
+      local entry = redis.call('XADD', stream_key, 'NOMKSTREAM', '*', 'id', job_id, 'handler', handler,
+        'freshness_ms', freshness_ms, 'min_budget_ms', min_budget_ms)
+      if not entry then return {'nostream'} end
+      redis.call('HSET', job_key, 'id', job_id, 'handler', handler, 'payload', payload, 'content_type',
+        content_type, 'freshness_ms', freshness_ms, 'min_budget_ms', min_budget_ms, 'entry', entry, 'state',
+        'queued', 'deliveries', '0', 'idempotency_key', idempotency_key)
+      if idempotency_key ~= '' then redis.call('SET', idem_key, job_id, 'PX', idem_ttl_ms) end
+      if counts then counts[1] = counts[1] + 1 end
+      out[i] = {'accepted', entry, wait}
+    end
+  end
+end
+return out

@@ -25,7 +25,8 @@ std::string new_job_id() {
   return buf;
 }
 
-job_queue::job_queue(redis_connection& redis, queue_options options) : redis_(redis), options_(std::move(options)) {
+job_queue::job_queue(redis_connection& redis, queue_options options)
+    : redis_(redis), options_(std::move(options)), enqueue_lane_(new_enqueue_lane()), start_lane_(new_start_lane()) {
   if (options_.name.empty() || options_.name.find_first_of("{}: \t\r\n") != std::string::npos) {
     throw std::invalid_argument("queue name '" + options_.name + "' must be non-empty, without {, }, : or spaces");
   }
@@ -40,31 +41,32 @@ void job_queue::ensure_group(const context& ctx) {
   if (r.is_error() && r.str.rfind("BUSYGROUP", 0) != 0) broker_error("XGROUP CREATE", r);
 }
 
-finish_result job_queue::finish(const context& ctx, std::string_view id, std::optional<duration> run_time,
-                                const std::vector<std::pair<std::string, std::string>>& fields) {
-  // The outcome must name a final state, or the job would leave the stream unfinished.
-  bool final_state = false;
-  for (const auto& [f, v] : fields) {
-    if (f == "state") final_state = !v.empty() && v != "queued" && v != "running";
+std::vector<finish_result> job_queue::finish_batch(const context& ctx, const std::vector<outcome>& outcomes) {
+  if (outcomes.empty()) return {};
+  std::vector<std::string> keys{key("stream"), key("stats")};
+  std::vector<std::string> args{std::string(group), millis(options_.result_ttl)};
+  for (const outcome& o : outcomes) {
+    // The outcome must name a final state, or the job would leave the stream unfinished.
+    bool final_state = false;
+    for (const auto& [f, v] : o.fields) {
+      if (f == "state") final_state = !v.empty() && v != "queued" && v != "running";
+    }
+    if (!final_state) throw std::invalid_argument("job_queue::finish needs a final \"state\" field");
+    keys.push_back(key("job:" + o.job_id));
+    args.push_back(
+        o.run_time ? std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(*o.run_time).count()) : "-1");
+    args.push_back(std::to_string(2 * o.fields.size()));
+    for (const auto& [f, v] : o.fields) {
+      args.push_back(f);
+      args.push_back(v);
+    }
   }
-  if (!final_state) throw std::invalid_argument("job_queue::finish needs a final \"state\" field");
-  std::vector<std::string> args{
-      std::string(group), millis(options_.result_ttl),
-      run_time ? std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(*run_time).count()) : "-1"};
-  for (const auto& [f, v] : fields) {
-    args.push_back(f);
-    args.push_back(v);
-  }
-  return detail::decode_finish(
-      eval(ctx, detail::finish_script, {key("stream"), key("job:" + std::string(id)), key("stats")}, args));
+  return detail::decode_finish(eval(ctx, detail::finish_script, keys, args), outcomes.size());
 }
 
-job_queue::start_answer job_queue::start(const context& ctx, const held_entry& e, std::string_view consumer,
-                                         unsigned max_deliveries, std::string_view token) {
-  return detail::decode_start(
-      eval(ctx, detail::start_script, {key("stream"), key("job:" + e.job_id), key("dead")},
-           {std::string(group), e.entry, std::string(consumer), std::to_string(max_deliveries), e.job_id,
-            millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1))), std::string(token)}));
+finish_result job_queue::finish(const context& ctx, std::string_view id, std::optional<duration> run_time,
+                                const std::vector<std::pair<std::string, std::string>>& fields) {
+  return finish_batch(ctx, {{std::string(id), run_time, fields}}).front();
 }
 
 job_queue::renew_answer job_queue::renew(const context& ctx, std::string_view consumer, const lease_value& lease_v,

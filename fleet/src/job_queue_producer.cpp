@@ -7,6 +7,7 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "async_calls.hpp"
 #include "hourglass/fleet/freshness.hpp"
 #include "hourglass/fleet/job_queue.hpp"
 #include "scripts.hpp"
@@ -15,7 +16,12 @@ namespace hourglass::fleet {
 
 namespace {
 
+using detail::answer;
+using detail::broker_error_ptr;
+using detail::error_of;
+using detail::failed;
 using detail::millis;
+using detail::wait_for;
 
 bool valid_job_id(std::string_view id) noexcept {
   if (id.size() != 32) return false;
@@ -30,59 +36,6 @@ fleet_job job_from(std::string_view id, const redis_reply& r) {
   j.id = std::string(id);
   for (std::size_t i = 0; i + 1 < r.elements.size(); i += 2) j.fields[r.elements[i].str] = r.elements[i + 1].str;
   return j;
-}
-
-// The exception broker_error would throw, as a value.
-std::exception_ptr broker_error_ptr(const std::string& what, const redis_reply& r) {
-  try {
-    detail::broker_error(what, r);
-  } catch (...) {
-    return std::current_exception();
-  }
-}
-
-// What a failed call would have thrown; nullptr when it has a reply.
-std::exception_ptr error_of(const redis_result& r) {
-  switch (r.result) {
-    case redis_result::code::ok: return nullptr;
-    case redis_result::code::unavailable: return std::make_exception_ptr(redis_unavailable(r.message));
-    case redis_result::code::stopped: return std::make_exception_ptr(stopped_error(r.stop_status));
-  }
-  return std::make_exception_ptr(redis_unavailable("redis: unreachable"));
-}
-
-template <class T>
-async_answer<T> failed(std::exception_ptr e) {
-  async_answer<T> a;
-  a.error = std::move(e);
-  return a;
-}
-
-template <class T>
-async_answer<T> answer(T value) {
-  async_answer<T> a;
-  a.value = std::move(value);
-  return a;
-}
-
-// Runs `start(done)` and waits for `done`: the blocking form of an async call.
-template <class T, class Start>
-T wait_for(Start&& start) {
-  struct waiter {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::optional<async_answer<T>> a;
-  };
-  auto w = std::make_shared<waiter>();
-  start([w](async_answer<T> a) {
-    std::lock_guard lock(w->mu);
-    w->a = std::move(a);
-    w->cv.notify_all();
-  });
-  std::unique_lock lock(w->mu);
-  w->cv.wait(lock, [&] { return w->a.has_value(); });
-  if (w->a->error) std::rethrow_exception(w->a->error);
-  return std::move(w->a->value);
 }
 
 // A job's state against a listing's filter.
@@ -183,96 +136,6 @@ void job_queue::async_ensure_group(const context& ctx, answer_fn<bool> done) {
                       }
                       done(answer(true));
                     });
-}
-
-// ---- enqueue: the admission snapshot, the verdict, then the add ----
-
-struct job_queue::enqueue_call {
-  context ctx;
-  job_spec job;
-  answer_fn<enqueued> done;
-  time_point began{};
-  std::string id;
-  std::vector<std::string> keys, args;  // of the add
-  bool group_ensured = false;
-};
-
-void job_queue::async_enqueue(const context& ctx, job_spec job, answer_fn<enqueued> done) {
-  auto call = std::make_shared<enqueue_call>();
-  call->ctx = ctx;
-  call->job = std::move(job);
-  call->done = std::move(done);
-  hourglass::clock& clk = options_.clock != nullptr ? *options_.clock : real_clock();
-  call->began = clk.now();
-  const bool has_key = !call->job.idempotency_key.empty();
-  call->keys = {key("stream"), key("slots"), key("stats"), key("idem:" + call->job.idempotency_key)};
-  async_eval(ctx, detail::snapshot_script, call->keys, {std::string(group), has_key ? "1" : "0"},
-             [this, call](async_answer<redis_reply> snap) { enqueue_snapshot_read(call, std::move(snap)); });
-}
-
-void job_queue::enqueue_snapshot_read(std::shared_ptr<enqueue_call> call, async_answer<redis_reply> snap) {
-  if (snap.error) return call->done(failed<enqueued>(snap.error));
-  enqueued out;
-  try {
-    const detail::snapshot_reply s = detail::decode_snapshot(snap.value);
-    if (!s.prior_id.empty()) {
-      out.verdict = enqueued::kind::duplicate;
-      out.id = s.prior_id;
-      return call->done(answer(std::move(out)));
-    }
-    out.predicted_wait = fleet_predicted_wait(s.backlog, s.mean_run, s.live_slots);
-  } catch (...) {
-    return call->done(failed<enqueued>(std::current_exception()));
-  }
-  const job_spec& job = call->job;
-  hourglass::clock& clk = options_.clock != nullptr ? *options_.clock : real_clock();
-  const duration freshness = freshness_at_entry(job.freshness, elapsed(call->began, clk.now()));
-  if (job.admission && !admit_at_enqueue(freshness, out.predicted_wait, job.min_budget)) {
-    out.verdict = enqueued::kind::refused;
-    return call->done(answer(std::move(out)));
-  }
-  const bool has_key = !job.idempotency_key.empty();
-  call->id = new_job_id();
-  call->keys = {key("stream"), key("job:" + call->id), key("idem:" + job.idempotency_key)};
-  call->args = {call->id,
-                job.handler,
-                job.payload,
-                job.content_type,
-                freshness == duration::max() ? "-1" : millis(freshness),
-                millis(job.min_budget),
-                has_key ? "1" : "0",
-                job.idempotency_key,
-                millis(options_.idempotency_ttl)};
-  async_eval(call->ctx, detail::enqueue_script, call->keys, call->args,
-             [this, call](async_answer<redis_reply> added) { enqueue_added(call, std::move(added)); });
-}
-
-void job_queue::enqueue_added(std::shared_ptr<enqueue_call> call, async_answer<redis_reply> added) {
-  if (added.error) return call->done(failed<enqueued>(added.error));
-  using added_kind = detail::enqueue_reply::kind;
-  enqueued out;
-  try {
-    const detail::enqueue_reply r = detail::decode_enqueue(added.value);
-    if (r.verdict == added_kind::nostream) {
-      // The stream was deleted (FLUSHALL, a new broker): both again, once.
-      if (call->group_ensured) detail::broker_error("enqueue", added.value);
-      call->group_ensured = true;
-      return async_ensure_group(call->ctx, [this, call](async_answer<bool> made) {
-        if (made.error) return call->done(failed<enqueued>(made.error));
-        async_eval(call->ctx, detail::enqueue_script, call->keys, call->args,
-                   [this, call](async_answer<redis_reply> again) { enqueue_added(call, std::move(again)); });
-      });
-    }
-    out.verdict = r.verdict == added_kind::duplicate ? enqueued::kind::duplicate : enqueued::kind::accepted;
-    out.id = r.verdict == added_kind::duplicate ? r.id : call->id;
-  } catch (...) {
-    return call->done(failed<enqueued>(std::current_exception()));
-  }
-  call->done(answer(std::move(out)));
-}
-
-enqueued job_queue::enqueue(const context& ctx, const job_spec& job) {
-  return wait_for<enqueued>([&](answer_fn<enqueued> done) { async_enqueue(ctx, job, std::move(done)); });
 }
 
 // ---- a job by id ----

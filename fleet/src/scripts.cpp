@@ -26,31 +26,39 @@ void broker_error(const std::string& what, const redis_reply& r) {
   throw redis_unavailable("redis: " + what + ": " + (r.is_error() ? r.str : std::string("unexpected reply")));
 }
 
-snapshot_reply decode_snapshot(const redis_reply& r) {
-  if (!r.is_array() || r.elements.size() != 4) broker_error("admission snapshot", r);
-  snapshot_reply s;
-  s.backlog = static_cast<std::uint64_t>(at_least_zero(r.elements[0]));
-  s.mean_run = std::chrono::microseconds(at_least_zero(r.elements[1]));
-  s.live_slots = static_cast<std::uint64_t>(at_least_zero(r.elements[2]));
-  s.prior_id = r.elements[3].str;
-  return s;
+enqueue_batch_reply decode_enqueue(const redis_reply& r, std::size_t jobs) {
+  enqueue_batch_reply b;
+  if (r.is_array() && r.elements.size() == 1 && r.elements[0].str == "nostream") {
+    b.nostream = true;
+    return b;
+  }
+  if (!r.is_array() || r.elements.size() != jobs) broker_error("enqueue", r);
+  b.jobs.reserve(jobs);
+  for (const redis_reply& j : r.elements) {
+    if (!j.is_array() || j.elements.size() != 3 || !j.elements[2].is_integer()) broker_error("enqueue", r);
+    enqueue_reply e;
+    const std::string& v = j.elements[0].str;
+    e.verdict = v == "duplicate" ? enqueue_reply::kind::duplicate
+                : v == "refused" ? enqueue_reply::kind::refused
+                                 : enqueue_reply::kind::accepted;
+    e.id = j.elements[1].str;
+    const long long us = j.elements[2].integer;
+    e.predicted_wait = us < 0 ? duration::max() : std::chrono::duration_cast<duration>(std::chrono::microseconds(us));
+    b.jobs.push_back(std::move(e));
+  }
+  return b;
 }
 
-enqueue_reply decode_enqueue(const redis_reply& r) {
-  if (!r.is_array() || r.elements.size() != 2) broker_error("enqueue", r);
-  enqueue_reply e;
-  const std::string& v = r.elements[0].str;
-  e.verdict = v == "duplicate"  ? enqueue_reply::kind::duplicate
-              : v == "nostream" ? enqueue_reply::kind::nostream
-                                : enqueue_reply::kind::accepted;
-  e.id = r.elements[1].str;
-  return e;
-}
-
-finish_result decode_finish(const redis_reply& r) noexcept {
-  if (r.str == "first") return finish_result::first;
-  if (r.str == "duplicate") return finish_result::duplicate;
-  return finish_result::unknown;
+std::vector<finish_result> decode_finish(const redis_reply& r, std::size_t jobs) {
+  if (!r.is_array() || r.elements.size() != jobs) broker_error("finish", r);
+  std::vector<finish_result> out;
+  out.reserve(jobs);
+  for (const redis_reply& j : r.elements) {
+    out.push_back(j.str == "first"       ? finish_result::first
+                  : j.str == "duplicate" ? finish_result::duplicate
+                                         : finish_result::unknown);
+  }
+  return out;
 }
 
 cancel_reply decode_cancel(const redis_reply& r) noexcept {
@@ -60,27 +68,35 @@ cancel_reply decode_cancel(const redis_reply& r) noexcept {
   return cancel_reply::finished;
 }
 
-start_reply decode_start(const redis_reply& r) {
-  if (!r.is_array() || r.elements.size() < 4) broker_error("start", r);
-  start_reply a;
-  const std::string& v = r.elements[0].str;
-  using verdict = start_reply::verdict;
-  a.v = v == "run"         ? verdict::run
-        : v == "not_owner" ? verdict::not_owner
-        : v == "finished"  ? verdict::finished
-        : v == "cancelled" ? verdict::cancelled
-        : v == "dead"      ? verdict::dead
-                           : verdict::gone;
-  a.broker_now_us = broker_us(r.elements[1], r.elements[2]);
-  a.deliveries = static_cast<unsigned>(at_least_zero(r.elements[3]));
-  if (a.v == verdict::run) {
-    if (r.elements.size() != 8) broker_error("start", r);
-    a.handler = r.elements[4].str;
-    a.payload = r.elements[5].str;
-    a.content_type = r.elements[6].str;
-    a.idempotency_key = r.elements[7].str;
+start_batch_reply decode_start(const redis_reply& r, std::size_t jobs) {
+  if (!r.is_array() || r.elements.size() != 2 + jobs) broker_error("start", r);
+  start_batch_reply b;
+  b.broker_now_us = broker_us(r.elements[0], r.elements[1]);
+  b.jobs.reserve(jobs);
+  using verdict = job_queue::start_answer::verdict;
+  for (std::size_t i = 0; i < jobs; ++i) {
+    const redis_reply& j = r.elements[2 + i];
+    if (!j.is_array() || j.elements.size() < 2) broker_error("start", r);
+    job_queue::start_answer a;
+    const std::string& v = j.elements[0].str;
+    a.v = v == "run"         ? verdict::run
+          : v == "not_owner" ? verdict::not_owner
+          : v == "finished"  ? verdict::finished
+          : v == "cancelled" ? verdict::cancelled
+          : v == "dead"      ? verdict::dead
+                             : verdict::gone;
+    a.broker_now_us = b.broker_now_us;
+    a.deliveries = static_cast<unsigned>(at_least_zero(j.elements[1]));
+    if (a.v == verdict::run) {
+      if (j.elements.size() != 6) broker_error("start", r);
+      a.handler = j.elements[2].str;
+      a.payload = j.elements[3].str;
+      a.content_type = j.elements[4].str;
+      a.idempotency_key = j.elements[5].str;
+    }
+    b.jobs.push_back(std::move(a));
   }
-  return a;
+  return b;
 }
 
 renew_reply decode_renew(const redis_reply& r) {

@@ -19,54 +19,50 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "broker_error.hpp"
 #include "fleet_scripts.inc"
 #include "hourglass/fleet/job_queue.hpp"
 #include "hourglass/fleet/redis.hpp"
 
 namespace hourglass::fleet::detail {
 
-// A duration as the scripts take it in ARGV: whole milliseconds.
-std::string millis(duration d);
-
-// Throws redis_unavailable("redis: <what>: <r's error text, or "unexpected reply">").
-[[noreturn]] void broker_error(const std::string& what, const redis_reply& r);
-
-// ---- snapshot_script: what admission at enqueue reads, in one round trip ----
-struct snapshot_reply {
-  std::uint64_t backlog = 0;              // entries not yet delivered
-  std::chrono::microseconds mean_run{0};  // the fleet's mean run time
-  std::uint64_t live_slots = 0;           // worker slots whose lease has not expired
-  std::string prior_id;                   // the job the idempotency key names; empty: none
-};
-// Negative counts read as 0. Not a four-element array: "admission snapshot".
-snapshot_reply decode_snapshot(const redis_reply& r);
-
-// ---- enqueue_script: adds the job, unless its idempotency key names one ----
+// ---- enqueue_script: a batch of jobs, each admitted on its own ----
 struct enqueue_reply {
-  enum class kind { accepted, duplicate, nostream };
+  enum class kind { accepted, duplicate, refused };
   kind verdict = kind::accepted;
-  std::string id;  // accepted: the stream entry id; duplicate: the prior job's id
+  std::string id;             // accepted: the stream entry id; duplicate: the prior job's id
+  duration predicted_wait{};  // what admission judged (zero when not needed; max: unbounded)
 };
-// Not a two-element array: "enqueue". A first element other than "duplicate"
-// or "nostream" reads as accepted.
-enqueue_reply decode_enqueue(const redis_reply& r);
+struct enqueue_batch_reply {
+  bool nostream = false;  // no stream: nothing written
+  std::vector<enqueue_reply> jobs;
+};
+// {"nostream"}, or `jobs` three-element arrays; any other shape: "enqueue".
+// A verdict other than "duplicate" or "refused" reads as accepted.
+enqueue_batch_reply decode_enqueue(const redis_reply& r, std::size_t jobs);
 
-// ---- finish_script: the job's one recorded outcome, first wins ----
-// "first", "duplicate"; anything else reads as unknown.
-finish_result decode_finish(const redis_reply& r) noexcept;
+// ---- finish_script: each job's one recorded outcome, first wins ----
+// One status per job: "first", "duplicate"; anything else reads as unknown.
+// Not an array of `jobs`: "finish".
+std::vector<finish_result> decode_finish(const redis_reply& r, std::size_t jobs);
 
 // ---- cancel_script: a queued job cancelled on the spot, a running one marked ----
 enum class cancel_reply { cancelled, marked, finished, unknown };
 // "cancelled", "marked", "unknown"; anything else reads as finished.
 cancel_reply decode_cancel(const redis_reply& r) noexcept;
 
-// ---- start_script: the last check before a worker starts a delivered job ----
-using start_reply = job_queue::start_answer;
-// Fewer than four elements, or a "run" verdict without eight: "start". A
-// TIME that is not a time: "redis: TIME is not a time". An unknown verdict
-// reads as gone.
-start_reply decode_start(const redis_reply& r);
+// ---- start_script: the last check before workers start delivered jobs ----
+struct start_batch_reply {
+  std::int64_t broker_now_us = 0;
+  std::vector<job_queue::start_answer> jobs;  // each with broker_now_us set
+};
+// Not {TIME s, TIME us, then `jobs` answers}, or an answer that is not an
+// array of at least two, or a "run" verdict without six: "start". A TIME
+// that is not a time: "redis: TIME is not a time". An unknown verdict reads
+// as gone.
+start_batch_reply decode_start(const redis_reply& r, std::size_t jobs);
 
 // ---- renew_script: lease, slots and held entries, every lease/3 ----
 using renew_reply = job_queue::renew_answer;

@@ -23,6 +23,12 @@ struct JobQueue : ::testing::Test {
 
   redis_reply raw(std::vector<std::string> args) { return inspect.call(context(), std::move(args)); }
   long long xlen() { return raw({"XLEN", queue.key("stream")}).integer; }
+  // Script calls the broker has run so far (INFO commandstats).
+  long long evalsha_calls() {
+    const std::string info = raw({"INFO", "commandstats"}).str;
+    const auto at = info.find("cmdstat_evalsha:calls=");
+    return at == std::string::npos ? 0 : std::stoll(info.substr(at + 22));
+  }
   // A live daemon with `slots` worker slots (its lease far in the broker's future).
   void live_consumer(const std::string& name, int slots, bool expired = false) {
     const redis_reply t = raw({"TIME"});
@@ -297,6 +303,7 @@ TEST_F(JobQueue, TheAsynchronousFormsAnswerOnTheConnectionWithoutBlocking) {
   }
   EXPECT_EQ(ids.size(), static_cast<std::size_t>(n));
   EXPECT_EQ(xlen(), n);
+  EXPECT_LT(evalsha_calls(), n) << "the enqueues that waited for a batch at the broker went together";
 
   std::promise<async_answer<cancelled_job>> c;
   queue.async_cancel(context(), *ids.begin(), [&](async_answer<cancelled_job> a) { c.set_value(std::move(a)); });
@@ -313,6 +320,39 @@ TEST_F(JobQueue, TheAsynchronousFormsAnswerOnTheConnectionWithoutBlocking) {
   ASSERT_TRUE(down.error) << "a broker that is down is an error, not an unknown job";
   EXPECT_THROW(std::rethrow_exception(down.error), redis_unavailable);
   server.restart();
+}
+
+TEST_F(JobQueue, ABulkEnqueueAnswersEachJobOnItsOwnInOneScriptCall) {
+  live_consumer("a", 1);
+  raw({"HSET", queue.key("stats"), "mean_run_us", "100000"});
+  job_spec keyed = echo("k");
+  keyed.idempotency_key = "order-9";
+  const enqueued first = queue.enqueue(context(), keyed);
+  ASSERT_EQ(first.verdict, enqueued::kind::accepted);
+  const long long calls = evalsha_calls();
+  job_spec tight = echo();
+  tight.freshness = 300ms;  // after the first two: a backlog of 2 x 100 ms, plus 100 ms of budget
+  tight.min_budget = 100ms;
+  const std::vector<async_answer<enqueued>> got = queue.enqueue_bulk(context(), {echo("a"), keyed, tight, tight});
+  EXPECT_EQ(evalsha_calls(), calls + 1) << "one script call for the whole bulk";
+  ASSERT_EQ(got.size(), 4u);
+  for (const auto& a : got) ASSERT_FALSE(a.error);
+  EXPECT_EQ(got[0].value.verdict, enqueued::kind::accepted);
+  EXPECT_EQ(got[1].value.verdict, enqueued::kind::duplicate);
+  EXPECT_EQ(got[1].value.id, first.id);
+  EXPECT_EQ(got[2].value.verdict, enqueued::kind::accepted) << "2 x 100 ms / 1 slot + 100 <= 300";
+  EXPECT_EQ(got[3].value.verdict, enqueued::kind::refused);
+  EXPECT_EQ(got[3].value.predicted_wait, 300ms) << "the job before it in the same bulk counts";
+  EXPECT_EQ(xlen(), 3);
+  EXPECT_TRUE(queue.enqueue_bulk(context(), {}).empty());
+}
+
+TEST_F(JobQueue, AnEnqueueWhoseContextStoppedIsAnsweredStoppedAndNeverSent) {
+  context_source stopped(clk);
+  stopped.cancel();
+  EXPECT_THROW(queue.enqueue(stopped.get(), echo()), stopped_error);
+  EXPECT_EQ(xlen(), 0) << "a stopped enqueue is not sent";
+  EXPECT_EQ(queue.enqueue(context(), echo()).verdict, enqueued::kind::accepted) << "and the lane goes on";
 }
 
 }  // namespace

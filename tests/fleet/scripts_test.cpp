@@ -71,54 +71,26 @@ const redis_reply time_s = str("1700000000");
 const redis_reply time_us = str("123456");
 constexpr std::int64_t time_as_us = 1'700'000'000'123'456;
 
-TEST(ScriptReplies, SnapshotReadsTheCountsAndThePriorJob) {
-  struct row {
-    const char* what;
-    redis_reply reply;
-    std::uint64_t backlog;
-    std::chrono::microseconds mean_run;
-    std::uint64_t live_slots;
-    std::string prior_id;
-  };
-  const std::vector<row> rows{
-      {"counts, no prior job", arr({num(3), num(1500), num(2), str("")}), 3, 1500us, 2, ""},
-      {"a prior job", arr({num(7), num(10), num(1), str("ab12")}), 7, 10us, 1, "ab12"},
-      {"negative counts read as 0", arr({num(-2), num(-5), num(-1), str("")}), 0, 0us, 0, ""},
-      {"a count that is not an integer reads as 0", arr({str("3"), num(1), num(1), str("")}), 0, 1us, 1, ""},
-  };
-  for (const row& r : rows) {
-    SCOPED_TRACE(r.what);
-    const snapshot_reply s = decode_snapshot(r.reply);
-    EXPECT_EQ(s.backlog, r.backlog);
-    EXPECT_EQ(s.mean_run, r.mean_run);
-    EXPECT_EQ(s.live_slots, r.live_slots);
-    EXPECT_EQ(s.prior_id, r.prior_id);
-  }
-}
-
-TEST(ScriptReplies, EnqueueReadsItsVerdictAndId) {
+TEST(ScriptReplies, EnqueueReadsEachJobsVerdictIdAndPredictedWait) {
   using kind = enqueue_reply::kind;
-  struct row {
-    const char* what;
-    redis_reply reply;
-    kind verdict;
-    std::string id;
-  };
-  const std::vector<row> rows{
-      {"accepted", ids({"accepted", "1700000000000-0"}), kind::accepted, "1700000000000-0"},
-      {"duplicate", ids({"duplicate", "ab12"}), kind::duplicate, "ab12"},
-      {"nostream", ids({"nostream", ""}), kind::nostream, ""},
-      {"any other verdict reads as accepted", ids({"what", "1-0"}), kind::accepted, "1-0"},
-  };
-  for (const row& r : rows) {
-    SCOPED_TRACE(r.what);
-    const enqueue_reply e = decode_enqueue(r.reply);
-    EXPECT_EQ(e.verdict, r.verdict);
-    EXPECT_EQ(e.id, r.id);
-  }
+  const redis_reply r = arr({arr({str("accepted"), str("1700000000000-0"), num(2500)}),
+                             arr({str("duplicate"), str("ab12"), num(0)}), arr({str("refused"), str(""), num(-1)}),
+                             arr({str("what"), str("1-0"), num(7)})});
+  const enqueue_batch_reply b = decode_enqueue(r, 4);
+  EXPECT_FALSE(b.nostream);
+  ASSERT_EQ(b.jobs.size(), 4u);
+  EXPECT_EQ(b.jobs[0].verdict, kind::accepted);
+  EXPECT_EQ(b.jobs[0].id, "1700000000000-0");
+  EXPECT_EQ(b.jobs[0].predicted_wait, 2500us);
+  EXPECT_EQ(b.jobs[1].verdict, kind::duplicate);
+  EXPECT_EQ(b.jobs[1].id, "ab12");
+  EXPECT_EQ(b.jobs[2].verdict, kind::refused);
+  EXPECT_EQ(b.jobs[2].predicted_wait, duration::max()) << "-1: no live slot, an unbounded wait";
+  EXPECT_EQ(b.jobs[3].verdict, kind::accepted) << "any other verdict reads as accepted";
+  EXPECT_TRUE(decode_enqueue(ids({"nostream"}), 3).nostream) << "whatever the batch's size";
 }
 
-TEST(ScriptReplies, FinishCancelAndReleaseReadTheirStatusAndNeverThrow) {
+TEST(ScriptReplies, FinishCancelAndReleaseReadTheirStatus) {
   struct finish_row {
     redis_reply reply;
     finish_result result;
@@ -132,9 +104,13 @@ TEST(ScriptReplies, FinishCancelAndReleaseReadTheirStatusAndNeverThrow) {
       {num(1), finish_result::unknown},
       {nil(), finish_result::unknown},
   };
+  std::vector<redis_reply> batch;
+  for (const finish_row& f : finishes) batch.push_back(f.reply);
+  const std::vector<finish_result> got = decode_finish(arr(batch), batch.size());
+  ASSERT_EQ(got.size(), finishes.size());
   for (std::size_t i = 0; i < finishes.size(); ++i) {
     SCOPED_TRACE("finish row " + std::to_string(i));
-    EXPECT_EQ(decode_finish(finishes[i].reply), finishes[i].result);
+    EXPECT_EQ(got[i], finishes[i].result);
   }
 
   struct cancel_row {
@@ -165,8 +141,8 @@ TEST(ScriptReplies, FinishCancelAndReleaseReadTheirStatusAndNeverThrow) {
   }
 }
 
-TEST(ScriptReplies, StartReadsItsVerdictTheBrokersTimeAndTheJob) {
-  using verdict = start_reply::verdict;
+TEST(ScriptReplies, StartReadsTheBrokersTimeAndEachJobsVerdict) {
+  using verdict = job_queue::start_answer::verdict;
   struct row {
     const char* what;
     redis_reply reply;
@@ -174,30 +150,33 @@ TEST(ScriptReplies, StartReadsItsVerdictTheBrokersTimeAndTheJob) {
     unsigned deliveries;
     std::string payload;
   };
-  const auto short_reply = [](const char* v, long long n) { return arr({str(v), time_s, time_us, num(n)}); };
+  const auto short_answer = [](const char* v, long long n) { return arr({str(v), num(n)}); };
   const std::vector<row> rows{
-      {"run", arr({str("run"), time_s, time_us, num(2), str("echo"), str("body"), str("text/plain"), str("k")}),
-       verdict::run, 2, "body"},
-      {"not_owner", short_reply("not_owner", 0), verdict::not_owner, 0, ""},
-      {"finished", short_reply("finished", 0), verdict::finished, 0, ""},
-      {"cancelled", short_reply("cancelled", 0), verdict::cancelled, 0, ""},
-      {"gone", short_reply("gone", 0), verdict::gone, 0, ""},
-      {"dead", short_reply("dead", 3), verdict::dead, 3, ""},
-      {"an unknown verdict reads as gone", short_reply("what", 0), verdict::gone, 0, ""},
-      {"negative deliveries read as 0", short_reply("dead", -1), verdict::dead, 0, ""},
+      {"run", arr({str("run"), num(2), str("echo"), str("body"), str("text/plain"), str("k")}), verdict::run, 2,
+       "body"},
+      {"not_owner", short_answer("not_owner", 0), verdict::not_owner, 0, ""},
+      {"finished", short_answer("finished", 0), verdict::finished, 0, ""},
+      {"cancelled", short_answer("cancelled", 0), verdict::cancelled, 0, ""},
+      {"gone", short_answer("gone", 0), verdict::gone, 0, ""},
+      {"dead", short_answer("dead", 3), verdict::dead, 3, ""},
+      {"an unknown verdict reads as gone", short_answer("what", 0), verdict::gone, 0, ""},
+      {"negative deliveries read as 0", short_answer("dead", -1), verdict::dead, 0, ""},
   };
-  for (const row& r : rows) {
-    SCOPED_TRACE(r.what);
-    const start_reply a = decode_start(r.reply);
-    EXPECT_EQ(a.v, r.v);
-    EXPECT_EQ(a.broker_now_us, time_as_us);
-    EXPECT_EQ(a.deliveries, r.deliveries);
-    EXPECT_EQ(a.payload, r.payload);
+  std::vector<redis_reply> reply{time_s, time_us};
+  for (const row& r : rows) reply.push_back(r.reply);
+  const start_batch_reply b = decode_start(arr(reply), rows.size());
+  EXPECT_EQ(b.broker_now_us, time_as_us);
+  ASSERT_EQ(b.jobs.size(), rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    SCOPED_TRACE(rows[i].what);
+    EXPECT_EQ(b.jobs[i].v, rows[i].v);
+    EXPECT_EQ(b.jobs[i].broker_now_us, time_as_us) << "each answer carries the batch's TIME";
+    EXPECT_EQ(b.jobs[i].deliveries, rows[i].deliveries);
+    EXPECT_EQ(b.jobs[i].payload, rows[i].payload);
   }
-  const start_reply run = decode_start(rows[0].reply);
-  EXPECT_EQ(run.handler, "echo");
-  EXPECT_EQ(run.content_type, "text/plain");
-  EXPECT_EQ(run.idempotency_key, "k");
+  EXPECT_EQ(b.jobs[0].handler, "echo");
+  EXPECT_EQ(b.jobs[0].content_type, "text/plain");
+  EXPECT_EQ(b.jobs[0].idempotency_key, "k");
 }
 
 TEST(ScriptReplies, RenewReadsFencedOrItsEightElements) {
@@ -236,42 +215,42 @@ TEST(ScriptReplies, AReplyOfTheWrongShapeIsABrokerError) {
     std::string error;
   };
   const std::vector<row> rows{
-      {"snapshot: nil", [] { decode_snapshot(nil()); }, "redis: admission snapshot" + unexpected},
-      {"snapshot: three elements",
+      {"enqueue: fewer answers than jobs", [] { decode_enqueue(arr({}), 1); }, "redis: enqueue" + unexpected},
+      {"enqueue: an answer of two elements",
        [] {
-         decode_snapshot(arr({num(1), num(1), num(1)}));
+         decode_enqueue(arr({ids({"accepted", "1-0"})}), 1);
        },
-       "redis: admission snapshot" + unexpected},
-      {"snapshot: five elements",
+       "redis: enqueue" + unexpected},
+      {"enqueue: a string", [] { decode_enqueue(str("accepted"), 1); }, "redis: enqueue" + unexpected},
+      {"enqueue: an error reply", [] { decode_enqueue(err("OOM no"), 1); }, "redis: enqueue: OOM no"},
+      {"start: nil", [] { decode_start(nil(), 1); }, "redis: start" + unexpected},
+      {"start: fewer answers than jobs",
        [] {
-         decode_snapshot(arr({num(1), num(1), num(1), str(""), str("")}));
+         decode_start(arr({time_s, time_us, arr({str("gone"), num(0)})}), 2);
        },
-       "redis: admission snapshot" + unexpected},
-      {"snapshot: an error reply", [] { decode_snapshot(err("ERR boom")); }, "redis: admission snapshot: ERR boom"},
-      {"enqueue: one element", [] { decode_enqueue(ids({"accepted"})); }, "redis: enqueue" + unexpected},
-      {"enqueue: a string", [] { decode_enqueue(str("accepted")); }, "redis: enqueue" + unexpected},
-      {"enqueue: an error reply", [] { decode_enqueue(err("OOM no")); }, "redis: enqueue: OOM no"},
-      {"start: nil", [] { decode_start(nil()); }, "redis: start" + unexpected},
-      {"start: three elements",
+       "redis: start" + unexpected},
+      {"start: an answer of one element",
        [] {
-         decode_start(arr({str("gone"), time_s, time_us}));
+         decode_start(arr({time_s, time_us, arr({str("gone")})}), 1);
        },
        "redis: start" + unexpected},
       {"start: run without the job",
        [] {
-         decode_start(arr({str("run"), time_s, time_us, num(1)}));
+         decode_start(arr({time_s, time_us, arr({str("run"), num(1)})}), 1);
        },
        "redis: start" + unexpected},
       {"start: seconds not a number",
        [] {
-         decode_start(arr({str("gone"), str("x"), time_us, num(0)}));
+         decode_start(arr({str("x"), time_us, arr({str("gone"), num(0)})}), 1);
        },
        "redis: TIME is not a time"},
       {"start: a million microseconds",
        [] {
-         decode_start(arr({str("gone"), time_s, str("1000000"), num(0)}));
+         decode_start(arr({time_s, str("1000000"), arr({str("gone"), num(0)})}), 1);
        },
        "redis: TIME is not a time"},
+      {"finish: fewer answers than jobs", [] { decode_finish(arr({str("first")}), 2); }, "redis: finish" + unexpected},
+      {"finish: an error reply", [] { decode_finish(err("ERR boom"), 1); }, "redis: finish: ERR boom"},
       {"renew: nil", [] { decode_renew(nil()); }, "redis: renew" + unexpected},
       {"renew: empty", [] { decode_renew(arr({})); }, "redis: renew" + unexpected},
       {"renew: seven elements (no deleted entries)",
@@ -310,9 +289,24 @@ struct LuaScript : ::testing::Test {
   static std::string job(const std::string& id) { return "hg:{t}:job:" + id; }
   // A job as enqueue adds it (no idempotency key): its stream entry id.
   std::string enqueue(const std::string& id, const std::string& payload = "p") {
-    const redis_reply r = eval(enqueue_script, {stream, job(id), "hg:{t}:idem:"},
-                               {id, "echo", payload, "text/plain", "-1", "0", "0", "", "60000"});
-    return decode_enqueue(r).id;
+    const redis_reply r = eval(enqueue_script, {stream, slots, stats, job(id), "hg:{t}:idem:"},
+                               {group, "60000", id, "echo", payload, "text/plain", "-1", "0", "", "1"});
+    return decode_enqueue(r, 1).jobs.at(0).id;
+  }
+  // enqueue.lua's keys and arguments for these jobs, each {id, freshness_ms, min_budget_ms, idempotency_key}.
+  struct job_args {
+    std::string id, freshness_ms = "-1", min_budget_ms = "0", idempotency_key, admission = "1";
+  };
+  enqueue_batch_reply enqueue_batch(const std::vector<job_args>& jobs) {
+    std::vector<std::string> keys{stream, slots, stats}, args{group, "60000"};
+    for (const job_args& j : jobs) {
+      keys.push_back(job(j.id));
+      keys.push_back("hg:{t}:idem:" + j.idempotency_key);
+      for (const std::string& a : {j.id, std::string("echo"), std::string("body"), std::string("text/plain"),
+                                   j.freshness_ms, j.min_budget_ms, j.idempotency_key, j.admission})
+        args.push_back(a);
+    }
+    return decode_enqueue(eval(enqueue_script, keys, args), jobs.size());
   }
   // Delivers the next `n` entries to `consumer`.
   void deliver(const std::string& consumer, int n) {
@@ -328,76 +322,72 @@ struct LuaScript : ::testing::Test {
   redis_connection redis{io.io, server.endpoint()};
 };
 
-TEST_F(LuaScript, SnapshotCountsTheBacklogTheMeanRunTimeAndTheLiveSlots) {
+TEST_F(LuaScript, EnqueueAdmitsEachJobAgainstTheCountsAndTheJobsBeforeIt) {
   for (int i = 0; i < 3; ++i) enqueue(new_job_id());
   deliver("c1", 1);
-  call({"HSET", stats, "mean_run_us", "1500.75"});
+  call({"HSET", stats, "mean_run_us", "100000.75"});
   const long long now_ms = std::stoll(call({"TIME"}).elements[0].str) * 1000;
   call({"HSET", slots, "a", "2:" + std::to_string(now_ms + 600000), "b", "5:" + std::to_string(now_ms - 1000), "c",
         "garbage"});
-  call({"SET", "hg:{t}:idem:k", "ab12"});
-  const redis_reply r = eval(snapshot_script, {stream, slots, stats, "hg:{t}:idem:k"}, {group, "0"});
-  ASSERT_TRUE(r.is_array());
-  ASSERT_EQ(r.elements.size(), 4u);
-  EXPECT_TRUE(r.elements[0].is_integer() && r.elements[1].is_integer() && r.elements[2].is_integer());
-  EXPECT_TRUE(r.elements[3].is_string());
-  const snapshot_reply s = decode_snapshot(r);
-  EXPECT_EQ(s.backlog, 2u) << "3 entries, 1 of them delivered";
-  EXPECT_EQ(s.mean_run, 1500us) << "floored";
-  EXPECT_EQ(s.live_slots, 2u) << "b's lease expired, c's value is not a lease";
-  EXPECT_EQ(s.prior_id, "") << "the key is read only when the job has one";
-  EXPECT_EQ(decode_snapshot(eval(snapshot_script, {stream, slots, stats, "hg:{t}:idem:k"}, {group, "1"})).prior_id,
-            "ab12");
+  // backlog 2 (3 entries, 1 delivered) x 100 ms (floored) / 2 live slots (b expired, c not a lease) = 100 ms
+  const std::string a = new_job_id(), b = new_job_id(), c = new_job_id(), d = new_job_id(), e = new_job_id();
+  const enqueue_batch_reply r = enqueue_batch({{.id = a, .freshness_ms = "150", .min_budget_ms = "50"},
+                                               {.id = b, .freshness_ms = "150", .min_budget_ms = "50"},
+                                               {.id = c, .freshness_ms = "200", .min_budget_ms = "50"},
+                                               {.id = d, .freshness_ms = "1", .admission = "0"},
+                                               {.id = e}});
+  ASSERT_FALSE(r.nostream);
+  using kind = enqueue_reply::kind;
+  EXPECT_EQ(r.jobs[0].verdict, kind::accepted) << "100 + 50 <= 150";
+  EXPECT_EQ(r.jobs[0].predicted_wait, 100ms);
+  EXPECT_EQ(r.jobs[1].verdict, kind::refused) << "a's place in the backlog counts: 150 + 50 > 150";
+  EXPECT_EQ(r.jobs[1].predicted_wait, 150ms);
+  EXPECT_EQ(r.jobs[2].verdict, kind::accepted) << "150 + 50 <= 200";
+  EXPECT_EQ(r.jobs[3].verdict, kind::accepted) << "admission off: never refused";
+  EXPECT_EQ(r.jobs[4].verdict, kind::accepted) << "no freshness: always admitted";
+  EXPECT_EQ(call({"EXISTS", job(b)}).integer, 0) << "a refused job writes nothing";
+  EXPECT_EQ(call({"XLEN", stream}).integer, 3 + 4);
+  EXPECT_EQ(field(job(d), "freshness_ms"), "1") << "kept as given";
+
+  call({"HDEL", slots, "a"});
+  EXPECT_EQ(enqueue_batch({{.id = new_job_id(), .freshness_ms = "3600000"}}).jobs[0].predicted_wait, duration::max())
+      << "a backlog and no live slot: an unbounded wait";
 }
 
-TEST_F(LuaScript, EnqueueAddsTheEntryTheJobAndItsKeyOrAnswersTheFirstJob) {
-  const std::string id = new_job_id(), idem = "hg:{t}:idem:order-1";
-  const std::vector<std::string> args{id, "echo", "body", "text/plain", "-1", "0", "1", "order-1", "60000"};
-  const redis_reply r = eval(enqueue_script, {stream, job(id), idem}, args);
-  ASSERT_TRUE(r.is_array());
-  ASSERT_EQ(r.elements.size(), 2u);
-  const enqueue_reply added = decode_enqueue(r);
-  EXPECT_EQ(added.verdict, enqueue_reply::kind::accepted);
-  EXPECT_TRUE(parse_stream_id(added.id)) << added.id;
-  EXPECT_EQ(field(job(id), "entry"), added.id);
-  EXPECT_EQ(field(job(id), "state"), "queued");
-  EXPECT_EQ(field(job(id), "deliveries"), "0");
-  EXPECT_EQ(call({"GET", idem}).str, id);
-
-  const std::string second = new_job_id();
-  std::vector<std::string> again = args;
-  again[0] = second;
-  const enqueue_reply dup = decode_enqueue(eval(enqueue_script, {stream, job(second), idem}, again));
-  EXPECT_EQ(dup.verdict, enqueue_reply::kind::duplicate);
-  EXPECT_EQ(dup.id, id);
-  EXPECT_EQ(call({"EXISTS", job(second)}).integer, 0);
-
-  call({"DEL", stream});
-  again[6] = "0";
-  const enqueue_reply none = decode_enqueue(eval(enqueue_script, {stream, job(second), idem}, again));
-  EXPECT_EQ(none.verdict, enqueue_reply::kind::nostream);
-  EXPECT_EQ(call({"EXISTS", stream}).integer, 0) << "never recreated without its group";
-}
-
-TEST_F(LuaScript, FinishRecordsTheFirstOutcomeOnly) {
-  const std::string id = new_job_id();
+TEST_F(LuaScript, FinishRecordsTheFirstOutcomeOfEachJobInTheBatch) {
+  const std::string id = new_job_id(), second = new_job_id(), other = new_job_id();
   enqueue(id);
-  const std::vector<std::string> keys{stream, job(id), stats};
-  const redis_reply first = eval(finish_script, keys, {group, "60000", "2000", "state", "ok", "result", "done"});
-  EXPECT_TRUE(first.is_string());
-  EXPECT_EQ(decode_finish(first), finish_result::first);
+  enqueue(second);
+  const auto finish = [&](const std::vector<std::string>& ids, const std::vector<std::vector<std::string>>& jobs) {
+    std::vector<std::string> keys{stream, stats}, args{group, "60000"};
+    for (const std::string& j : ids) keys.push_back(job(j));
+    for (const auto& j : jobs) args.insert(args.end(), j.begin(), j.end());
+    return eval(finish_script, keys, args);
+  };
+  const redis_reply first = finish(
+      {id, second, other},
+      {{"2000", "4", "state", "ok", "result", "done"}, {"-1", "2", "state", "error"}, {"-1", "2", "state", "ok"}});
+  ASSERT_TRUE(first.is_array());
+  const std::vector<finish_result> got = decode_finish(first, 3);
+  EXPECT_EQ(got, (std::vector<finish_result>{finish_result::first, finish_result::first, finish_result::unknown}));
   EXPECT_EQ(field(job(id), "result"), "done");
-  EXPECT_EQ(call({"HEXISTS", job(id), "payload"}).integer, 0);
-  EXPECT_EQ(call({"XLEN", stream}).integer, 0);
+  EXPECT_EQ(field(job(second), "state"), "error");
+  EXPECT_EQ(field(job(id), "payload"), "") << "emptied: its memory goes";
+  EXPECT_EQ(call({"XLEN", stream}).integer, 0) << "both entries acknowledged and deleted";
+  EXPECT_EQ(call({"EXISTS", job(other)}).integer, 0) << "an unknown job is not created";
   EXPECT_GT(call({"PTTL", job(id)}).integer, 0);
-  EXPECT_EQ(field(stats, "mean_run_us"), "2000");
-  EXPECT_EQ(decode_finish(eval(finish_script, keys, {group, "60000", "-1", "state", "error"})),
-            finish_result::duplicate);
-  EXPECT_EQ(field(stats, "duplicate_outcomes"), "1");
+  EXPECT_EQ(field(stats, "mean_run_us"), "2000") << "only the job that ran moves the mean";
+
+  const std::vector<finish_result> again = decode_finish(
+      finish({id, id}, {{"-1", "2", "state", "error"}, {"-1", "2", "state", "error"}}), 2);
+  EXPECT_EQ(again, (std::vector<finish_result>{finish_result::duplicate, finish_result::duplicate}));
+  EXPECT_EQ(field(stats, "duplicate_outcomes"), "2");
   EXPECT_EQ(field(job(id), "state"), "ok");
-  const std::string other = new_job_id();
-  EXPECT_EQ(decode_finish(eval(finish_script, {stream, job(other), stats}, {group, "60000", "-1", "state", "ok"})),
-            finish_result::unknown);
+
+  const std::string third = new_job_id();
+  enqueue(third);
+  decode_finish(finish({third}, {{"3600", "2", "state", "ok"}}), 1);
+  EXPECT_EQ(field(stats, "mean_run_us"), "2100") << "1/16 of the way from 2000 to 3600";
 }
 
 TEST_F(LuaScript, CancelFinishesAQueuedJobAndMarksARunningOne) {
@@ -418,33 +408,45 @@ TEST_F(LuaScript, CancelFinishesAQueuedJobAndMarksARunningOne) {
 }
 
 TEST_F(LuaScript, StartRunsAHeldJobOnceAndDeadLettersOneStartedTooOften) {
-  const std::string id = new_job_id();
+  const std::string id = new_job_id(), mine = new_job_id(), theirs = new_job_id();
   const std::string entry = enqueue(id, "body");
-  deliver("c1", 1);
-  const std::vector<std::string> keys{stream, job(id), dead};
-  const auto args = [&](const std::string& consumer, const std::string& max, const std::string& token) {
-    return std::vector<std::string>{group, entry, consumer, max, id, "60000", token};
+  const std::string mine_entry = enqueue(mine);
+  deliver("c1", 2);
+  const std::string theirs_entry = enqueue(theirs);
+  deliver("c2", 1);
+  // {entry, job id, token} per job, for consumer c1.
+  const auto start = [&](const std::string& max, const std::vector<std::vector<std::string>>& jobs) {
+    std::vector<std::string> keys{stream, dead}, args{group, "c1", max, "60000"};
+    for (const auto& j : jobs) {
+      keys.push_back(job(j[1]));
+      args.insert(args.end(), j.begin(), j.end());
+    }
+    return eval(start_script, keys, args);
   };
-  const redis_reply run = eval(start_script, keys, args("c1", "2", "life-1/" + entry));
+  const redis_reply run = start("2", {{entry, id, "life-1/" + entry},
+                                      {theirs_entry, theirs, "life-1/" + theirs_entry},
+                                      {mine_entry, mine, "life-1/" + mine_entry}});
   ASSERT_TRUE(run.is_array());
-  ASSERT_EQ(run.elements.size(), 8u);
-  EXPECT_TRUE(run.elements[1].is_string() && run.elements[2].is_string() && run.elements[3].is_integer());
-  const start_reply a = decode_start(run);
-  EXPECT_EQ(a.v, start_reply::verdict::run);
+  ASSERT_EQ(run.elements.size(), 5u);
+  EXPECT_TRUE(run.elements[0].is_string() && run.elements[1].is_string());
+  ASSERT_EQ(run.elements[2].elements.size(), 6u);
+  EXPECT_TRUE(run.elements[2].elements[1].is_integer());
+  const start_batch_reply b = decode_start(run, 3);
+  EXPECT_GT(b.broker_now_us, 0);
+  const job_queue::start_answer& a = b.jobs[0];
+  EXPECT_EQ(a.v, job_queue::start_answer::verdict::run);
   EXPECT_EQ(a.deliveries, 1u);
   EXPECT_EQ(a.handler, "echo");
   EXPECT_EQ(a.payload, "body");
   EXPECT_EQ(a.content_type, "text/plain");
-  EXPECT_GT(a.broker_now_us, 0);
   EXPECT_EQ(field(job(id), "start_token"), "life-1/" + entry);
+  EXPECT_EQ(b.jobs[1].v, job_queue::start_answer::verdict::not_owner) << "delivered to c2";
+  EXPECT_EQ(field(job(theirs), "state"), "queued") << "not ours: untouched";
+  EXPECT_EQ(b.jobs[2].v, job_queue::start_answer::verdict::run) << "judged on its own, whatever the one before";
 
-  const redis_reply not_owner = eval(start_script, keys, args("c2", "2", "life-1/" + entry));
-  ASSERT_EQ(not_owner.elements.size(), 4u);
-  EXPECT_EQ(decode_start(not_owner).v, start_reply::verdict::not_owner);
-
-  const start_reply dead_lettered = decode_start(eval(start_script, keys, args("c1", "1", "life-2/" + entry)));
-  EXPECT_EQ(dead_lettered.v, start_reply::verdict::dead);
-  EXPECT_EQ(dead_lettered.deliveries, 1u);
+  const start_batch_reply dead_lettered = decode_start(start("1", {{entry, id, "life-2/" + entry}}), 1);
+  EXPECT_EQ(dead_lettered.jobs[0].v, job_queue::start_answer::verdict::dead);
+  EXPECT_EQ(dead_lettered.jobs[0].deliveries, 1u);
   EXPECT_EQ(field(job(id), "state"), "dead");
   EXPECT_EQ(call({"XLEN", dead}).integer, 1);
 }
@@ -493,8 +495,10 @@ TEST_F(LuaScript, HandBackUncountsThisLifesStartsAndMakesTheEntriesIdle) {
   const std::string ea = enqueue(a), eb = enqueue(b);
   deliver("c1", 2);
   ASSERT_EQ(
-      decode_start(eval(start_script, {stream, job(a), dead}, {group, ea, "c1", "5", a, "60000", "life-1/" + ea})).v,
-      start_reply::verdict::run);
+      decode_start(eval(start_script, {stream, dead, job(a)}, {group, "c1", "5", "60000", ea, a, "life-1/" + ea}), 1)
+          .jobs[0]
+          .v,
+      job_queue::start_answer::verdict::run);
   const redis_reply r = eval(hand_back_script, {stream, job(a), job(b), job(new_job_id())},
                              {group, "c1", "100000000000", "life-1", ea, eb, "0-1"});
   ASSERT_TRUE(r.is_integer());

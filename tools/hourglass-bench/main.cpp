@@ -231,6 +231,11 @@ int main(int argc, char** argv) {
   fl->add_option("--slots", flo.slots, "worker slots per consumer")->capture_default_str();
   fl->add_option("--jobs", flo.jobs, "jobs per throughput run")->capture_default_str();
   fl->add_option("--producers", flo.producers, "threads enqueueing")->capture_default_str();
+  fl->add_option("--window", flo.window, "each producer's enqueues in flight (a pipelined client)")
+      ->capture_default_str();
+  fl->add_option("--bulk", flo.bulk, "jobs per bulk enqueue call")->capture_default_str();
+  fl->add_flag("--fsync-always", flo.fsync_always,
+               "throughput runs with appendonly yes + appendfsync always (a 202 on disk); settings restored after");
   fl->add_option("--overload-consumers", flo.overload_consumers, "consumers in the overload runs")
       ->capture_default_str();
   fl->add_option("--loads", flo.loads, "comma list of multiples of capacity for the overload runs")

@@ -8,21 +8,27 @@
 //   enqueued e = q.enqueue(ctx, {.handler = "resize", .payload = body, .freshness = 30s});
 //   if (e.verdict == enqueued::kind::accepted) ... e.id ...
 //
-// Every call is one or two round trips on the given connection and throws
-// redis_unavailable when the broker cannot be used, or stopped_error when
-// `ctx` stopped. An enqueue that throws was not confirmed: answer 503, never
-// 202. (The broker may still have applied it, when the connection broke
-// after the write: a retry with the same idempotency key finds it.)
+// Each call is one round trip on the given connection (cancel two) and
+// throws redis_unavailable when the broker cannot be used, or stopped_error
+// when `ctx` stopped. An enqueue that throws was not confirmed: answer 503,
+// never 202. (The broker may still have applied it, when the connection
+// broke after the write: a retry with the same idempotency key finds it.)
+//
+// Enqueues are batched: the jobs that arrive while one batch is at the
+// broker go together in the next, one script call (group commit), each
+// admitted on its own against the fleet's counts read in that same atomic
+// step. enqueue_bulk hands many jobs in at once (Sidekiq's push_bulk).
 //
 // The producer's calls (enqueue, find, cancel, list) also come without
-// blocking: async_*(..., done) runs `done` once, on the connection's strand,
-// with the value or the error the blocking call would have thrown. The
-// blocking ones wait for the asynchronous ones: one path to the broker. Never
-// wait for one on the connection's own strand. The queue must outlive the
-// calls it has in flight.
+// blocking: async_*(..., done) runs `done` once, with the value or the error
+// the blocking call would have thrown: on the connection's strand, or (an
+// enqueue whose `ctx` stopped first) on the thread that stopped it. The
+// blocking ones wait for the asynchronous ones: one path to the broker.
+// Never wait for one on the connection's own strand. The queue must outlive
+// the calls it has in flight.
 //
 // Thread safety: as the redis_connection it uses; the object itself holds
-// only constants and the scripts' SHA1s (guarded).
+// constants and the enqueues waiting for their batch (guarded).
 #pragma once
 
 #include <cstdint>
@@ -41,6 +47,11 @@
 #include "hourglass/time.hpp"
 
 namespace hourglass::fleet {
+
+namespace detail {
+template <class Call>
+class batch_lane;  // fleet/src/batch_lane.hpp
+}  // namespace detail
 
 struct queue_options {
   std::string name = "default";  // --queue
@@ -122,6 +133,9 @@ class job_queue {
   void ensure_group(const context& ctx);
 
   enqueued enqueue(const context& ctx, const job_spec& job);
+  // Each job's own answer, in order: its verdict, or the error that left it
+  // unconfirmed. Never throws.
+  std::vector<async_answer<enqueued>> enqueue_bulk(const context& ctx, std::vector<job_spec> jobs);
   std::optional<fleet_job> find(const context& ctx, std::string_view id);
   // Cancels a queued job at once or marks a running one; the job as it is
   // afterwards. *cancelled_here: this call recorded its outcome (it was queued).
@@ -130,6 +144,8 @@ class job_queue {
 
   // The same without blocking (`ctx` is copied; `done` runs on the connection's strand).
   void async_enqueue(const context& ctx, job_spec job, answer_fn<enqueued> done);
+  void async_enqueue_bulk(const context& ctx, std::vector<job_spec> jobs,
+                          std::function<void(std::vector<async_answer<enqueued>>)> done);
   void async_find(const context& ctx, std::string id, answer_fn<std::optional<fleet_job>> done);
   void async_cancel(const context& ctx, std::string id, answer_fn<cancelled_job> done);
   void async_list(const context& ctx, list_query q, answer_fn<job_list> done);
@@ -139,6 +155,13 @@ class job_queue {
   // fleet's mean run time (nullopt: it did not run).
   finish_result finish(const context& ctx, std::string_view id, std::optional<duration> run_time,
                        const std::vector<std::pair<std::string, std::string>>& fields);
+  // Many at once, in one script call: each recorded on its own, answers in order.
+  struct outcome {
+    std::string job_id;
+    std::optional<duration> run_time;
+    std::vector<std::pair<std::string, std::string>> fields;
+  };
+  std::vector<finish_result> finish_batch(const context& ctx, const std::vector<outcome>& outcomes);
 
   // ---- the consumer's side (fleet::consumer) ----
 
@@ -159,8 +182,11 @@ class job_queue {
   };
   // `token` names this delivery (e.g. the consumer's lease token and the
   // entry): called again with it after a lost reply, the start is counted once.
+  // Workers that ask at once share one script call, each judged on its own.
   start_answer start(const context& ctx, const held_entry& e, std::string_view consumer, unsigned max_deliveries,
                      std::string_view token);
+  void async_start(const context& ctx, const held_entry& e, std::string_view consumer, unsigned max_deliveries,
+                   std::string_view token, answer_fn<start_answer> done);
 
   struct renew_answer {
     bool fenced = false;               // another process holds the consumer name
@@ -201,12 +227,23 @@ class job_queue {
   void send_eval(std::shared_ptr<eval_call> call);
   void load_script(std::shared_ptr<eval_call> call);
   void async_ensure_group(const context& ctx, answer_fn<bool> done);
+  // Enqueues wait in their lane while a batch is at the broker (job_queue_enqueue.cpp).
   struct enqueue_call;
-  void enqueue_snapshot_read(std::shared_ptr<enqueue_call> call, async_answer<redis_reply> snap);
-  void enqueue_added(std::shared_ptr<enqueue_call> call, async_answer<redis_reply> added);
+  using enqueue_lane = detail::batch_lane<enqueue_call>;
+  static std::shared_ptr<enqueue_lane> new_enqueue_lane();
+  void submit_enqueues(std::vector<std::shared_ptr<enqueue_call>> calls);
+  void send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, bool group_ensured);
+  void next_enqueues();
+  // Start checks, likewise (job_queue_start.cpp).
+  struct start_call;
+  using start_lane = detail::batch_lane<start_call>;
+  static std::shared_ptr<start_lane> new_start_lane();
+  void send_starts(std::vector<std::shared_ptr<start_call>> batch);
 
   redis_connection& redis_;
   queue_options options_;
+  std::shared_ptr<enqueue_lane> enqueue_lane_;
+  std::shared_ptr<start_lane> start_lane_;
 };
 
 // A new job id: 32 hex digits from a CSPRNG-seeded generator.

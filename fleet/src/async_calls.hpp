@@ -1,0 +1,72 @@
+// The pieces every asynchronous job_queue call is made of: a failed call's
+// error as the exception its blocking form throws, answers as values, and
+// the blocking form itself (waiting for the asynchronous one). Internal to
+// fleet/.
+#pragma once
+
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "broker_error.hpp"
+#include "hourglass/fleet/job_queue.hpp"
+
+namespace hourglass::fleet::detail {
+
+// The exception broker_error would throw, as a value.
+inline std::exception_ptr broker_error_ptr(const std::string& what, const redis_reply& r) {
+  try {
+    broker_error(what, r);
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+// What a failed call would have thrown; nullptr when it has a reply.
+inline std::exception_ptr error_of(const redis_result& r) {
+  switch (r.result) {
+    case redis_result::code::ok: return nullptr;
+    case redis_result::code::unavailable: return std::make_exception_ptr(redis_unavailable(r.message));
+    case redis_result::code::stopped: return std::make_exception_ptr(stopped_error(r.stop_status));
+  }
+  return std::make_exception_ptr(redis_unavailable("redis: unreachable"));
+}
+
+template <class T>
+async_answer<T> failed(std::exception_ptr e) {
+  async_answer<T> a;
+  a.error = std::move(e);
+  return a;
+}
+
+template <class T>
+async_answer<T> answer(T value) {
+  async_answer<T> a;
+  a.value = std::move(value);
+  return a;
+}
+
+// Runs `start(done)` and waits for `done`: the blocking form of an async call.
+template <class T, class Start>
+T wait_for(Start&& start) {
+  struct waiter {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<async_answer<T>> a;
+  };
+  auto w = std::make_shared<waiter>();
+  start([w](async_answer<T> a) {
+    std::lock_guard lock(w->mu);
+    w->a = std::move(a);
+    w->cv.notify_all();
+  });
+  std::unique_lock lock(w->mu);
+  w->cv.wait(lock, [&] { return w->a.has_value(); });
+  if (w->a->error) std::rethrow_exception(w->a->error);
+  return std::move(w->a->value);
+}
+
+}  // namespace hourglass::fleet::detail

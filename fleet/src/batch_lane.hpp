@@ -1,0 +1,81 @@
+// Group commit for one kind of script call: calls that arrive while a batch
+// is at the broker wait here and go together in the next one, so a busy
+// queue makes one round trip (and one script run) per batch, not per job,
+// while a lone call still goes at once. The lane only decides what goes
+// when; the caller sends a batch and, once it is answered, asks for the
+// next. Internal to fleet/.
+//
+//   if (auto batch = lane.push(std::move(calls))) send(std::move(*batch));
+//   ... when a batch is answered:
+//   if (auto batch = lane.next()) send(std::move(*batch));
+//
+// A batch is the oldest waiting calls, at most max_calls, and as many as fit
+// in max_bytes by `bytes(call)` (at least one); with `same_batch`, only those
+// that may share a script call with the first.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace hourglass::fleet::detail {
+
+template <class Call>
+class batch_lane {
+ public:
+  using call_ptr = std::shared_ptr<Call>;
+  using batch = std::vector<call_ptr>;
+
+  struct limits {
+    std::size_t max_calls = 256;
+    std::size_t max_bytes = 4 * 1024 * 1024;
+    std::function<std::size_t(const Call&)> bytes;             // nullptr: calls weigh nothing
+    std::function<bool(const Call&, const Call&)> same_batch;  // nullptr: any two may
+  };
+
+  explicit batch_lane(limits l) : limits_(std::move(l)) {}
+
+  // Adds `calls`; a batch to send now when none is at the broker.
+  std::optional<batch> push(batch calls) {
+    std::lock_guard lock(mu_);
+    waiting_.insert(waiting_.end(), std::make_move_iterator(calls.begin()), std::make_move_iterator(calls.end()));
+    if (at_broker_ || waiting_.empty()) return std::nullopt;
+    at_broker_ = true;
+    return take_locked();
+  }
+
+  // The batch at the broker was answered: the next one, if calls wait.
+  std::optional<batch> next() {
+    std::lock_guard lock(mu_);
+    if (waiting_.empty()) {
+      at_broker_ = false;
+      return std::nullopt;
+    }
+    return take_locked();
+  }
+
+ private:
+  batch take_locked() {
+    std::size_t n = 0, bytes = 0;
+    while (n < waiting_.size() && n < limits_.max_calls) {
+      if (n > 0 && limits_.same_batch && !limits_.same_batch(*waiting_.front(), *waiting_[n])) break;
+      if (limits_.bytes) bytes += limits_.bytes(*waiting_[n]);
+      if (n > 0 && bytes > limits_.max_bytes) break;
+      ++n;
+    }
+    const auto end = waiting_.begin() + static_cast<std::ptrdiff_t>(n);
+    batch out(std::make_move_iterator(waiting_.begin()), std::make_move_iterator(end));
+    waiting_.erase(waiting_.begin(), end);
+    return out;
+  }
+
+  const limits limits_;
+  std::mutex mu_;
+  batch waiting_;
+  bool at_broker_ = false;
+};
+
+}  // namespace hourglass::fleet::detail

@@ -1,0 +1,207 @@
+// Enqueue as group commit: a call joins the lane; when no batch is at the
+// broker it goes at once, otherwise with every call that arrived meanwhile,
+// in the next one. One script call per batch (fleet/lua/enqueue.lua) adds
+// and admits each job on its own, against the fleet's counts read in the
+// same atomic step: one round trip per job at low rates, one per batch at
+// high ones, and one fsync per batch under appendfsync always.
+//
+// A caller's context bounds its own wait: when it stops first the caller is
+// answered stopped_error at once (unconfirmed, as with any broken call), and
+// the batch's answer for its job, if it was sent, is dropped.
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <optional>
+
+#include "async_calls.hpp"
+#include "batch_lane.hpp"
+#include "hourglass/cancellation.hpp"
+#include "hourglass/fleet/freshness.hpp"
+#include "hourglass/fleet/job_queue.hpp"
+#include "scripts.hpp"
+
+namespace hourglass::fleet {
+
+namespace {
+
+using detail::answer;
+using detail::failed;
+using detail::millis;
+
+}  // namespace
+
+struct job_queue::enqueue_call {
+  context ctx;
+  job_spec job;
+  answer_fn<enqueued> done;
+  time_point began{};
+  std::string id;
+  std::atomic<bool> answered{false};
+  std::unique_ptr<cancellation_callback<std::function<void()>>> on_stop;
+
+  // The first answer wins: the batch's, or the stop's.
+  void finish(async_answer<enqueued> a) {
+    if (!answered.exchange(true)) done(std::move(a));
+  }
+};
+
+std::shared_ptr<job_queue::enqueue_lane> job_queue::new_enqueue_lane() {
+  // Redis runs a script alone: a batch holds it for about 10 us a job. And a
+  // payload-heavy batch is one large write.
+  return std::make_shared<enqueue_lane>(
+      enqueue_lane::limits{.max_calls = 256, .max_bytes = 4 * 1024 * 1024, .bytes = [](const enqueue_call& c) {
+                             return c.job.payload.size();
+                           }});
+}
+
+void job_queue::async_enqueue(const context& ctx, job_spec job, answer_fn<enqueued> done) {
+  auto call = std::make_shared<enqueue_call>();
+  call->ctx = ctx;
+  call->job = std::move(job);
+  call->done = std::move(done);
+  submit_enqueues({std::move(call)});
+}
+
+void job_queue::async_enqueue_bulk(const context& ctx, std::vector<job_spec> jobs,
+                                   std::function<void(std::vector<async_answer<enqueued>>)> done) {
+  struct gather {
+    std::mutex mu;
+    std::vector<async_answer<enqueued>> answers;
+    std::size_t left = 0;
+    std::function<void(std::vector<async_answer<enqueued>>)> done;
+  };
+  if (jobs.empty()) return done({});
+  auto g = std::make_shared<gather>();
+  g->answers.resize(jobs.size());
+  g->left = jobs.size();
+  g->done = std::move(done);
+  std::vector<std::shared_ptr<enqueue_call>> calls;
+  calls.reserve(jobs.size());
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    auto call = std::make_shared<enqueue_call>();
+    call->ctx = ctx;
+    call->job = std::move(jobs[i]);
+    call->done = [g, i](async_answer<enqueued> a) {
+      std::unique_lock lock(g->mu);
+      g->answers[i] = std::move(a);
+      if (--g->left != 0) return;
+      lock.unlock();
+      g->done(std::move(g->answers));
+    };
+    calls.push_back(std::move(call));
+  }
+  submit_enqueues(std::move(calls));
+}
+
+void job_queue::submit_enqueues(std::vector<std::shared_ptr<enqueue_call>> calls) {
+  hourglass::clock& clk = options_.clock != nullptr ? *options_.clock : real_clock();
+  for (auto& call : calls) {
+    call->began = clk.now();
+    call->id = new_job_id();
+    std::weak_ptr<enqueue_call> weak = call;
+    call->on_stop = std::make_unique<cancellation_callback<std::function<void()>>>(
+        call->ctx.token(), std::function<void()>([weak] {
+          if (auto c = weak.lock())
+            c->finish(failed<enqueued>(std::make_exception_ptr(stopped_error(c->ctx.stop_status()))));
+        }));
+  }
+  if (auto batch = enqueue_lane_->push(std::move(calls))) send_enqueues(std::move(*batch), false);
+}
+
+void job_queue::next_enqueues() {
+  if (auto batch = enqueue_lane_->next()) send_enqueues(std::move(*batch), false);
+}
+
+void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, bool group_ensured) {
+  // Calls stopped while they waited are answered already: not sent.
+  std::erase_if(batch, [](const auto& c) { return c->answered.load(); });
+  if (batch.empty()) return next_enqueues();
+  hourglass::clock& clk = options_.clock != nullptr ? *options_.clock : real_clock();
+  const time_point now = clk.now();
+  std::vector<std::string> keys{key("stream"), key("slots"), key("stats")};
+  std::vector<std::string> args{std::string(group), millis(options_.idempotency_ttl)};
+  keys.reserve(3 + 2 * batch.size());
+  args.reserve(2 + 8 * batch.size());
+  for (const auto& c : batch) {
+    const job_spec& job = c->job;
+    // Its wait for this batch, counted twice: once spent, once for the trip ahead.
+    const duration freshness = freshness_at_entry(job.freshness, elapsed(c->began, now));
+    keys.push_back(key("job:" + c->id));
+    keys.push_back(key("idem:" + job.idempotency_key));
+    args.push_back(c->id);
+    args.push_back(job.handler);
+    args.push_back(job.payload);
+    args.push_back(job.content_type);
+    args.push_back(freshness == duration::max() ? "-1" : millis(freshness));
+    args.push_back(millis(job.min_budget));
+    args.push_back(job.idempotency_key);
+    args.push_back(job.admission ? "1" : "0");
+  }
+  const auto fail_all = [batch](const std::exception_ptr& e) {
+    for (const auto& c : batch) c->finish(failed<enqueued>(e));
+  };
+  async_eval(context(), detail::enqueue_script, std::move(keys), std::move(args),
+             [this, batch, group_ensured, fail_all](async_answer<redis_reply> r) {
+               if (r.error) {
+                 fail_all(r.error);
+                 return next_enqueues();
+               }
+               detail::enqueue_batch_reply b;
+               try {
+                 b = detail::decode_enqueue(r.value, batch.size());
+                 if (b.nostream && group_ensured) detail::broker_error("enqueue", r.value);
+               } catch (...) {
+                 fail_all(std::current_exception());
+                 return next_enqueues();
+               }
+               if (b.nostream) {
+                 // The stream was deleted (FLUSHALL, a new broker): both again, once.
+                 return async_ensure_group(context(), [this, batch, fail_all](async_answer<bool> made) {
+                   if (made.error) {
+                     fail_all(made.error);
+                     return next_enqueues();
+                   }
+                   send_enqueues(batch, true);
+                 });
+               }
+               using added = detail::enqueue_reply::kind;
+               for (std::size_t i = 0; i < batch.size(); ++i) {
+                 detail::enqueue_reply& j = b.jobs[i];
+                 enqueued out;
+                 out.verdict = j.verdict == added::duplicate ? enqueued::kind::duplicate
+                               : j.verdict == added::refused ? enqueued::kind::refused
+                                                             : enqueued::kind::accepted;
+                 out.id = j.verdict == added::duplicate ? std::move(j.id)
+                          : j.verdict == added::refused ? std::string()
+                                                        : batch[i]->id;
+                 out.predicted_wait = j.predicted_wait;
+                 batch[i]->finish(answer(std::move(out)));
+               }
+               next_enqueues();
+             });
+}
+
+enqueued job_queue::enqueue(const context& ctx, const job_spec& job) {
+  return detail::wait_for<enqueued>([&](answer_fn<enqueued> done) { async_enqueue(ctx, job, std::move(done)); });
+}
+
+std::vector<async_answer<enqueued>> job_queue::enqueue_bulk(const context& ctx, std::vector<job_spec> jobs) {
+  struct waiter {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<std::vector<async_answer<enqueued>>> a;
+  };
+  auto w = std::make_shared<waiter>();
+  async_enqueue_bulk(ctx, std::move(jobs), [w](std::vector<async_answer<enqueued>> a) {
+    std::lock_guard lock(w->mu);
+    w->a = std::move(a);
+    w->cv.notify_all();
+  });
+  std::unique_lock lock(w->mu);
+  w->cv.wait(lock, [&] { return w->a.has_value(); });
+  return std::move(*w->a);
+}
+
+}  // namespace hourglass::fleet

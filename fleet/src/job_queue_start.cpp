@@ -1,0 +1,98 @@
+// The consumer's start check as group commit: workers that ask at the same
+// time share one script call (fleet/lua/start.lua), each job still judged on
+// its own, atomically with marking it running. A worker waits for its own
+// answer; while one batch is at the broker the next gathers.
+#include <atomic>
+#include <functional>
+
+#include "async_calls.hpp"
+#include "batch_lane.hpp"
+#include "hourglass/cancellation.hpp"
+#include "hourglass/fleet/job_queue.hpp"
+#include "scripts.hpp"
+
+namespace hourglass::fleet {
+
+struct job_queue::start_call {
+  context ctx;
+  held_entry entry;
+  std::string consumer;
+  unsigned max_deliveries = 0;
+  std::string token;
+  answer_fn<start_answer> done;
+  std::atomic<bool> answered{false};
+  std::unique_ptr<cancellation_callback<std::function<void()>>> on_stop;
+
+  // The first answer wins: the batch's, or the stop's.
+  void finish(async_answer<start_answer> a) {
+    if (!answered.exchange(true)) done(std::move(a));
+  }
+};
+
+std::shared_ptr<job_queue::start_lane> job_queue::new_start_lane() {
+  return std::make_shared<start_lane>(
+      start_lane::limits{.max_calls = 256, .same_batch = [](const start_call& a, const start_call& b) {
+                           return a.consumer == b.consumer && a.max_deliveries == b.max_deliveries;
+                         }});
+}
+
+void job_queue::async_start(const context& ctx, const held_entry& e, std::string_view consumer, unsigned max_deliveries,
+                            std::string_view token, answer_fn<start_answer> done) {
+  auto call = std::make_shared<start_call>();
+  call->ctx = ctx;
+  call->entry = e;
+  call->consumer = std::string(consumer);
+  call->max_deliveries = max_deliveries;
+  call->token = std::string(token);
+  call->done = std::move(done);
+  std::weak_ptr<start_call> weak = call;
+  call->on_stop = std::make_unique<cancellation_callback<std::function<void()>>>(
+      call->ctx.token(), std::function<void()>([weak] {
+        if (auto c = weak.lock()) {
+          c->finish(detail::failed<start_answer>(std::make_exception_ptr(stopped_error(c->ctx.stop_status()))));
+        }
+      }));
+  if (auto batch = start_lane_->push({std::move(call)})) send_starts(std::move(*batch));
+}
+
+void job_queue::send_starts(std::vector<std::shared_ptr<start_call>> batch) {
+  std::erase_if(batch, [](const auto& c) { return c->answered.load(); });
+  if (batch.empty()) {
+    if (auto next = start_lane_->next()) send_starts(std::move(*next));
+    return;
+  }
+  const start_call& first = *batch.front();
+  std::vector<std::string> keys{key("stream"), key("dead")};
+  std::vector<std::string> args{std::string(group), first.consumer, std::to_string(first.max_deliveries),
+                                detail::millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1)))};
+  for (const auto& c : batch) {
+    keys.push_back(key("job:" + c->entry.job_id));
+    args.push_back(c->entry.entry);
+    args.push_back(c->entry.job_id);
+    args.push_back(c->token);
+  }
+  async_eval(context(), detail::start_script, std::move(keys), std::move(args),
+             [this, batch](async_answer<redis_reply> r) {
+               std::exception_ptr error = r.error;
+               detail::start_batch_reply b;
+               if (!error) {
+                 try {
+                   b = detail::decode_start(r.value, batch.size());
+                 } catch (...) {
+                   error = std::current_exception();
+                 }
+               }
+               for (std::size_t i = 0; i < batch.size(); ++i) {
+                 batch[i]->finish(error ? detail::failed<start_answer>(error) : detail::answer(std::move(b.jobs[i])));
+               }
+               if (auto next = start_lane_->next()) send_starts(std::move(*next));
+             });
+}
+
+job_queue::start_answer job_queue::start(const context& ctx, const held_entry& e, std::string_view consumer,
+                                         unsigned max_deliveries, std::string_view token) {
+  return detail::wait_for<start_answer>(
+      [&](answer_fn<start_answer> done) { async_start(ctx, e, consumer, max_deliveries, token, std::move(done)); });
+}
+
+}  // namespace hourglass::fleet
