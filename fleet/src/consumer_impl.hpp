@@ -117,8 +117,20 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
   void stop_reading_locked();
 
   // ---- delivery (the reader thread): consumer_reader.cpp ----
-  void deliver(const std::vector<stream_entry>& entries, bool reclaimed);
+  // Our clock and the broker's TIME, read together.
+  struct timed_now {
+    time_point sent;
+    std::int64_t broker_us = 0;
+  };
+  struct timed_read {
+    std::vector<stream_entry> entries;
+    timed_now now;
+  };
+  // `now`: when the entries were read, if known; else the broker's TIME is asked.
+  void deliver(const std::vector<stream_entry>& entries, bool reclaimed, std::optional<timed_now> now = std::nullopt);
+  timed_read read_new(const context& ctx, std::vector<std::string> xreadgroup);
   std::int64_t broker_time();
+  std::int64_t time_of(const redis_reply& t);
   void note_offset(std::int64_t broker_now_us);
   std::size_t wait_for_room();  // 0: reading stopped
   void read_loop();

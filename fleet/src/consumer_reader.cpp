@@ -3,6 +3,8 @@
 // lease; each delivery judged on the broker's TIME before it is queued.
 #include <algorithm>
 #include <charconv>
+#include <condition_variable>
+#include <mutex>
 
 #include "consumer_impl.hpp"
 
@@ -21,10 +23,14 @@ duration ms_field(std::string_view text, duration if_missing) {
 
 }  // namespace
 
-void consumer::impl::deliver(const std::vector<stream_entry>& entries, bool reclaimed) {
+void consumer::impl::deliver(const std::vector<stream_entry>& entries, bool reclaimed, std::optional<timed_now> now) {
   if (entries.empty()) return;
-  const time_point sent = clk.now();
-  const std::int64_t broker_now = broker_time();
+  if (!now) {
+    const time_point sent = clk.now();
+    now = timed_now{sent, broker_time()};
+  }
+  const time_point sent = now->sent;
+  const std::int64_t broker_now = now->broker_us;
   for (const stream_entry& e : entries) {
     const std::string job_id = e.field("id");
     const std::optional<stream_id> sid = parse_stream_id(e.id);
@@ -67,13 +73,47 @@ void consumer::impl::deliver(const std::vector<stream_entry>& entries, bool recl
 }
 
 // The broker's TIME; call it right after taking our own clock's reading.
-std::int64_t consumer::impl::broker_time() {
-  const redis_reply t = queue.connection().call(stop_reading.get(), {"TIME"});
+std::int64_t consumer::impl::broker_time() { return time_of(queue.connection().call(stop_reading.get(), {"TIME"})); }
+
+std::int64_t consumer::impl::time_of(const redis_reply& t) {
   if (!t.is_array() || t.elements.size() != 2) throw redis_unavailable("redis: TIME: unexpected reply");
   const auto now_us = parse_broker_time(t.elements[0].str, t.elements[1].str);
   if (!now_us) throw redis_unavailable("redis: TIME is not a time");
   note_offset(*now_us);
   return *now_us;
+}
+
+// The blocking read of new entries with the broker's TIME pipelined behind
+// it on the same connection: Redis answers the TIME right after it serves
+// the read, so the entries are judged on the broker's clock at their
+// delivery without a round trip of their own. `sent` is taken when the
+// answers are here (the TIME is at most a reply's transit old).
+consumer::impl::timed_read consumer::impl::read_new(const context& ctx, std::vector<std::string> xreadgroup) {
+  struct waiter {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<redis_result> read, time;
+  };
+  auto w = std::make_shared<waiter>();
+  const auto keep = [w](std::optional<redis_result> waiter::*slot) {
+    return [w, slot](redis_result r) {
+      std::lock_guard lock(w->mu);
+      (*w).*slot = std::move(r);
+      w->cv.notify_all();
+    };
+  };
+  reader.async_call(ctx, std::move(xreadgroup), keep(&waiter::read), true);
+  reader.async_call(ctx, {"TIME"}, keep(&waiter::time), true);
+  std::unique_lock lock(w->mu);
+  w->cv.wait(lock, [&] { return w->read.has_value() && w->time.has_value(); });
+  for (const redis_result* r : {&*w->read, &*w->time}) {
+    if (r->result == redis_result::code::stopped) throw stopped_error(r->stop_status);
+    if (r->result == redis_result::code::unavailable) throw redis_unavailable(r->message);
+  }
+  timed_read out;
+  out.entries = read_entries(w->read->reply);
+  out.now = timed_now{clk.now(), out.entries.empty() ? 0 : time_of(w->time->reply)};
+  return out;
 }
 
 void consumer::impl::note_offset(std::int64_t broker_now_us) {
@@ -138,13 +178,11 @@ void consumer::impl::read_loop() {
         if (!c.entries.empty()) continue;
       }
       const auto block = std::clamp<duration>(next_reclaim - clk.now(), 1ms, opts.read_block);
-      const redis_reply r = reader.call(
-          ctx,
-          {"XREADGROUP", "GROUP", group, opts.name, "COUNT", count, "BLOCK",
-           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(block).count()), "STREAMS", stream,
-           ">"},
-          true);
-      deliver(read_entries(r), false);
+      const timed_read r = read_new(
+          ctx, {"XREADGROUP", "GROUP", group, opts.name, "COUNT", count, "BLOCK",
+                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(block).count()), "STREAMS", stream,
+                ">"});
+      deliver(r.entries, false, r.now);
       backoff = 50ms;
     } catch (const stopped_error&) {
       break;
