@@ -9,6 +9,10 @@
 //   ... when a batch is answered:
 //   if (auto batch = lane.next()) send(std::move(*batch));
 //
+// A completion that outlives the lane's owner (a caller answered early, its
+// context stopped, may let the owner go while its batch is at the broker)
+// holds the owner's `liveness` lock and answers only when the owner is gone.
+//
 // A batch is the oldest waiting calls, at most max_calls, and as many as fit
 // in max_bytes by `bytes(call)` (at least one); with `same_batch`, only those
 // that may share a script call with the first.
@@ -22,6 +26,13 @@
 #include <vector>
 
 namespace hourglass::fleet::detail {
+
+// Whether the owner of lanes still lives: its destructor clears `alive`
+// under the lock, completions hold the lock while they use the owner.
+struct liveness {
+  std::mutex mu;
+  bool alive = true;
+};
 
 template <class Call>
 class batch_lane {

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "batch_lane.hpp"
 #include "hourglass/fleet/freshness.hpp"
 #include "scripts.hpp"
 
@@ -52,10 +53,19 @@ std::string new_job_id() {
 }
 
 job_queue::job_queue(redis_connection& redis, queue_options options)
-    : redis_(redis), options_(std::move(options)), enqueue_lane_(new_enqueue_lane()), start_lane_(new_start_lane()) {
+    : redis_(redis),
+      options_(std::move(options)),
+      alive_(std::make_shared<detail::liveness>()),
+      enqueue_lane_(new_enqueue_lane()),
+      start_lane_(new_start_lane()) {
   if (options_.name.empty() || options_.name.find_first_of("{}: \t\r\n") != std::string::npos) {
     throw std::invalid_argument("queue name '" + options_.name + "' must be non-empty, without {, }, : or spaces");
   }
+}
+
+job_queue::~job_queue() {
+  const std::lock_guard lock(alive_->mu);
+  alive_->alive = false;
 }
 
 std::string job_queue::key(std::string_view suffix) const {

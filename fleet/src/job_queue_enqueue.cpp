@@ -137,32 +137,41 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
     args.push_back(freshness == duration::max() ? "-1" : millis(freshness));
     args.push_back(millis(job.min_budget));
     args.push_back(job.idempotency_key);
-    args.push_back(job.admission ? "1" : "0");
+    args.emplace_back(job.admission ? "1" : "0");
   }
-  const auto fail_all = [batch](const std::exception_ptr& e) {
+  // A completion holds the queue's liveness lock: a caller answered early
+  // may have destroyed the queue, and then its calls are only answered.
+  const auto fail_all = [this, batch](const std::exception_ptr& e) {
     for (const auto& c : batch) c->finish(failed<enqueued>(e));
+    next_enqueues();
   };
   async_eval(context(), detail::enqueue_script, std::move(keys), std::move(args),
-             [this, batch, group_ensured, fail_all](async_answer<redis_reply> r) {
-               if (r.error) {
-                 fail_all(r.error);
-                 return next_enqueues();
+             [this, alive = alive_, batch, group_ensured, fail_all](async_answer<redis_reply> r) {
+               const std::lock_guard lock(alive->mu);
+               if (!alive->alive) {
+                 const std::exception_ptr gone = r.error ? r.error
+                                                         : std::make_exception_ptr(redis_unavailable(
+                                                               "redis: the queue was destroyed during the call"));
+                 for (const auto& c : batch) c->finish(failed<enqueued>(gone));
+                 return;
                }
+               if (r.error) return fail_all(r.error);
                detail::enqueue_batch_reply b;
                try {
                  b = detail::decode_enqueue(r.value, batch.size());
                  if (b.nostream && group_ensured) detail::broker_error("enqueue", r.value);
                } catch (...) {
-                 fail_all(std::current_exception());
-                 return next_enqueues();
+                 return fail_all(std::current_exception());
                }
                if (b.nostream) {
                  // The stream was deleted (FLUSHALL, a new broker): both again, once.
-                 return async_ensure_group(context(), [this, batch, fail_all](async_answer<bool> made) {
-                   if (made.error) {
-                     fail_all(made.error);
-                     return next_enqueues();
+                 return async_ensure_group(context(), [this, alive, batch, fail_all](async_answer<bool> made) {
+                   const std::lock_guard again(alive->mu);
+                   if (!alive->alive) {
+                     for (const auto& c : batch) c->finish(failed<enqueued>(made.error));
+                     return;
                    }
+                   if (made.error) return fail_all(made.error);
                    send_enqueues(batch, true);
                  });
                }

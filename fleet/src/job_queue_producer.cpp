@@ -82,6 +82,7 @@ class script_shas {
 }  // namespace
 
 struct job_queue::eval_call {
+  redis_connection* redis;  // outlives the queue: a call in flight needs nothing of the queue
   context ctx;
   std::string_view script;
   std::vector<std::string> keys, args;
@@ -91,7 +92,8 @@ struct job_queue::eval_call {
 
 void job_queue::async_eval(const context& ctx, std::string_view script, std::vector<std::string> keys,
                            std::vector<std::string> args, answer_fn<redis_reply> done) {
-  send_eval(std::make_shared<eval_call>(eval_call{ctx, script, std::move(keys), std::move(args), std::move(done)}));
+  send_eval(
+      std::make_shared<eval_call>(eval_call{&redis_, ctx, script, std::move(keys), std::move(args), std::move(done)}));
 }
 
 void job_queue::send_eval(std::shared_ptr<eval_call> call) {
@@ -100,7 +102,7 @@ void job_queue::send_eval(std::shared_ptr<eval_call> call) {
   std::vector<std::string> cmd{"EVALSHA", std::move(sha), std::to_string(call->keys.size())};
   cmd.insert(cmd.end(), call->keys.begin(), call->keys.end());
   cmd.insert(cmd.end(), call->args.begin(), call->args.end());
-  redis_.async_call(call->ctx, std::move(cmd), [this, call](redis_result r) {
+  call->redis->async_call(call->ctx, std::move(cmd), [call](redis_result r) {
     if (auto e = error_of(r)) return call->done(failed<redis_reply>(e));
     if (r.reply.is_error() && r.reply.str.rfind("NOSCRIPT", 0) == 0) return load_script(call);
     if (r.reply.is_error()) return call->done(failed<redis_reply>(broker_error_ptr("script", r.reply)));
@@ -113,7 +115,7 @@ void job_queue::load_script(std::shared_ptr<eval_call> call) {
     return call->done(failed<redis_reply>(
         std::make_exception_ptr(redis_unavailable("redis: the broker keeps forgetting our scripts"))));
   }
-  redis_.async_call(call->ctx, {"SCRIPT", "LOAD", std::string(call->script)}, [this, call](redis_result r) {
+  call->redis->async_call(call->ctx, {"SCRIPT", "LOAD", std::string(call->script)}, [call](redis_result r) {
     if (auto e = error_of(r)) return call->done(failed<redis_reply>(e));
     if (!r.reply.is_string()) return call->done(failed<redis_reply>(broker_error_ptr("SCRIPT LOAD", r.reply)));
     script_shas::remember(call->script, r.reply.str);

@@ -72,7 +72,9 @@ void job_queue::send_starts(std::vector<std::shared_ptr<start_call>> batch) {
     args.push_back(c->token);
   }
   async_eval(context(), detail::start_script, std::move(keys), std::move(args),
-             [this, batch](async_answer<redis_reply> r) {
+             [this, alive = alive_, batch](async_answer<redis_reply> r) {
+               // Held while the queue is used: a caller answered early may have destroyed it.
+               const std::lock_guard lock(alive->mu);
                std::exception_ptr error = r.error;
                detail::start_batch_reply b;
                if (!error) {
@@ -82,9 +84,13 @@ void job_queue::send_starts(std::vector<std::shared_ptr<start_call>> batch) {
                    error = std::current_exception();
                  }
                }
+               if (!error && !alive->alive) {
+                 error = std::make_exception_ptr(redis_unavailable("redis: the queue was destroyed during the call"));
+               }
                for (std::size_t i = 0; i < batch.size(); ++i) {
                  batch[i]->finish(error ? detail::failed<start_answer>(error) : detail::answer(std::move(b.jobs[i])));
                }
+               if (!alive->alive) return;
                if (auto next = start_lane_->next()) send_starts(std::move(*next));
              });
 }

@@ -355,5 +355,25 @@ TEST_F(JobQueue, AnEnqueueWhoseContextStoppedIsAnsweredStoppedAndNeverSent) {
   EXPECT_EQ(queue.enqueue(context(), echo()).verdict, enqueued::kind::accepted) << "and the lane goes on";
 }
 
+TEST_F(JobQueue, AQueueMayGoOnceItsCallersAreAnsweredEvenWithABatchAtTheBroker) {
+  // A caller whose context stopped is answered at once, while its batch may
+  // still be at the broker; it may then destroy the queue. The batch's
+  // completion must not touch it (ASan and TSan watch this test).
+  for (int round = 0; round < 20; ++round) {
+    auto q = std::make_unique<job_queue>(redis, queue_options{.clock = &clk});
+    context_source stop(clk);
+    std::promise<async_answer<enqueued>> first;
+    q->async_enqueue(stop.get(), echo(), [&](async_answer<enqueued> a) { first.set_value(std::move(a)); });
+    stop.cancel();
+    const async_answer<enqueued> a = first.get_future().get();
+    q.reset();
+    if (a.error) {
+      EXPECT_THROW(std::rethrow_exception(a.error), stopped_error);
+    }
+  }
+  EXPECT_LE(xlen(), 20) << "a stopped enqueue may or may not have landed, never twice";
+  EXPECT_EQ(queue.enqueue(context(), echo()).verdict, enqueued::kind::accepted) << "the connection goes on";
+}
+
 }  // namespace
 }  // namespace hourglass::fleet::testing

@@ -49,8 +49,9 @@
 namespace hourglass::fleet {
 
 namespace detail {
+struct liveness;  // fleet/src/batch_lane.hpp
 template <class Call>
-class batch_lane;  // fleet/src/batch_lane.hpp
+class batch_lane;
 }  // namespace detail
 
 struct queue_options {
@@ -125,6 +126,10 @@ enum class finish_result { first, duplicate, unknown };
 class job_queue {
  public:
   job_queue(redis_connection& redis, queue_options options);
+  // A batch still at the broker (a call answered early, its context stopped,
+  // may be in one) is only answered when it completes. Never destroy a
+  // queue inside one of its own callbacks.
+  ~job_queue();
   // Calls in flight hold `this`: a queue stays where it was made.
   job_queue(const job_queue&) = delete;
   job_queue& operator=(const job_queue&) = delete;
@@ -224,8 +229,8 @@ class job_queue {
   struct eval_call;
   void async_eval(const context& ctx, std::string_view script, std::vector<std::string> keys,
                   std::vector<std::string> args, answer_fn<redis_reply> done);
-  void send_eval(std::shared_ptr<eval_call> call);
-  void load_script(std::shared_ptr<eval_call> call);
+  static void send_eval(std::shared_ptr<eval_call> call);
+  static void load_script(std::shared_ptr<eval_call> call);
   void async_ensure_group(const context& ctx, answer_fn<bool> done);
   // Enqueues wait in their lane while a batch is at the broker (job_queue_enqueue.cpp).
   struct enqueue_call;
@@ -242,6 +247,7 @@ class job_queue {
 
   redis_connection& redis_;
   queue_options options_;
+  std::shared_ptr<detail::liveness> alive_;  // completions check it: see batch_lane.hpp
   std::shared_ptr<enqueue_lane> enqueue_lane_;
   std::shared_ptr<start_lane> start_lane_;
 };
