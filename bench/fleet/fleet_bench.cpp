@@ -165,13 +165,14 @@ double raw_rate(broker_io& b, std::size_t consumers, const fleet_options& o, dou
 
 // One daemon's worth: its executor, connections, queue and consumer.
 struct member {
-  member(broker_io& b, const std::string& queue_name, const std::string& name, std::size_t slots,
+  member(broker_io& b, const std::string& queue_name, const std::string& name, std::size_t slots, std::size_t prefetch,
          fleet::job_runner runner)
       : jobs(executor_options{.workers = slots}),
         commands(b.connect()),
         reader(b.connect()),
         queue(*commands, {.name = queue_name, .result_ttl = 60s, .idempotency_ttl = 60s}),
-        consumer(queue, *reader, jobs, std::move(runner), {.name = name, .slots = slots, .lease = 5s}) {}
+        consumer(queue, *reader, jobs, std::move(runner),
+                 {.name = name, .slots = slots, .prefetch = prefetch, .lease = 5s}) {}
 
   executor jobs;
   std::unique_ptr<redis_connection> commands;
@@ -183,10 +184,10 @@ struct member {
 using fleet_members = std::vector<std::unique_ptr<member>>;
 
 fleet_members start_fleet(broker_io& b, const std::string& name, std::size_t consumers, std::size_t slots,
-                          const fleet::job_runner& runner) {
+                          std::size_t prefetch, const fleet::job_runner& runner) {
   fleet_members fleet;
   for (std::size_t i = 0; i < consumers; ++i) {
-    fleet.push_back(std::make_unique<member>(b, name, "c" + std::to_string(i), slots, runner));
+    fleet.push_back(std::make_unique<member>(b, name, "c" + std::to_string(i), slots, prefetch, runner));
     fleet.back()->consumer.start(context());
   }
   return fleet;
@@ -240,7 +241,7 @@ void wait_written(const fleet_members& fleet, std::uint64_t n) {
 double hourglass_rate(broker_io& b, std::size_t consumers, const fleet_options& o, fleet_throughput& t) {
   auto admin = b.connect();
   const std::string name = unique("tp-" + std::to_string(consumers));
-  fleet_members fleet = start_fleet(b, name, consumers, o.slots, noop);
+  fleet_members fleet = start_fleet(b, name, consumers, o.slots, o.prefetch, noop);
   const broker_cost cost(*admin);
   const auto t0 = steady::now();
   produce(b, name, o, 1);
@@ -268,7 +269,7 @@ void enqueue_then_drain(broker_io& b, std::size_t consumers, const fleet_options
   produce(b, name, o, o.bulk);
   t.bulk_jobs_per_s = static_cast<double>(o.jobs) / seconds(steady::now() - t0);
   t0 = steady::now();
-  fleet_members fleet = start_fleet(b, name, consumers, o.slots, noop);
+  fleet_members fleet = start_fleet(b, name, consumers, o.slots, o.prefetch, noop);
   wait_written(fleet, o.jobs);
   t.drain_jobs_per_s = static_cast<double>(o.jobs) / seconds(steady::now() - t0);
   stop_fleet(fleet);
@@ -292,7 +293,7 @@ void start_latency(broker_io& b, std::size_t consumers, double rate, const fleet
     waits_ms.push_back(ms);
     return fleet::job_output{};
   }};
-  fleet_members fleet = start_fleet(b, name, consumers, o.slots, record);
+  fleet_members fleet = start_fleet(b, name, consumers, o.slots, o.prefetch, record);
   const auto n = static_cast<std::uint64_t>(std::clamp(rate * 2, 100.0, static_cast<double>(o.jobs)));
   const auto gap = std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(1.0 / rate));
   fleet::job_queue q(*admin, {.name = name, .result_ttl = 60s, .idempotency_ttl = 60s});
@@ -372,7 +373,7 @@ fleet_goodput hourglass_goodput(broker_io& b, double load, double rate, const fl
     ++(in_time ? t.in_time : t.late);
     return fleet::job_output{};
   }};
-  fleet_members fleet = start_fleet(b, name, o.overload_consumers, o.slots, sleeper);
+  fleet_members fleet = start_fleet(b, name, o.overload_consumers, o.slots, o.prefetch, sleeper);
   const double offered_for = offer(b, rate, o, t, [&](redis_connection& c) {
     fleet::job_queue q(c, {.name = name, .result_ttl = 60s, .idempotency_ttl = 60s});
     const fleet::enqueued e = q.enqueue(context(), {.handler = "sleep", .payload = stamp(), .freshness = o.freshness});

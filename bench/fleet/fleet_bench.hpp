@@ -28,6 +28,7 @@ struct fleet_options {
   std::string broker = "redis://127.0.0.1:6379";
   std::vector<std::size_t> consumers = {1, 2, 4};  // throughput runs
   std::size_t slots = 4;                           // worker slots per consumer
+  std::size_t prefetch = 0;                        // entries each consumer holds beyond its slots
   std::uint64_t jobs = 5000;                       // per throughput run
   std::size_t producers = 2;                       // threads enqueueing
   std::size_t window = 256;                        // each producer's enqueues in flight

@@ -42,6 +42,7 @@ class batch_lane {
 
   struct limits {
     std::size_t max_calls = 256;
+    std::size_t max_in_flight = 1;  // batches at the broker at once
     std::size_t max_bytes = 4 * 1024 * 1024;
     std::function<std::size_t(const Call&)> bytes;             // nullptr: calls weigh nothing
     std::function<bool(const Call&, const Call&)> same_batch;  // nullptr: any two may
@@ -53,8 +54,8 @@ class batch_lane {
   std::optional<batch> push(batch calls) {
     std::lock_guard lock(mu_);
     waiting_.insert(waiting_.end(), std::make_move_iterator(calls.begin()), std::make_move_iterator(calls.end()));
-    if (at_broker_ || waiting_.empty()) return std::nullopt;
-    at_broker_ = true;
+    if (in_flight_ >= limits_.max_in_flight || waiting_.empty()) return std::nullopt;
+    ++in_flight_;
     return take_locked();
   }
 
@@ -62,7 +63,7 @@ class batch_lane {
   std::optional<batch> next() {
     std::lock_guard lock(mu_);
     if (waiting_.empty()) {
-      at_broker_ = false;
+      --in_flight_;
       return std::nullopt;
     }
     return take_locked();
@@ -86,7 +87,7 @@ class batch_lane {
   const limits limits_;
   std::mutex mu_;
   batch waiting_;
-  bool at_broker_ = false;
+  std::size_t in_flight_ = 0;  // batches at the broker
 };
 
 }  // namespace hourglass::fleet::detail

@@ -128,8 +128,9 @@ void consumer::impl::note_offset(std::int64_t broker_now_us) {
 // the stop (stop_reading_locked): no time limit.
 std::size_t consumer::impl::wait_for_room() {
   std::unique_lock lock(mu);
-  slot_freed.wait(lock, [&] { return stop_reading.get().done() || (!self_fenced && busy_locked() < opts.slots); });
-  return stop_reading.get().done() ? 0 : opts.slots - busy_locked();
+  const std::size_t held_at_most = opts.slots + opts.prefetch;
+  slot_freed.wait(lock, [&] { return stop_reading.get().done() || (!self_fenced && busy_locked() < held_at_most); });
+  return stop_reading.get().done() ? 0 : held_at_most - busy_locked();
 }
 
 void consumer::impl::read_loop() {

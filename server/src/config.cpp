@@ -268,6 +268,10 @@ struct command_line_parser::impl {
     t_.time("lease", o_.lease, "fleet: a daemon silent this long is presumed dead and its jobs reclaimed");
     t_.count("max-deliveries", o_.max_deliveries,
              "fleet: starts of a job whose workers died before it is dead-lettered", 1, 1000);
+    t_.count("prefetch", o_.prefetch,
+             "fleet: entries held beyond --workers, waiting for a worker (bigger batches; admission counts only "
+             "--workers)",
+             0, 100000);
     t_.time("result-ttl", o_.result_ttl, "fleet: how long a job's outcome is kept");
     t_.time("idempotency-ttl", o_.idempotency_ttl, "fleet: how long an Idempotency-Key names its job");
     t_.text("broker-password-file", o_.broker_password_file, "fleet: file holding the broker's AUTH password")

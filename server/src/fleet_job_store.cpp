@@ -218,6 +218,7 @@ class fleet_job_store final : public job_store {
     consumer_name_ = c.opts.consumer.empty() ? host_name() + ":" + std::to_string(port) : c.opts.consumer;
     o.name = consumer_name_;
     o.slots = c.jobs->workers();
+    o.prefetch = c.opts.prefetch;
     o.lease = c.opts.lease;
     o.max_deliveries = static_cast<unsigned>(c.opts.max_deliveries);
     o.metrics = &c.jobs->stats();

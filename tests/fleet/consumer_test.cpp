@@ -54,6 +54,26 @@ TEST_F(Consumer, RunsAnEnqueuedJobAndRecordsItsOneOutcome) {
   EXPECT_EQ(raw({"HGET", queue.key("slots"), "a"}).str.substr(0, 2), "2:") << "its live slots, for admission";
 }
 
+TEST_F(Consumer, PrefetchHoldsEntriesBeyondItsSlotsWhileTheFleetCountsOnlyTheSlots) {
+  const long long now = broker_ms();
+  std::vector<added> jobs_added;
+  for (int i = 0; i < 5; ++i) jobs_added.push_back(add_job("block", now + i));
+  executor one{executor_options{.workers = 1}};
+  consumer_options o = named("a", 1);
+  o.prefetch = 2;
+  consumer c(queue, reads, one, runner.get(), o);
+  c.start(context());
+  ASSERT_TRUE(eventually([&] { return runner.running.load() == 1 && c.stats().delivered == 3; }))
+      << c.stats().delivered;
+  EXPECT_EQ(c.stats().held, 3u) << "one running, two waiting for the worker";
+  EXPECT_EQ(pending(), 3);
+  EXPECT_EQ(raw({"HGET", queue.key("slots"), "a"}).str.substr(0, 2), "1:") << "admission counts its one slot";
+  EXPECT_EQ(state(jobs_added[1].id), "queued") << "a prefetched job is started only when a worker takes it";
+  runner.released = true;
+  for (const added& a : jobs_added) ASSERT_TRUE(eventually([&] { return state(a.id) == "ok"; })) << state(a.id);
+  c.stop();
+}
+
 TEST_F(Consumer, AHandlersFailureIsRecordedAsAnError) {
   const added a = add_job("fail", broker_ms());
   consumer c(queue, reads, jobs, runner.get(), named("a"));

@@ -183,12 +183,13 @@ TEST(Config, FleetOptionsFollowTheProtocolFromTheCommandLineAndTheFile) {
   EXPECT_EQ(d.result.options->consumer, "") << "<hostname>:<port> once the port is known";
   EXPECT_EQ(d.result.options->lease, 10s);
   EXPECT_EQ(d.result.options->max_deliveries, 3u);
+  EXPECT_EQ(d.result.options->prefetch, 0u) << "exact admission unless asked";
   EXPECT_EQ(d.result.options->result_ttl, 24h);
   EXPECT_EQ(d.result.options->idempotency_ttl, 24h);
 
   const auto c = parse({"--broker", "redis://10.0.0.5:6380/2", "--queue", "mail", "--consumer", "host-a:1", "--lease",
-                        "3s", "--max-deliveries", "5", "--result-ttl", "1h", "--idempotency-ttl", "2h",
-                        "--broker-password-file", "/etc/hourglassd/redis"});
+                        "3s", "--max-deliveries", "5", "--prefetch", "16", "--result-ttl", "1h", "--idempotency-ttl",
+                        "2h", "--broker-password-file", "/etc/hourglassd/redis"});
   ASSERT_TRUE(c.result.options) << c.err;
   const server_options& o = *c.result.options;
   EXPECT_EQ(o.broker, "redis://10.0.0.5:6380/2");
@@ -196,6 +197,7 @@ TEST(Config, FleetOptionsFollowTheProtocolFromTheCommandLineAndTheFile) {
   EXPECT_EQ(o.consumer, "host-a:1");
   EXPECT_EQ(o.lease, 3s);
   EXPECT_EQ(o.max_deliveries, 5u);
+  EXPECT_EQ(o.prefetch, 16u);
   EXPECT_EQ(o.result_ttl, 1h);
   EXPECT_EQ(o.idempotency_ttl, 2h);
   EXPECT_EQ(o.broker_password_file, "/etc/hourglassd/redis");

@@ -229,6 +229,8 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->capture_default_str();
   fl->add_option("--slots", flo.slots, "worker slots per consumer")->capture_default_str();
+  fl->add_option("--prefetch", flo.prefetch, "entries each consumer holds beyond its slots (hourglassd --prefetch)")
+      ->capture_default_str();
   fl->add_option("--jobs", flo.jobs, "jobs per throughput run")->capture_default_str();
   fl->add_option("--producers", flo.producers, "threads enqueueing")->capture_default_str();
   fl->add_option("--window", flo.window, "each producer's enqueues in flight (a pipelined client)")

@@ -58,7 +58,11 @@ struct job_runner {
 
 struct consumer_options {
   std::string name;       // --consumer: unique in the fleet
-  std::size_t slots = 1;  // jobs held at once (delivered, not yet finished)
+  std::size_t slots = 1;  // jobs run at once: the capacity the fleet's admission counts
+  // Entries held beyond `slots`, waiting in the executor for a worker
+  // (Celery's prefetch): bigger reads and script batches, so fewer round
+  // trips a job; each still judged at its start, on the broker's TIME.
+  std::size_t prefetch = 0;
   duration lease = std::chrono::seconds(10);
   unsigned max_deliveries = 3;
   duration read_block = std::chrono::milliseconds(500);  // longest XREADGROUP BLOCK

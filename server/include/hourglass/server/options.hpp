@@ -74,6 +74,7 @@ struct server_options {
   std::string consumer;           // --consumer; empty: <hostname>:<port>
   duration lease = std::chrono::seconds(10);
   std::size_t max_deliveries = 3;  // starts of a job whose workers died; then dead-lettered
+  std::size_t prefetch = 0;        // entries held beyond --workers, waiting for a worker
   duration result_ttl = std::chrono::hours(24);
   duration idempotency_ttl = std::chrono::hours(24);
   std::string broker_password_file;  // AUTH with its content (surrounding whitespace ignored)
