@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Fleet mode against the job queues people already run on Redis: Sidekiq 6.4
+# (Debian's, hiredis driver), BullMQ 5 (npm) and Celery 5.2 (Debian's, Redis
+# transport), each used the way its authors advise (bench/fleet/peers/*: each
+# file's header says how and why), on one redis-server of this script's own
+# (a free loopback port, --save '' --appendonly no: nothing on disk for anyone).
+# Two shapes, the same for every system:
+#   drain     enqueue JOBS empty jobs in bulk (Sidekiq push_bulk, BullMQ
+#             addBulk, 1,000 a call; Celery has none: apply_async in a loop;
+#             hourglass enqueue_bulk, --bulk 100, 2 producers), then start one
+#             worker process with concurrency 10 and time until all ran;
+#             Redis commands a job over both (INFO commandstats).
+#   overload  one worker with concurrency 4 and jobs that sleep 10 ms
+#             (capacity 400 jobs/s), offered 800 jobs/s (2x) on a fixed
+#             schedule for OVERLOAD_SECONDS; a job is in time if it started
+#             within 500 ms of its send; goodput = in time / offering seconds.
+#             Sidekiq and BullMQ have no freshness bound and run plain; Celery
+#             runs plain and, as "celery (expires)", with expires=0.5.
+# hourglass: build/release/tools/hourglass-bench fleet on the same Redis
+# (throughput: --consumers 1 --slots 10 --jobs JOBS; overload: --slots 4 --rate
+# 800 --freshness 500ms --service-time 10ms; no --fsync-always, as the peers'
+# Redis does not write either). Its row's enqueue is bulk_jobs_per_s, its drain
+# drain_jobs_per_s, plus hourglass_jobs_per_s (producers and consumer at once);
+# its commands a job come from that end-to-end run (one job per enqueue call),
+# which is how hourglass-bench counts them. Its "naive" Streams consumer
+# (XREADGROUP, run, XACK) is shown for the overload too.
+# RUNS rounds of everything; prints one markdown table, each cell the median
+# (min-max) over the rounds.
+# Usage: bench/fleet/vs_peers.sh [RUNS=3] [JOBS=20000]
+#   env: OVERLOAD_SECONDS (10), HOURGLASS_BENCH, REDIS_PORT (default: a free one in
+#   16400-16499), CELERY_POOL (eventlet, as Celery's docs advise for I/O; see celery_bench.py)
+# Installs on demand (not in CI): ruby-sidekiq ruby-hiredis python3-celery
+# python3-redis python3-eventlet (or -gevent) (Debian) and bullmq@5 (npm, into build/peers/).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+runs=${1:-3}
+jobs=${2:-20000}
+overload_seconds=${OVERLOAD_SECONDS:-10}
+rate=800      # 2x the capacity: 4 slots / 10 ms
+bench=${HOURGLASS_BENCH:-build/release/tools/hourglass-bench}
+peers=bench/fleet/peers
+[ -x "$bench" ] || {
+  echo "no $bench: cmake --preset release && cmake --build --preset release --target hourglass-bench" >&2
+  exit 2
+}
+celery_pkgs=(python3-celery python3-redis)
+case ${CELERY_POOL:-eventlet} in eventlet | gevent) celery_pkgs+=("python3-${CELERY_POOL:-eventlet}") ;; esac
+tools/install-deps ruby-sidekiq ruby-hiredis "${celery_pkgs[@]}"
+python_celery=/usr/bin/python3  # Debian's, where python3-celery is (a pyenv python3 may come first on PATH)
+bullmq_dir=$PWD/build/peers/bullmq
+if [ ! -f "$bullmq_dir/node_modules/bullmq/package.json" ]; then
+  mkdir -p "$bullmq_dir"
+  [ -f "$bullmq_dir/package.json" ] || echo '{"private": true}' >"$bullmq_dir/package.json"
+  (cd "$bullmq_dir" && npm install --no-audit --no-fund --loglevel=error bullmq@5)
+fi
+export BULLMQ_DIR=$bullmq_dir PYTHONDONTWRITEBYTECODE=1
+
+dir=$(mktemp -d)
+trap 'redis-cli -p "${port:-0}" shutdown nosave >/dev/null 2>&1 || true; kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
+port=${REDIS_PORT:-$(python3 -c '
+import socket
+for p in range(16400, 16500):  # never 6399: another bench lives there
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    s.close()
+    print(p)
+    break')}
+[ -n "$port" ] || { echo "no free port in 16400-16499" >&2; exit 2; }
+redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
+  --logfile "$dir/redis.log" --daemonize no &
+for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+redis-cli -p "$port" ping >/dev/null || { cat "$dir/redis.log" >&2; exit 1; }
+url=redis://127.0.0.1:$port
+results=$dir/results.jsonl
+
+fresh() { redis-cli -p "$port" flushall >/dev/null; }
+run() {  # DESCRIPTION COMMAND...: its last stdout line (one JSON object) into results
+  local what=$1 out
+  shift
+  fresh
+  echo "  $what" >&2
+  out=$("$@" | tail -n 1)
+  python3 -c 'import json, sys; json.loads(sys.argv[1])' "$out" 2>/dev/null || {
+    echo "$what: no JSON: $out" >&2
+    exit 1
+  }
+  echo "$out" >>"$results"
+}
+hourglass() {  # SHAPE FLAGS...: hourglass-bench fleet's JSON, in the harnesses' shape
+  local shape=$1
+  shift
+  fresh
+  echo "  hourglass $shape" >&2
+  "$bench" fleet --broker "$url" --producers 2 --window 256 --bulk 100 --overload-consumers 1 \
+    --freshness 500ms --service-time 10ms --json "$@" | tail -n 1 | python3 -c '
+import json, sys
+shape, r = sys.argv[1], json.loads(sys.stdin.read())
+if shape == "drain":
+    t = r["throughput"][0]
+    print(json.dumps({"system": "hourglass", "shape": "drain", "enqueue_jobs_per_s": t["bulk_jobs_per_s"],
+                      "drain_jobs_per_s": t["drain_jobs_per_s"], "end_to_end_jobs_per_s": t["hourglass_jobs_per_s"],
+                      "redis_calls_per_job": t["redis_calls_per_job"]}))
+else:
+    for g in r["goodput"]:
+        print(json.dumps(dict(g, system="hourglass" if g["consumer"] == "hourglass" else "naive Streams consumer",
+                              shape="overload", capacity_per_s=r["capacity_per_s"])))' "$shape" >>"$results"
+}
+
+for r in $(seq "$runs"); do
+  echo "round $r of $runs" >&2
+  run "sidekiq drain" ruby "$peers/sidekiq_bench.rb" drain "$url" "$jobs" 10
+  run "bullmq drain" node "$peers/bullmq_bench.mjs" drain "$url" "$jobs" 10
+  run "celery drain" "$python_celery" "$peers/celery_bench.py" drain "$url" "$jobs" 10
+  # The overload part of this run offers nothing (--rate 1 for 1 ms): it is the next one's.
+  hourglass drain --consumers 1 --slots 10 --jobs "$jobs" --rate 1 --duration 1ms
+  run "sidekiq overload" ruby "$peers/sidekiq_bench.rb" overload "$url" "$rate" "$overload_seconds" 4
+  run "bullmq overload" node "$peers/bullmq_bench.mjs" overload "$url" "$rate" "$overload_seconds" 4
+  run "celery overload" "$python_celery" "$peers/celery_bench.py" overload "$url" "$rate" "$overload_seconds" 4
+  run "celery (expires) overload" "$python_celery" "$peers/celery_bench.py" overload "$url" "$rate" \
+    "$overload_seconds" 4 expires
+  # The throughput part of this run is small and unused.
+  hourglass overload --consumers 1 --slots 4 --jobs 1000 --rate "$rate" --duration "${overload_seconds}s"
+done
+
+python3 - "$results" "$runs" "$jobs" "$overload_seconds" <<'EOF'
+import json, statistics, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+runs, jobs, secs = sys.argv[2:]
+order = ["hourglass", "sidekiq", "bullmq", "celery", "celery (expires)", "naive Streams consumer"]
+
+def cell(system, shape, key, fmt="{:.0f}"):
+    v = [r[key] for r in rows if r["system"] == system and r["shape"] == shape and key in r]
+    if not v:
+        return "—"
+    m = fmt.format(statistics.median(v))
+    return m if len(v) == 1 else f"{m} ({fmt.format(min(v))}–{fmt.format(max(v))})"
+
+def goodput(system):
+    v = [r for r in rows if r["system"] == system and r["shape"] == "overload"]
+    if not v:
+        return "—"
+    ratio = statistics.median(r["goodput_per_s"] / r["capacity_per_s"] for r in v)
+    return f"{cell(system, 'overload', 'goodput_per_s')} ({ratio:.2f}x capacity)"
+
+print(f"{runs} rounds, {jobs} jobs a drain, {secs} s of overload at 2x (800 jobs/s offered, capacity 400): "
+      "median (min–max)\n")
+print("| system | enqueue jobs/s (bulk) | drain jobs/s (1 worker, concurrency 10) | end to end jobs/s "
+      "| Redis commands/job | goodput/s at 2x | ran too late at 2x |")
+print("|---|---|---|---|---|---|---|")
+for s in order:
+    if any(r["system"] == s for r in rows):
+        print(f"| {s} | {cell(s, 'drain', 'enqueue_jobs_per_s')} | {cell(s, 'drain', 'drain_jobs_per_s')} "
+              f"| {cell(s, 'drain', 'end_to_end_jobs_per_s')} | {cell(s, 'drain', 'redis_calls_per_job', '{:.1f}')} "
+              f"| {goodput(s)} | {cell(s, 'overload', 'ran_too_late')} |")
+print("\nhourglass's commands/job are from its end-to-end run (one job per enqueue call); the peers' from "
+      "bulk enqueue + drain, their worker's start-up included.")
+EOF
