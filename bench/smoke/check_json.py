@@ -51,9 +51,12 @@ def main():
         if not doc["throughput"] or not doc["goodput"]:
             fail("no throughput or goodput runs")
         for t in doc["throughput"]:
-            for k in ("raw_jobs_per_s", "hourglass_jobs_per_s", "redis_calls_per_job"):
+            for k in ("raw_jobs_per_s", "hourglass_jobs_per_s", "enqueue_jobs_per_s", "bulk_jobs_per_s",
+                      "drain_jobs_per_s", "redis_calls_per_job", "redis_cpu_us_per_job", "latency_p50_ms"):
                 if not (isinstance(t.get(k), (int, float)) and t[k] > 0):
                     fail("throughput %s is not a positive number: %r" % (k, t.get(k)))
+            if not t["latency_p99_ms"] >= t["latency_p50_ms"]:
+                fail("throughput latency p99 below p50: %r" % t)
         if sorted({g["consumer"] for g in doc["goodput"]}) != ["hourglass", "naive"]:
             fail("goodput must compare hourglass and naive")
         for g in doc["goodput"]:

@@ -18,6 +18,7 @@
 // that may share a script call with the first.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -25,7 +26,44 @@
 #include <optional>
 #include <vector>
 
+#include "hourglass/cancellation.hpp"
+#include "hourglass/context.hpp"
+#include "hourglass/fleet/job_queue.hpp"
+
 namespace hourglass::fleet::detail {
+
+// A call that waits in a lane, answered once: by its batch, or at once
+// when its context stops first (stopped_error; the batch, if it was sent,
+// may still apply it, as with any call cut off). A lane's call type derives
+// from it and adds what its script needs.
+template <class T>
+struct lane_call {
+  using value_type = T;
+  context ctx;
+  answer_fn<T> done;
+  std::atomic<bool> answered{false};
+  std::unique_ptr<cancellation_callback<std::function<void()>>> on_stop;
+
+  // The first answer wins: the batch's, or the stop's.
+  void finish(async_answer<T> a) {
+    if (!answered.exchange(true)) done(std::move(a));
+  }
+};
+
+// Arms `call` to be answered stopped_error as soon as its context stops
+// (at once, when it has stopped already).
+template <class Call>
+void answer_when_stopped(const std::shared_ptr<Call>& call) {
+  std::weak_ptr<Call> weak = call;
+  call->on_stop = std::make_unique<cancellation_callback<std::function<void()>>>(
+      call->ctx.token(), std::function<void()>([weak] {
+        if (auto c = weak.lock()) {
+          async_answer<typename Call::value_type> a;
+          a.error = std::make_exception_ptr(stopped_error(c->ctx.stop_status()));
+          c->finish(std::move(a));
+        }
+      }));
+}
 
 // Whether the owner of lanes still lives: its destructor clears `alive`
 // under the lock, completions hold the lock while they use the owner.

@@ -32,19 +32,10 @@ using detail::millis;
 
 }  // namespace
 
-struct job_queue::enqueue_call {
-  context ctx;
+struct job_queue::enqueue_call : detail::lane_call<enqueued> {
   job_spec job;
-  answer_fn<enqueued> done;
   time_point began{};
   std::string id;
-  std::atomic<bool> answered{false};
-  std::unique_ptr<cancellation_callback<std::function<void()>>> on_stop;
-
-  // The first answer wins: the batch's, or the stop's.
-  void finish(async_answer<enqueued> a) {
-    if (!answered.exchange(true)) done(std::move(a));
-  }
 };
 
 std::shared_ptr<job_queue::enqueue_lane> job_queue::new_enqueue_lane() {
@@ -100,12 +91,7 @@ void job_queue::submit_enqueues(std::vector<std::shared_ptr<enqueue_call>> calls
   for (auto& call : calls) {
     call->began = clk.now();
     call->id = new_job_id();
-    std::weak_ptr<enqueue_call> weak = call;
-    call->on_stop = std::make_unique<cancellation_callback<std::function<void()>>>(
-        call->ctx.token(), std::function<void()>([weak] {
-          if (auto c = weak.lock())
-            c->finish(failed<enqueued>(std::make_exception_ptr(stopped_error(c->ctx.stop_status()))));
-        }));
+    detail::answer_when_stopped(call);
   }
   if (auto batch = enqueue_lane_->push(std::move(calls))) send_enqueues(std::move(*batch), false);
 }

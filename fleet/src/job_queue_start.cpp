@@ -13,20 +13,11 @@
 
 namespace hourglass::fleet {
 
-struct job_queue::start_call {
-  context ctx;
+struct job_queue::start_call : detail::lane_call<start_answer> {
   held_entry entry;
   std::string consumer;
   unsigned max_deliveries = 0;
   std::string token;
-  answer_fn<start_answer> done;
-  std::atomic<bool> answered{false};
-  std::unique_ptr<cancellation_callback<std::function<void()>>> on_stop;
-
-  // The first answer wins: the batch's, or the stop's.
-  void finish(async_answer<start_answer> a) {
-    if (!answered.exchange(true)) done(std::move(a));
-  }
 };
 
 std::shared_ptr<job_queue::start_lane> job_queue::new_start_lane() {
@@ -45,13 +36,7 @@ void job_queue::async_start(const context& ctx, const held_entry& e, std::string
   call->max_deliveries = max_deliveries;
   call->token = std::string(token);
   call->done = std::move(done);
-  std::weak_ptr<start_call> weak = call;
-  call->on_stop = std::make_unique<cancellation_callback<std::function<void()>>>(
-      call->ctx.token(), std::function<void()>([weak] {
-        if (auto c = weak.lock()) {
-          c->finish(detail::failed<start_answer>(std::make_exception_ptr(stopped_error(c->ctx.stop_status()))));
-        }
-      }));
+  detail::answer_when_stopped(call);
   if (auto batch = start_lane_->push({std::move(call)})) send_starts(std::move(*batch));
 }
 
