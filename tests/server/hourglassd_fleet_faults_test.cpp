@@ -315,13 +315,18 @@ std::vector<std::string> decisions(std::uint16_t port, int blockers = 1) {
 // clock, as they must be. libfaketime is preloaded by env, which execs, so
 // the daemon keeps the pid the test kills (the faketime wrapper forks, and
 // its child outlived the test). Under AddressSanitizer it comes before the
-// ASan runtime: allowed here.
+// ASan runtime: allowed here. And ASan's allocator must not read the clock
+// while it fills a size class (it does, to time its release of memory to
+// the OS): under faketime that read is the first clock_gettime, whose lazy
+// set-up calls dlsym, which mallocs, which re-enters the allocator and
+// deadlocks before main (seen in libstdc++'s start-up allocation).
 std::vector<std::string> skewed(const std::string& skew) {
   if (skew.empty()) return {};
   const char* asan = std::getenv("ASAN_OPTIONS");
   return {"/usr/bin/env", "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1", "FAKETIME=" + skew,
           "FAKETIME_DONT_FAKE_MONOTONIC=1",
-          "ASAN_OPTIONS=" + std::string(asan != nullptr ? asan : "") + ":verify_asan_link_order=0"};
+          "ASAN_OPTIONS=" + std::string(asan != nullptr ? asan : "") +
+              ":verify_asan_link_order=0:allocator_release_to_os_interval_ms=-1"};
 }
 
 TEST_F(FleetFaults, DaemonsWhoseWallClocksAreTenMinutesOffDecideExactlyAsOnesWithoutSkew) {
