@@ -105,34 +105,46 @@ class fleet_job_store final : public job_store {
   }
 
   void create(new_job job, callback<created> done) override {
-    const job_input& in = *job.in;
-    const std::string_view key = in.msg["Idempotency-Key"];
-    if (in.msg.count("Idempotency-Key") != 0 && !valid_idempotency_key(key)) {
-      created bad;
-      bad.verdict = created::kind::invalid;
-      bad.error = "invalid_idempotency_key";
-      bad.message = "Idempotency-Key must be 1-128 printable ASCII";
-      return done(std::move(bad));
-    }
-    const handler_entry& e = *in.entry;
     fleet::job_spec spec;
-    spec.handler = e.name;
-    spec.payload = in.msg.body();
-    const std::string_view type = in.msg[http::field::content_type];
-    if (!type.empty()) spec.content_type = std::string(type);
-    spec.min_budget = e.min_budget;
-    spec.idempotency_key = std::string(key);
-    spec.admission = !c_.fifo();  // fifo: every deadline check off, in the fleet too
-    // The freshness bound counts from the headers' arrival, as for local jobs.
-    if (job.freshness != duration::max()) {
-      const duration spent = elapsed(job.headers_at, c_.clk.now());
-      spec.freshness = spent >= job.freshness ? duration::zero() : job.freshness - spent;
-    }
+    if (std::optional<created> bad = spec_of(job, spec)) return done(std::move(*bad));
+    const handler_entry& e = *job.in->entry;
     const duration asked = job.freshness, left = spec.freshness;
     queue_.async_enqueue(
         context(), std::move(spec),
         tracked([this, &e, asked, left, done = std::move(done)](fleet::async_answer<fleet::enqueued> a) {
           on_enqueued(e, asked, left, std::move(a), done);
+        }));
+  }
+
+  // One script call for all of them (job_queue::async_enqueue_bulk).
+  void create_bulk(std::vector<new_job> jobs, callback<std::vector<created>> done) override {
+    if (jobs.empty()) return done({});
+    auto gather = std::make_shared<created_gather>(jobs.size(), std::move(done));
+    struct sent {
+      std::size_t index;
+      const handler_entry* entry;
+      duration asked, left;
+    };
+    std::vector<sent> sent_jobs;
+    std::vector<fleet::job_spec> specs;
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      fleet::job_spec spec;
+      if (std::optional<created> bad = spec_of(jobs[i], spec)) {
+        gather->put(i, std::move(*bad));
+        continue;
+      }
+      sent_jobs.push_back({i, jobs[i].in->entry, jobs[i].freshness, spec.freshness});
+      specs.push_back(std::move(spec));
+    }
+    if (specs.empty()) return;
+    queue_.async_enqueue_bulk(
+        context(), std::move(specs),
+        tracked([this, gather, sent_jobs = std::move(sent_jobs)](std::vector<fleet::async_answer<fleet::enqueued>> as) {
+          for (std::size_t k = 0; k < as.size(); ++k) {
+            const sent& j = sent_jobs[k];
+            on_enqueued(*j.entry, j.asked, j.left, std::move(as[k]),
+                        [gather, i = j.index](created r) { gather->put(i, std::move(r)); });
+          }
         }));
   }
 
@@ -262,6 +274,33 @@ class fleet_job_store final : public job_store {
       return e != nullptr ? e->idle_limit : duration::max();
     };
     return r;
+  }
+
+  // The job as the broker takes it; or, when it cannot be sent, the answer.
+  std::optional<created> spec_of(const new_job& job, fleet::job_spec& spec) const {
+    const job_input& in = *job.in;
+    const std::string_view key = in.msg["Idempotency-Key"];
+    if (in.msg.count("Idempotency-Key") != 0 && !valid_idempotency_key(key)) {
+      created bad;
+      bad.verdict = created::kind::invalid;
+      bad.error = "invalid_idempotency_key";
+      bad.message = "Idempotency-Key must be 1-128 printable ASCII";
+      return bad;
+    }
+    const handler_entry& e = *in.entry;
+    spec.handler = e.name;
+    spec.payload = in.msg.body();
+    const std::string_view type = in.msg[http::field::content_type];
+    if (!type.empty()) spec.content_type = std::string(type);
+    spec.min_budget = e.min_budget;
+    spec.idempotency_key = std::string(key);
+    spec.admission = !c_.fifo();  // fifo: every deadline check off, in the fleet too
+    // The freshness bound counts from the headers' arrival, as for local jobs.
+    if (job.freshness != duration::max()) {
+      const duration spent = elapsed(job.headers_at, c_.clk.now());
+      spec.freshness = spent >= job.freshness ? duration::zero() : job.freshness - spent;
+    }
+    return std::nullopt;
   }
 
   // The broker's answer to an enqueue, as the store's.

@@ -1,7 +1,9 @@
 #include "job_endpoints.hpp"
 
+#include <algorithm>
+
+#include "bulk_jobs.hpp"
 #include "core.hpp"
-#include "job_input.hpp"
 
 namespace hourglass::server::detail {
 
@@ -44,6 +46,81 @@ response response_of(const found& r, bool cancel) {
 void submit_async_job(core& c, new_job job, answer_fn done) {
   auto kept = std::make_shared<new_job>(job);
   c.store->create(std::move(job), [&c, kept, done = std::move(done)](created r) { done(response_of(c, *kept, r)); });
+}
+
+void job_store::create_bulk(std::vector<new_job> jobs, callback<std::vector<created>> done) {
+  if (jobs.empty()) return done({});
+  auto gather = std::make_shared<created_gather>(jobs.size(), std::move(done));
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    create(std::move(jobs[i]), [gather, i](created r) { gather->put(i, std::move(r)); });
+  }
+}
+
+namespace {
+
+// One job of a bulk request as a request of its own: the bulk request's
+// headers (traceparent, Authorization, anything a handler reads), with the
+// job's payload, Content-Type and Idempotency-Key.
+std::shared_ptr<job_input> input_of(const bulk_submission& s, const handler_entry& e, bulk_item& item) {
+  auto in = std::make_shared<job_input>();
+  in->msg.base() = s.msg.base();
+  in->msg.erase(http::field::transfer_encoding);
+  if (item.content_type.empty()) {
+    in->msg.erase(http::field::content_type);
+  } else {
+    in->msg.set(http::field::content_type, item.content_type);
+  }
+  if (item.idempotency_key) {
+    in->msg.set("Idempotency-Key", *item.idempotency_key);
+  } else {
+    in->msg.erase("Idempotency-Key");
+  }
+  in->msg.body() = std::move(item.payload);
+  in->msg.prepare_payload();
+  in->entry = &e;
+  in->async = true;
+  in->remote = s.remote;
+  const job_bounds bounds = bounds_of_job(true, {}, e.run_limit, e.idle_limit, s.idle_limit);
+  in->budget = bounds.budget;
+  in->idle_limit = bounds.idle_limit;
+  return in;
+}
+
+}  // namespace
+
+void submit_bulk_jobs(core& c, bulk_submission s, answer_fn done) {
+  bulk_reading reading = read_bulk_body(s.msg.body());
+  if (!reading.ok) return done(error_response(400, "invalid_bulk", reading.message));
+  struct pending {
+    std::vector<bulk_answer> answers;
+    std::vector<new_job> jobs;       // what went to the store, and
+    std::vector<std::size_t> where;  // each one's place in `answers`
+  };
+  auto p = std::make_shared<pending>();
+  p->answers.resize(reading.items.size());
+  for (std::size_t i = 0; i < reading.items.size(); ++i) {
+    bulk_item& item = reading.items[i];
+    const handler_entry* e = item.error.empty() ? c.find_handler(item.handler) : nullptr;
+    if (!item.error.empty()) {
+      p->answers[i] = {400, error_response(400, item.error, item.message).body()};
+    } else if (e == nullptr) {
+      p->answers[i] = {404, error_response(404, "not_found", "no such handler").body()};
+    } else {
+      const duration freshness = item.freshness ? std::min(*item.freshness, c.opts.max_budget) : s.freshness;
+      p->jobs.push_back({input_of(s, *e, item), s.headers_at, freshness});
+      p->where.push_back(i);
+    }
+  }
+  auto finish = [p, done = std::move(done)] { done(make_response(200, bulk_response_body(p->answers), json_type)); };
+  if (p->jobs.empty()) return finish();
+  std::vector<new_job> jobs = p->jobs;  // the store takes its own; `p` keeps them for the answers
+  c.store->create_bulk(std::move(jobs), [&c, p, finish = std::move(finish)](std::vector<created> rs) {
+    for (std::size_t k = 0; k < rs.size(); ++k) {
+      const response r = response_of(c, p->jobs[k], rs[k]);
+      p->answers[p->where[k]] = {r.result_int(), r.body()};
+    }
+    finish();
+  });
 }
 
 void answer_job_lookup(core& c, std::string id, bool cancel, answer_fn done) {

@@ -1,6 +1,7 @@
 // The async-job endpoints, from a parsed request to a response, on the job
 // store (job_store.hpp); no socket (the session sends what they answer).
 //   POST /v1/jobs/{handler} with Prefer: respond-async -> 202 + Location
+//   POST /v1/jobs:bulk                                  -> 200, one answer per job
 //   GET /v1/jobs/{id}, DELETE /v1/jobs/{id}             -> the job object
 // Every answer comes through `done`, exactly once and from any thread.
 // Internal to the server.
@@ -10,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "job_input.hpp"
 #include "job_store.hpp"
 #include "responses.hpp"
 
@@ -20,6 +22,20 @@ using answer_fn = std::function<void(response)>;
 // 202 once the store holds the job; its refusal, booked (core::refuse),
 // otherwise: 503 queue_full or broker_unavailable, 504 at admission.
 void submit_async_job(core& c, new_job job, answer_fn done);
+
+// A bulk request as the session read it: its message (headers every job
+// shares, and the list of jobs as its body) and the budget its headers set.
+struct bulk_submission {
+  boost::beast::http::request<boost::beast::http::string_body> msg;
+  time_point headers_at{};
+  duration freshness = duration::max();   // Job-Freshness, for jobs that state none
+  duration idle_limit = duration::max();  // Job-Idle-Timeout
+  std::string remote;
+};
+
+// 400 invalid_bulk when the body is not a list of jobs; else 200 with each
+// job's own answer, as submit_async_job would give it (bulk_jobs.hpp).
+void submit_bulk_jobs(core& c, bulk_submission s, answer_fn done);
 
 // GET (cancel false) or DELETE (cancel true) of /v1/jobs/{id}; 404 when
 // unknown or expired, 503 when the store cannot be read.

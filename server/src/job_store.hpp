@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,10 @@ class job_store {
   // Starts taking jobs (fleet: claims the consumer name, starts consuming).
   virtual void start() {}
   virtual void create(new_job job, callback<created> done) = 0;
+  // Many jobs at once (POST /v1/jobs:bulk): each judged on its own, every
+  // answer in order through one `done`. The fleet's store sends them to the
+  // broker in one script call; this default creates them one by one.
+  virtual void create_bulk(std::vector<new_job> jobs, callback<std::vector<created>> done);
   // nullopt-like not_found for an unknown or expired id.
   virtual void find(std::string id, callback<found> done) = 0;
   // Asks the job to stop: a queued job is cancelled at once, a running one
@@ -93,6 +98,28 @@ class job_store {
   virtual void drain(time_point /*deadline*/) {}
   // Its own families on /metrics (the memory store's size, the fleet's series).
   virtual void write_metrics(exposition_writer& /*w*/) const {}
+};
+
+// Gathers the answers of n calls that complete on any threads: `done` runs
+// once, with all of them in order, when the last is put.
+class created_gather {
+ public:
+  created_gather(std::size_t n, job_store::callback<std::vector<created>> done)
+      : answers_(n), left_(n), done_(std::move(done)) {}
+  void put(std::size_t i, created c) {
+    {
+      std::lock_guard lock(mu_);
+      answers_[i] = std::move(c);
+      if (--left_ != 0) return;
+    }
+    done_(std::move(answers_));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<created> answers_;
+  std::size_t left_;
+  job_store::callback<std::vector<created>> done_;
 };
 
 // In this process: at most opts.async_max_jobs (the oldest finished job makes

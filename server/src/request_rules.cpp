@@ -52,6 +52,9 @@ route route_request(http::verb m, std::string_view target) noexcept {
   if (path == "/healthz") return probe(route_kind::healthz, false);
   if (path == "/readyz") return probe(route_kind::readyz, true);
   if (path == "/metrics") return probe(route_kind::metrics, true);
+  if (path == bulk_jobs_path) {
+    return m == http::verb::post ? route{route_kind::submit_bulk} : route{route_kind::method_not_allowed, {}, "POST"};
+  }
   if (path.substr(0, jobs_path.size()) == jobs_path) {
     const std::string_view rest = path.substr(jobs_path.size());
     if (rest.empty() || rest.find('/') != std::string_view::npos) return {};
@@ -109,7 +112,7 @@ bool prefers_async(std::string_view prefer) noexcept {
   return false;
 }
 
-budget_reading read_budget(const http::fields& req, const budget_limits& limits) {
+budget_reading read_budget(const http::fields& req, const budget_limits& limits, bool always_async) {
   budget_reading r;
   bool dup = false;
   budget_headers h;
@@ -117,7 +120,7 @@ budget_reading read_budget(const http::fields& req, const budget_limits& limits)
   h.grpc_timeout = single_header(req, grpc_timeout_header, dup);
   h.envoy_timeout_ms = single_header(req, envoy_timeout_ms_header, dup);
   const header_budget stated = tightest_budget(h);
-  r.async = prefers_async(req[http::field::prefer]);
+  r.async = always_async || prefers_async(req[http::field::prefer]);
   std::optional<duration> freshness;
   bool bad_freshness = false;
   if (r.async) {

@@ -23,12 +23,15 @@ namespace hourglass::server::detail {
 // The jobs API's one path prefix: POST jobs_path + {handler} submits a job;
 // GET or DELETE jobs_path + {id} reads or cancels one (and 202's Location).
 inline constexpr std::string_view jobs_path = "/v1/jobs/";
+// POST: many async jobs in one request (bulk_jobs.hpp).
+inline constexpr std::string_view bulk_jobs_path = "/v1/jobs:bulk";
 
 enum class route_kind {
   healthz,             // GET/HEAD /healthz
   readyz,              // GET/HEAD /readyz
   metrics,             // GET/HEAD /metrics
   submit_job,          // POST /v1/jobs/{handler}
+  submit_bulk,         // POST /v1/jobs:bulk
   get_job,             // GET /v1/jobs/{id}
   cancel_job,          // DELETE /v1/jobs/{id}
   not_found,           // 404
@@ -93,7 +96,9 @@ struct budget_reading {
   duration freshness{};                   // async: how long it may wait to start
   duration idle_limit = duration::max();  // Job-Idle-Timeout; max: none stated
 };
-budget_reading read_budget(const boost::beast::http::fields& headers, const budget_limits& limits);
+// `always_async`: the route takes async jobs only (bulk), Prefer or not.
+budget_reading read_budget(const boost::beast::http::fields& headers, const budget_limits& limits,
+                           bool always_async = false);
 
 // ---- reading a request ----------------------------------------------------------
 

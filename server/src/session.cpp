@@ -71,6 +71,7 @@ void session::read_request() {
   phase_ = phase::waiting;
   call_.reset();
   entry_ = nullptr;
+  bulk_ = false;
   req_keep_alive_ = true;
   req_head_ = false;
   req_http10_ = false;
@@ -154,6 +155,7 @@ void session::route() {
     case route_kind::metrics:
       return send(make_response(200, core_.metrics_page(), "text/plain; version=0.0.4; charset=utf-8"));
     case route_kind::submit_job: return start_job(r.name);
+    case route_kind::submit_bulk: bulk_ = true; return start_job({});
     case route_kind::get_job:
     case route_kind::cancel_job:
       phase_ = phase::job;
@@ -164,17 +166,18 @@ void session::route() {
   send_error(404, "not_found", "no such resource");
 }
 
+// A job, or with bulk_ a list of them (each with its handler in the body).
 void session::start_job(std::string_view name) {
   const auto& req = header_parser_->get();
-  entry_ = core_.find_handler(name);
+  entry_ = bulk_ ? nullptr : core_.find_handler(name);
   // The budget: the tightest of the three headers, refused whole if any is malformed.
-  const budget_reading budget = read_budget(req, {core_.opts.default_budget, core_.opts.max_budget});
+  const budget_reading budget = read_budget(req, {core_.opts.default_budget, core_.opts.max_budget}, bulk_);
   async_ = budget.async;
   budget_ = budget.budget;
   freshness_ = budget.freshness;
   idle_limit_ = budget.idle_limit;
   job_request_facts facts;
-  facts.handler_known = entry_ != nullptr;
+  facts.handler_known = bulk_ || entry_ != nullptr;
   if (const auto len = header_parser_->content_length()) facts.content_length = *len;
   facts.max_body = core_.opts.max_body;
   facts.budget_ok = budget.ok;
@@ -186,11 +189,13 @@ void session::start_job(std::string_view name) {
     case job_gate::unknown_handler: return send_error(404, "not_found", "no such handler");
     case job_gate::body_too_large: return send_error(413, "payload_too_large", "request body exceeds --max-body");
     case job_gate::invalid_budget:
+      if (bulk_) return send(invalid_budget_response(budget.message));  // no handler's series to count it in
       return send(
           core_.refuse({*entry_, async_ ? "async" : "sync", status::invalid(), duration::max(), "invalid_timeout"},
                        invalid_budget_response(budget.message)));
     case job_gate::shutting_down: {
       const status st = status::rejected(reject_reason::shutting_down);
+      if (bulk_) return send(job_response(st, {}, duration::max(), duration::max(), nullptr, nullptr));
       return send(core_.refuse({*entry_, async_ ? "async" : "sync", st, budget_},
                                job_response(st, {}, budget_, budget_, nullptr, nullptr)));  // nothing of it spent
     }
@@ -232,6 +237,12 @@ void session::on_body(error_code ec) {
       if (v == read_verdict::malformed_body) core_.log->info("400 malformed request body: {}", ec.message());
       req_keep_alive_ = false;
       return send(read_refusal_response(v));
+  }
+  if (bulk_) {
+    phase_ = phase::job;
+    bulk_submission s{body_parser_->release(), headers_at_, freshness_, idle_limit_, remote_};
+    body_parser_.reset();
+    return submit_bulk_jobs(core_, std::move(s), answer_later());
   }
   auto in = std::make_shared<job_input>();
   in->msg = body_parser_->release();

@@ -108,6 +108,7 @@ class session : public std::enable_shared_from_this<session> {
   duration freshness_{};
   duration idle_limit_ = duration::max();  // Job-Idle-Timeout
   bool async_ = false;
+  bool bulk_ = false;  // POST /v1/jobs:bulk: many async jobs, no handler of its own
 
   bool req_keep_alive_ = true;
   bool req_head_ = false;

@@ -10,6 +10,7 @@
 
 #include "fleet/redis_server.hpp"
 #include "hourglass/fleet/redis.hpp"
+#include "hourglass/support/json.hpp"
 #include "test_support.hpp"
 
 namespace hourglass::server::testing {
@@ -145,6 +146,36 @@ TEST_F(FleetDaemon, AnIdempotencyKeyAnswersTheFirstJobAgain) {
                          {{"Prefer", "respond-async"}, {"Idempotency-Key", std::string(129, 'k')}});
   EXPECT_EQ(bad.status, 400u);
   EXPECT_EQ(json_string(bad.body, "error"), "invalid_idempotency_key");
+}
+
+TEST_F(FleetDaemon, ABulkRequestIsAdmittedJobByJobAndEachJobRunsOnce) {
+  test_server a(fleet_options("a"));
+  const reply r = post(a.port(), "/v1/jobs:bulk",
+                       R"({"jobs": [
+      {"handler": "echo", "payload": "first", "idempotency_key": "order-9"},
+      {"handler": "echo", "payload": "again", "idempotency_key": "order-9"},
+      {"handler": "echo", "payload": "x", "idempotency_key": ")" +
+                           std::string(129, 'k') + R"("},
+      {"handler": "echo", "payload": "second", "content_type": "text/plain"}]})");
+  ASSERT_EQ(r.status, 200u) << r.body;
+  const auto doc = support::parse_json(r.body);
+  ASSERT_TRUE(doc.has_value()) << r.body;
+  const boost::json::array& jobs = doc->at("jobs").as_array();
+  ASSERT_EQ(jobs.size(), 4u);
+  const auto status = [&](std::size_t i) { return jobs[i].at("status").to_number<int>(); };
+  const auto id = [&](std::size_t i) { return std::string(jobs[i].at("body").at("id").as_string()); };
+  EXPECT_EQ(status(0), 202);
+  EXPECT_EQ(status(1), 202);
+  EXPECT_EQ(id(1), id(0)) << "one job per idempotency key, even within one batch";
+  EXPECT_TRUE(jobs[1].at("body").at("duplicate").as_bool());
+  EXPECT_EQ(status(2), 400);
+  EXPECT_EQ(jobs[2].at("body").at("error").as_string(), "invalid_idempotency_key");
+  EXPECT_EQ(status(3), 202);
+  EXPECT_EQ(json_string(wait_state(a.port(), id(0), "ok"), "result"), "first");
+  const std::string second = wait_state(a.port(), id(3), "ok");
+  EXPECT_EQ(json_string(second, "result"), "second");
+  EXPECT_EQ(json_string(second, "content_type"), "text/plain");
+  EXPECT_EQ(a.handler("echo").admitted, 2u) << "the duplicate and the invalid job were not admitted";
 }
 
 TEST_F(FleetDaemon, WithTheBrokerDownAJobGets503AndNever202) {

@@ -172,9 +172,10 @@ TEST(HttpServerClock, TheDrainTimeoutCancelsRunningJobsWith503) {
   EXPECT_EQ(srv.handler("sleep").finished_cancelled, 1u);
 }
 
-const headers async_hdr = {{"Prefer", "respond-async"}};
+const headers prefer_async_hdr = {{"Prefer", "respond-async"}};
 
-std::string submit_async(client& c, const std::string& handler, const std::string& body, headers hs = async_hdr) {
+std::string submit_async(client& c, const std::string& handler, const std::string& body,
+                         headers hs = prefer_async_hdr) {
   const reply r = c.post("/v1/jobs/" + handler, body, hs);
   EXPECT_EQ(r.status, 202u) << r.body;
   return r.header("location");

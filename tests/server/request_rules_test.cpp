@@ -37,6 +37,8 @@ TEST(RouteRequest, EveryPathAndMethod) {
       {http::verb::get, "/v1/jobs/j-12", route_kind::get_job, "j-12", "", true},
       {http::verb::delete_, "/v1/jobs/j-12", route_kind::cancel_job, "j-12", "", true},
       {http::verb::put, "/v1/jobs/echo", route_kind::method_not_allowed, "echo", "GET, POST, DELETE", true},
+      {http::verb::post, "/v1/jobs:bulk", route_kind::submit_bulk, "", "", true},
+      {http::verb::get, "/v1/jobs:bulk", route_kind::method_not_allowed, "", "POST", true},
       {http::verb::post, "/v1/jobs/", route_kind::not_found, "", "", true},
       {http::verb::post, "/v1/jobs/a/b", route_kind::not_found, "", "", true},
       {http::verb::get, "/", route_kind::not_found, "", "", true},
@@ -144,6 +146,11 @@ TEST(ReadBudget, AsyncFreshness) {
   EXPECT_EQ(bad.message, "malformed Job-Freshness header");
   // A sync request ignores Job-Freshness.
   EXPECT_TRUE(read_budget(fields({{"Job-Freshness", "later"}}), kLimits).ok);
+  // A route of async jobs only (bulk) reads it without Prefer.
+  const auto bulk = read_budget(fields({{"Job-Freshness", "4S"}}), kLimits, true);
+  EXPECT_TRUE(bulk.async);
+  EXPECT_EQ(bulk.freshness, 4s);
+  EXPECT_FALSE(read_budget(fields({{"Job-Freshness", "later"}}), kLimits, true).ok);
 }
 
 TEST(ReadBudget, IdleTimeoutForSyncAndAsync) {
