@@ -272,6 +272,8 @@ struct command_line_parser::impl {
              "fleet: entries held beyond --workers, waiting for a worker (bigger batches; admission counts only "
              "--workers)",
              0, 100000);
+    t_.flag("produce-only", o_.produce_only,
+            "fleet: take, answer for and cancel jobs but run none (a front daemon; others consume)");
     t_.time("result-ttl", o_.result_ttl, "fleet: how long a job's outcome is kept");
     t_.time("idempotency-ttl", o_.idempotency_ttl, "fleet: how long an Idempotency-Key names its job");
     t_.text("broker-password-file", o_.broker_password_file, "fleet: file holding the broker's AUTH password")

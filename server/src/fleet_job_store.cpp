@@ -99,6 +99,12 @@ class fleet_job_store final : public job_store {
   }
 
   void start() override {
+    if (c_.opts.produce_only) {
+      queue_.ensure_group(context());
+      c_.log->info("fleet: taking jobs for queue {} on {}:{}; other daemons run them (--produce-only)", c_.opts.queue,
+                   endpoint_.host, endpoint_.port);
+      return;
+    }
     consumer_.start(context());
     c_.log->info("fleet: consuming queue {} on {}:{} as {}", c_.opts.queue, endpoint_.host, endpoint_.port,
                  consumer_name_);

@@ -71,6 +71,8 @@ void validate(const server_options& o) {
     if (!valid_handler_name(name)) fail("upstream name '" + name + "' must be 1-64 of [A-Za-z0-9._-]");
     (void)parse_upstream_url(url);
   }
+  if (o.produce_only && o.broker.empty())
+    fail("--produce-only needs --broker: in memory, jobs run where they are taken");
   if (!o.broker.empty()) {
     (void)support::parse_redis_url(o.broker, "--broker");
     if (o.queue.empty() || o.queue.find_first_of("{}: \t\r\n") != std::string::npos) {

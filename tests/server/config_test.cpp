@@ -184,12 +184,13 @@ TEST(Config, FleetOptionsFollowTheProtocolFromTheCommandLineAndTheFile) {
   EXPECT_EQ(d.result.options->lease, 10s);
   EXPECT_EQ(d.result.options->max_deliveries, 3u);
   EXPECT_EQ(d.result.options->prefetch, 0u) << "exact admission unless asked";
+  EXPECT_FALSE(d.result.options->produce_only);
   EXPECT_EQ(d.result.options->result_ttl, 24h);
   EXPECT_EQ(d.result.options->idempotency_ttl, 24h);
 
   const auto c = parse({"--broker", "redis://10.0.0.5:6380/2", "--queue", "mail", "--consumer", "host-a:1", "--lease",
-                        "3s", "--max-deliveries", "5", "--prefetch", "16", "--result-ttl", "1h", "--idempotency-ttl",
-                        "2h", "--broker-password-file", "/etc/hourglassd/redis"});
+                        "3s", "--max-deliveries", "5", "--prefetch", "16", "--produce-only", "--result-ttl", "1h",
+                        "--idempotency-ttl", "2h", "--broker-password-file", "/etc/hourglassd/redis"});
   ASSERT_TRUE(c.result.options) << c.err;
   const server_options& o = *c.result.options;
   EXPECT_EQ(o.broker, "redis://10.0.0.5:6380/2");
@@ -198,6 +199,7 @@ TEST(Config, FleetOptionsFollowTheProtocolFromTheCommandLineAndTheFile) {
   EXPECT_EQ(o.lease, 3s);
   EXPECT_EQ(o.max_deliveries, 5u);
   EXPECT_EQ(o.prefetch, 16u);
+  EXPECT_TRUE(o.produce_only);
   EXPECT_EQ(o.result_ttl, 1h);
   EXPECT_EQ(o.idempotency_ttl, 2h);
   EXPECT_EQ(o.broker_password_file, "/etc/hourglassd/redis");
@@ -233,6 +235,7 @@ TEST(Config, BadFleetValuesAreLoud) {
            {"--broker", "redis://127.0.0.1:6379", "--max-deliveries", "0"},
            {"--broker", "redis://127.0.0.1:6379", "--result-ttl", "0s"},
            {"--broker", "redis://127.0.0.1:6379", "--queue", "a}b"},
+           {"--produce-only"},  // in memory a daemon runs what it takes
        }) {
     const auto p = parse(args);
     EXPECT_FALSE(p.result.options) << args.back();

@@ -84,6 +84,29 @@ TEST_F(FleetDaemon, AnAsyncJobGoesThroughTheBrokerAndEveryDaemonAnswersForIt) {
   EXPECT_NE(metrics.find("hourglass_fleet_broker_errors_total{op=\"enqueue\"} 0"), std::string::npos);
 }
 
+TEST_F(FleetDaemon, AProduceOnlyDaemonTakesJobsThatOthersRun) {
+  server_options front = fleet_options("front");
+  front.produce_only = true;
+  test_server a(front);
+  std::vector<std::string> ids{submit(a.port(), "echo", "job 0")};
+  wait_until([] { return false; }, 300ms);  // time a consumer would need to take it
+  EXPECT_EQ(json_string(get(a.port(), "/v1/jobs/" + ids[0]).body, "state"), "queued") << "nobody runs it yet";
+  // No daemon consumes: a job behind it could never be promised a start.
+  const reply refused = post(a.port(), "/v1/jobs/echo", "x", {{"Prefer", "respond-async"}});
+  EXPECT_EQ(refused.status, 504u) << refused.body;
+  EXPECT_EQ(json_string(refused.body, "stage"), "admission");
+  test_server b(fleet_options("back"));
+  for (int i = 1; i < 4; ++i) ids.push_back(submit(a.port(), "echo", "job " + std::to_string(i)));
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const std::string done = wait_state(a.port(), ids[i], "ok");
+    EXPECT_EQ(json_string(done, "result"), "job " + std::to_string(i));
+    EXPECT_EQ(json_string(done, "consumer"), "back");
+  }
+  EXPECT_EQ(a.handler("echo").admitted, 4u);
+  EXPECT_EQ(a.handler("echo").finished_ok, 0u) << "the front daemon ran none";
+  EXPECT_EQ(b.handler("echo").finished_ok, 4u);
+}
+
 TEST_F(FleetDaemon, EveryAcceptedJobIsCountedOnceInTheFleetsMetrics) {
   // Admitted on the daemon that answered 202; finished on the one that
   // recorded its outcome: summed over the fleet, admitted = finished.

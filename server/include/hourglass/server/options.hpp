@@ -75,6 +75,7 @@ struct server_options {
   duration lease = std::chrono::seconds(10);
   std::size_t max_deliveries = 3;  // starts of a job whose workers died; then dead-lettered
   std::size_t prefetch = 0;        // entries held beyond --workers, waiting for a worker
+  bool produce_only = false;       // --produce-only: takes, answers and cancels jobs; runs none of them
   duration result_ttl = std::chrono::hours(24);
   duration idempotency_ttl = std::chrono::hours(24);
   std::string broker_password_file;  // AUTH with its content (surrounding whitespace ignored)
