@@ -15,7 +15,9 @@
 //
 // A batch is the oldest waiting calls, at most max_calls, and as many as fit
 // in max_bytes by `bytes(call)` (at least one); with `same_batch`, only those
-// that may share a script call with the first.
+// that may share a script call with the first. With max_in_flight above one,
+// a further batch goes while others are at the broker once overlap_at calls
+// wait: the caller builds and answers one batch while Redis runs another.
 #pragma once
 
 #include <atomic>
@@ -81,6 +83,10 @@ class batch_lane {
   struct limits {
     std::size_t max_calls = 256;
     std::size_t max_in_flight = 1;  // batches at the broker at once
+    // With one batch at the broker, another goes only once this many calls
+    // wait: a small second batch would cost a script call of its own for
+    // little, where waiting makes it bigger.
+    std::size_t overlap_at = 1;
     std::size_t max_bytes = 4 * 1024 * 1024;
     std::function<std::size_t(const Call&)> bytes;             // nullptr: calls weigh nothing
     std::function<bool(const Call&, const Call&)> same_batch;  // nullptr: any two may
@@ -88,26 +94,38 @@ class batch_lane {
 
   explicit batch_lane(limits l) : limits_(std::move(l)) {}
 
-  // Adds `calls`; a batch to send now when none is at the broker.
+  // Adds `calls`; a batch to send now, when the lane has room at the broker.
   std::optional<batch> push(batch calls) {
     std::lock_guard lock(mu_);
     waiting_.insert(waiting_.end(), std::make_move_iterator(calls.begin()), std::make_move_iterator(calls.end()));
-    if (in_flight_ >= limits_.max_in_flight || waiting_.empty()) return std::nullopt;
+    if (!may_send_locked(in_flight_)) return std::nullopt;
     ++in_flight_;
     return take_locked();
   }
 
-  // The batch at the broker was answered: the next one, if calls wait.
+  // A batch at the broker was answered: the next one, if one may go. Calls
+  // left waiting go with the answer of a batch still at the broker.
   std::optional<batch> next() {
     std::lock_guard lock(mu_);
-    if (waiting_.empty()) {
+    if (!may_send_locked(in_flight_ - 1)) {
       --in_flight_;
       return std::nullopt;
     }
     return take_locked();
   }
 
+  std::size_t in_flight() const {
+    std::lock_guard lock(mu_);
+    return in_flight_;
+  }
+
  private:
+  // Whether a batch may go with `others` batches at the broker.
+  bool may_send_locked(std::size_t others) const {
+    if (waiting_.empty() || others >= limits_.max_in_flight) return false;
+    return others == 0 || waiting_.size() >= limits_.overlap_at;
+  }
+
   batch take_locked() {
     std::size_t n = 0, bytes = 0;
     while (n < waiting_.size() && n < limits_.max_calls) {
@@ -123,7 +141,7 @@ class batch_lane {
   }
 
   const limits limits_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   batch waiting_;
   std::size_t in_flight_ = 0;  // batches at the broker
 };

@@ -40,11 +40,16 @@ struct job_queue::enqueue_call : detail::lane_call<enqueued> {
 
 std::shared_ptr<job_queue::enqueue_lane> job_queue::new_enqueue_lane() {
   // Redis runs a script alone: a batch holds it for about 10 us a job. And a
-  // payload-heavy batch is one large write.
+  // payload-heavy batch is one large write. A second batch of at least 64
+  // jobs goes while one is at the broker: it is built and answered here
+  // while Redis runs the other (with one at a time, a daemon's HTTP bulk
+  // enqueue ran at 0.6x the rate).
   return std::make_shared<enqueue_lane>(
-      enqueue_lane::limits{.max_calls = 256, .max_bytes = 4 * 1024 * 1024, .bytes = [](const enqueue_call& c) {
-                             return c.job.payload.size();
-                           }});
+      enqueue_lane::limits{.max_calls = 256,
+                           .max_in_flight = 2,
+                           .overlap_at = 64,
+                           .max_bytes = 4 * 1024 * 1024,
+                           .bytes = [](const enqueue_call& c) { return c.job.payload.size(); }});
 }
 
 void job_queue::async_enqueue(const context& ctx, job_spec job, answer_fn<enqueued> done) {
