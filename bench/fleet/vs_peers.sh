@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fleet mode against the job queues people already run on Redis: Sidekiq 6.4
-# (Debian's, hiredis driver), BullMQ 5 (npm) and Celery 5.2 (Debian's, Redis
+# (Debian's, hiredis driver), BullMQ 6 (npm) and Celery 5.2 (Debian's, Redis
 # transport), each used the way its authors advise (bench/fleet/peers/*: each
 # file's header says how and why), on one redis-server of this script's own
 # (a free loopback port, --save '' --appendonly no: nothing on disk for anyone).
@@ -30,7 +30,8 @@
 #   env: OVERLOAD_SECONDS (10), HOURGLASS_BENCH, REDIS_PORT (default: a free one in
 #   16400-16499), CELERY_POOL (eventlet, as Celery's docs advise for I/O; see celery_bench.py)
 # Installs on demand (not in CI): ruby-sidekiq ruby-hiredis python3-celery
-# python3-redis python3-eventlet (or -gevent) (Debian) and bullmq@5 (npm, into build/peers/).
+# python3-redis python3-eventlet (or -gevent) (Debian) and bullmq@6 with its peer
+# dependency ioredis@5 (npm, into build/peers/).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 runs=${1:-3}
@@ -48,10 +49,12 @@ case ${CELERY_POOL:-eventlet} in eventlet | gevent) celery_pkgs+=("python3-${CEL
 tools/install-deps ruby-sidekiq ruby-hiredis "${celery_pkgs[@]}"
 python_celery=/usr/bin/python3  # Debian's, where python3-celery is (a pyenv python3 may come first on PATH)
 bullmq_dir=$PWD/build/peers/bullmq
-if [ ! -f "$bullmq_dir/node_modules/bullmq/package.json" ]; then
+bullmq_major() { node -p "require('$bullmq_dir/node_modules/bullmq/package.json').version.split('.')[0]" 2>/dev/null; }
+if [ "$(bullmq_major)" != 6 ] || [ ! -f "$bullmq_dir/node_modules/ioredis/package.json" ]; then
   mkdir -p "$bullmq_dir"
   [ -f "$bullmq_dir/package.json" ] || echo '{"private": true}' >"$bullmq_dir/package.json"
-  (cd "$bullmq_dir" && npm install --no-audit --no-fund --loglevel=error bullmq@5)
+  # BullMQ 6 no longer brings its Redis client: ioredis is a peer dependency.
+  (cd "$bullmq_dir" && npm install --no-audit --no-fund --loglevel=error bullmq@6 ioredis@5)
 fi
 export BULLMQ_DIR=$bullmq_dir PYTHONDONTWRITEBYTECODE=1
 

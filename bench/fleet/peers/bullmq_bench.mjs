@@ -1,4 +1,4 @@
-// BullMQ 5 (from the npm registry, with its ioredis) in the two shapes of
+// BullMQ 6 (from the npm registry, with ioredis 5, its peer dependency) in the two shapes of
 // bench/fleet/vs_peers.sh; prints one JSON line. BULLMQ_DIR names the folder
 // whose node_modules hold bullmq (vs_peers.sh: build/peers/bullmq).
 //
