@@ -70,6 +70,7 @@ handler_snapshot snapshot_of(const handler_metrics& h) {
   s.expired_run = h.expired_run.value();
   s.expired_reclaim = h.expired_reclaim.value();
   s.expired_idle = h.expired_idle.value();
+  s.expired_retry = h.expired_retry.value();
   s.finished_ok = h.finished_ok.value();
   s.finished_error = h.finished_error.value();
   s.finished_rejected = h.finished_rejected.value();
@@ -226,6 +227,10 @@ bool metrics::count_finish(handler_metrics& h, const status& st, duration run_ti
           h.expired_idle.add();
           ran = true;
           break;
+        case expiry_stage::retry:  // its last attempt ran and failed
+          h.expired_retry.add();
+          ran = true;
+          break;
         case expiry_stage::downstream:
         case expiry_stage::none: ran = true; break;
       }
@@ -342,7 +347,8 @@ void render_prometheus(const metrics_snapshot& s, exposition_writer& w) {
                  {{to_string(expiry_stage::queue), &handler_snapshot::expired_queue},
                   {to_string(expiry_stage::run), &handler_snapshot::expired_run},
                   {to_string(expiry_stage::idle), &handler_snapshot::expired_idle},
-                  {to_string(expiry_stage::reclaim), &handler_snapshot::expired_reclaim}});
+                  {to_string(expiry_stage::reclaim), &handler_snapshot::expired_reclaim},
+                  {to_string(expiry_stage::retry), &handler_snapshot::expired_retry}});
   handler_family(w, s, "hourglass_jobs_finished_total",
                  "Admitted jobs that finished, by outcome; admitted = finished + in flight.", "outcome",
                  {{to_string(outcome::ok), &handler_snapshot::finished_ok},

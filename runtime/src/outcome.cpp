@@ -20,6 +20,7 @@ std::string_view describe(const status& s) noexcept {
         case expiry_stage::downstream: return "deadline_exceeded/downstream";
         case expiry_stage::reclaim: return "deadline_exceeded/reclaim";
         case expiry_stage::idle: return "deadline_exceeded/idle";
+        case expiry_stage::retry: return "deadline_exceeded/retry";
         default: return "deadline_exceeded/run";
       }
     case outcome::cancelled:

@@ -100,6 +100,7 @@ error_info describe_error(const std::exception_ptr& e) {
     info.code = he.code().empty() ? "error" : he.code();
     info.message = he.what();
     info.detail = he.what();
+    info.retryable = he.retryable();
   } catch (const std::exception& ex) {
     info.detail = ex.what();  // may hold internals: logged, not sent
   } catch (...) {

@@ -53,7 +53,8 @@ struct error_info {
   unsigned http_status = 500;
   std::string code = "error";
   std::string message = "the handler failed";
-  std::string detail;  // for the log only
+  std::string detail;     // for the log only
+  bool retryable = true;  // another attempt may succeed (handler_error::retryable; any other exception)
 };
 error_info describe_error(const std::exception_ptr& e);
 

@@ -480,6 +480,8 @@ TEST(metrics_recorders, OnFinishedTouchesExactlyTheDocumentedCounters) {
        expected({{&H::expired_reclaim, 1}, {&H::finished_deadline_exceeded, 1}}), 0},
       {"expired idle", status::expired(expiry_stage::idle), 4ms, false,
        expected({{&H::expired_idle, 1}, {&H::finished_deadline_exceeded, 1}}), 1},
+      {"expired retry", status::expired(expiry_stage::retry), 5ms, false,
+       expected({{&H::expired_retry, 1}, {&H::finished_deadline_exceeded, 1}}), 1},
       // A job that ran and whose call an open circuit breaker refused: a finish, not a refusal.
       {"rejected circuit_open", status::rejected(reject_reason::circuit_open), 2ms, false,
        expected({{&H::finished_rejected, 1}}), 1},
@@ -560,7 +562,7 @@ TEST(render_prometheus, EveryKnownLabelValueOfAnExistingHandlerIsEmitted) {
   const std::map<std::string, std::vector<std::string>> families = {
       {"hourglass_jobs_rejected_total",
        {"queue_full", "insufficient_budget", "invalid_timeout", "shutting_down", "broker_unavailable", "cancelled"}},
-      {"hourglass_jobs_expired_total", {"queue", "run", "idle", "reclaim"}},
+      {"hourglass_jobs_expired_total", {"queue", "run", "idle", "reclaim", "retry"}},
       {"hourglass_jobs_finished_total", {"ok", "error", "rejected", "deadline_exceeded", "cancelled"}},
   };
   const std::map<std::string, std::string> label_of = {{"hourglass_jobs_rejected_total", "reason"},

@@ -84,5 +84,17 @@ TEST(Responses, ServerTimingIsMillisecondsToTheMicrosecond) {
   EXPECT_EQ(server_timing(longest), "queue;dur=9223372036854.775, run;dur=9223372036854.775");
 }
 
+TEST(DescribeError, WhichFailuresAnotherAttemptMayMend) {
+  const auto of = [](auto e) { return describe_error(std::make_exception_ptr(e)); };
+  EXPECT_TRUE(of(handler_error(503, "upstream_down", "x")).retryable) << "a 5xx: a dependency failed";
+  EXPECT_FALSE(of(handler_error::bad_input("x")).retryable) << "the same input fails the same way";
+  EXPECT_FALSE(of(handler_error(404, "no_such_user", "x")).retryable);
+  const error_info permanent = of(handler_error::permanent(502, "account_closed", "closed"));
+  EXPECT_FALSE(permanent.retryable);
+  EXPECT_EQ(permanent.http_status, 502u);
+  EXPECT_EQ(permanent.code, "account_closed");
+  EXPECT_TRUE(of(std::runtime_error("bug")).retryable) << "anything else: a 500";
+}
+
 }  // namespace
 }  // namespace hourglass::server::detail

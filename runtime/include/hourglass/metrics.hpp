@@ -57,8 +57,10 @@
 //                                   run_duration.record(run)
 //       reclaim                     h.expired_reclaim += 1; h.finished_deadline_exceeded += 1
 //                                   (fleet mode: it never ran)
+//       retry                       h.expired_retry += 1; h.finished_deadline_exceeded += 1;
+//                                   run_duration.record(run) (its last attempt)
 //       downstream, none            h.finished_deadline_exceeded += 1; run_duration.record(run)
-//                                   (the stage label has queue, run, idle and reclaim)
+//                                   (the stage label has queue, run, idle, reclaim and retry)
 //     cancelled                     h.finished_cancelled += 1; run_duration.record(run) only if
 //                                   run > 0 (a job cancelled while queued passes zero)
 //     invalid                       h.rejected_invalid_timeout += 1; no finished count
@@ -181,6 +183,7 @@ struct alignas(64) handler_metrics {
   counter expired_run;
   counter expired_reclaim;
   counter expired_idle;
+  counter expired_retry;
   counter finished_ok;
   counter finished_error;
   counter finished_rejected;  // ran, and ended rejected/circuit_open
@@ -204,6 +207,7 @@ struct handler_snapshot {
   std::uint64_t expired_run = 0;
   std::uint64_t expired_reclaim = 0;
   std::uint64_t expired_idle = 0;
+  std::uint64_t expired_retry = 0;
   std::uint64_t finished_ok = 0;
   std::uint64_t finished_error = 0;
   std::uint64_t finished_rejected = 0;

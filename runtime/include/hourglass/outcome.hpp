@@ -25,8 +25,10 @@ enum class reject_reason : std::uint8_t { none, queue_full, shutting_down, broke
 // Where a budget ran out (outcome `deadline_exceeded`). reclaim: fleet mode,
 // the job's worker died and its freshness ran out before another took it.
 // idle: no progress reported for longer than the job's idle limit (the
-// absolute deadline may still be far).
-enum class expiry_stage : std::uint8_t { none, admission, queue, run, downstream, reclaim, idle };
+// absolute deadline may still be far). retry: an async job's attempt failed
+// and a retry would come too late for the job's overall deadline
+// (job_retry.hpp): it ends at once instead of waiting in the queue.
+enum class expiry_stage : std::uint8_t { none, admission, queue, run, downstream, reclaim, idle, retry };
 
 // Who asked for a cancellation (outcome `cancelled`). The first cause wins.
 enum class cancel_cause : std::uint8_t {
@@ -99,6 +101,7 @@ constexpr std::string_view to_string(expiry_stage s) noexcept {
     case expiry_stage::downstream: return "downstream";
     case expiry_stage::reclaim: return "reclaim";
     case expiry_stage::idle: return "idle";
+    case expiry_stage::retry: return "retry";
   }
   return "unknown";
 }

@@ -63,6 +63,10 @@ struct handler_result {
 
 // The handler's own failure, with the HTTP status and a short code for the
 // JSON error body: {"error": code, "outcome": "error", "message": what()}.
+// An async job with retries (job_retry_policy) is tried again after a
+// retryable error: by default a 5xx-class one (a dependency failed; another
+// attempt may not), never a 4xx-class one (the input is bad; the same input
+// fails the same way). permanent() marks a 5xx-class error final too.
 class handler_error : public std::runtime_error {
  public:
   handler_error(unsigned http_status, std::string code, const std::string& message)
@@ -70,13 +74,21 @@ class handler_error : public std::runtime_error {
 
   // 400 invalid_argument: the input was bad; retrying it cannot help.
   static handler_error bad_input(const std::string& message) { return {400, "invalid_argument", message}; }
+  // A failure no retry can mend, whatever its status.
+  static handler_error permanent(unsigned http_status, std::string code, const std::string& message) {
+    handler_error e(http_status, std::move(code), message);
+    e.permanent_ = true;
+    return e;
+  }
 
   unsigned http_status() const noexcept { return http_status_; }
   const std::string& code() const noexcept { return code_; }
+  bool retryable() const noexcept { return !permanent_ && http_status_ >= 500; }
 
  private:
   unsigned http_status_;
   std::string code_;
+  bool permanent_ = false;
 };
 
 using handler_fn = std::function<handler_result(const context&, const request_view&)>;
