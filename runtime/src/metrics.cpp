@@ -71,6 +71,9 @@ handler_snapshot snapshot_of(const handler_metrics& h) {
   s.expired_reclaim = h.expired_reclaim.value();
   s.expired_idle = h.expired_idle.value();
   s.expired_retry = h.expired_retry.value();
+  s.job_retries_scheduled = h.job_retries_scheduled.value();
+  s.job_retries_exhausted = h.job_retries_exhausted.value();
+  s.job_retries_no_budget = h.job_retries_no_budget.value();
   s.finished_ok = h.finished_ok.value();
   s.finished_error = h.finished_error.value();
   s.finished_rejected = h.finished_rejected.value();
@@ -254,6 +257,15 @@ bool metrics::count_finish(handler_metrics& h, const status& st, duration run_ti
 
 void metrics::on_first_output(duration since_start) noexcept { time_to_first_output.record(since_start); }
 
+void metrics::on_job_retry(handler_metrics& h, job_retry_verdict verdict) noexcept {
+  switch (verdict) {
+    case job_retry_verdict::scheduled: h.job_retries_scheduled.add(); break;
+    case job_retry_verdict::exhausted: h.job_retries_exhausted.add(); break;
+    case job_retry_verdict::no_budget: h.job_retries_no_budget.add(); break;
+    case job_retry_verdict::not_retryable: break;
+  }
+}
+
 void metrics::on_retry_attempt() noexcept { retries.attempts.fetch_add(1, std::memory_order_relaxed); }
 void metrics::on_retry_denied_deadline() noexcept { retries.denied_deadline.fetch_add(1, std::memory_order_relaxed); }
 void metrics::on_retry_denied_budget() noexcept { retries.denied_retry_budget.fetch_add(1, std::memory_order_relaxed); }
@@ -365,6 +377,12 @@ void render_prometheus(const metrics_snapshot& s, exposition_writer& w) {
   for (const auto& h : s.handlers) {
     w.sample(late_seconds, {{"handler", h.name}}, metric_value::seconds_from_ns(h.completed_late_ns));
   }
+
+  handler_family(w, s, "hourglass_job_retries_total",
+                 "What became of async jobs' failed attempts that a retry policy covered.", "result",
+                 {{to_string(job_retry_verdict::scheduled), &handler_snapshot::job_retries_scheduled},
+                  {to_string(job_retry_verdict::exhausted), &handler_snapshot::job_retries_exhausted},
+                  {to_string(job_retry_verdict::no_budget), &handler_snapshot::job_retries_no_budget}});
 
   w.counter("hourglass_retry_attempts_total", "Retry attempts made.", s.retry_attempts);
   w.family("hourglass_retries_denied_total", metric_type::counter, "Retries refused, by reason.");

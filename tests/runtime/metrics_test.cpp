@@ -548,11 +548,25 @@ TEST(metrics, Gauges) {
 TEST(render_prometheus, EmptyRegistryIsWellFormed) {
   metrics m;
   const auto e = parse_exposition(render_prometheus(m.snapshot()));
-  EXPECT_EQ(e.families.size(), 15u);
+  EXPECT_EQ(e.families.size(), 16u);
   EXPECT_EQ(e.value("hourglass_retry_attempts_total"), 0.0);
   EXPECT_EQ(e.value("hourglass_queue_delay_seconds_bucket", {{"le", "+Inf"}}), 0.0);
   EXPECT_EQ(e.value("hourglass_queue_delay_seconds_sum"), 0.0);
   EXPECT_EQ(e.family("hourglass_jobs_admitted_total")->samples.size(), 0u);
+}
+
+TEST(render_prometheus, JobRetriesByResult) {
+  metrics m;
+  handler_metrics& h = m.handler("flaky");
+  m.on_job_retry(h, job_retry_verdict::scheduled);
+  m.on_job_retry(h, job_retry_verdict::scheduled);
+  m.on_job_retry(h, job_retry_verdict::no_budget);
+  m.on_job_retry(h, job_retry_verdict::not_retryable);  // not a retry: counted nowhere
+  const auto e = parse_exposition(render_prometheus(m.snapshot()));
+  EXPECT_EQ(e.value("hourglass_job_retries_total", {{"handler", "flaky"}, {"result", "scheduled"}}), 2.0);
+  EXPECT_EQ(e.value("hourglass_job_retries_total", {{"handler", "flaky"}, {"result", "exhausted"}}), 0.0);
+  EXPECT_EQ(e.value("hourglass_job_retries_total", {{"handler", "flaky"}, {"result", "no_budget"}}), 1.0);
+  EXPECT_EQ(e.family("hourglass_job_retries_total")->samples.size(), 3u);
 }
 
 TEST(render_prometheus, EveryKnownLabelValueOfAnExistingHandlerIsEmitted) {
@@ -564,9 +578,11 @@ TEST(render_prometheus, EveryKnownLabelValueOfAnExistingHandlerIsEmitted) {
        {"queue_full", "insufficient_budget", "invalid_timeout", "shutting_down", "broker_unavailable", "cancelled"}},
       {"hourglass_jobs_expired_total", {"queue", "run", "idle", "reclaim", "retry"}},
       {"hourglass_jobs_finished_total", {"ok", "error", "rejected", "deadline_exceeded", "cancelled"}},
+      {"hourglass_job_retries_total", {"scheduled", "exhausted", "no_budget"}},
   };
   const std::map<std::string, std::string> label_of = {{"hourglass_jobs_rejected_total", "reason"},
                                                        {"hourglass_jobs_expired_total", "stage"},
+                                                       {"hourglass_job_retries_total", "result"},
                                                        {"hourglass_jobs_finished_total", "outcome"}};
   for (const auto& [family, values] : families) {
     EXPECT_EQ(e.family(family)->samples.size(), values.size()) << family;

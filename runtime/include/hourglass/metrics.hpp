@@ -8,12 +8,14 @@
 //                                                   broker_unavailable (fleet mode) |
 //                                                   cancelled (our addition: the submitter's
 //                                                   context was cancelled before admission)
-//   hourglass_jobs_expired_total{handler,stage}     queue | run | idle | reclaim
+//   hourglass_jobs_expired_total{handler,stage}     queue | run | idle | reclaim | retry
 //   hourglass_jobs_finished_total{handler,outcome}  ok | error | rejected (circuit_open) |
 //                                                   deadline_exceeded | cancelled
 //   hourglass_jobs_completed_late_total{handler}
 //   hourglass_jobs_completed_late_seconds_total{handler}   (our addition: worker time spent
 //                                                   on jobs that finished after their deadline)
+//   hourglass_job_retries_total{handler,result}     scheduled | exhausted | no_budget: what
+//                                                   became of an async job's failed attempt
 //   hourglass_retry_attempts_total
 //   hourglass_retries_denied_total{reason}          deadline | retry_budget
 //   hourglass_request_budget_seconds, hourglass_queue_delay_seconds,
@@ -75,6 +77,7 @@
 //     and, whatever the code, if late: h.completed_late += 1; h.completed_late_ns += run.
 //   on_first_output(t)              time_to_first_output.record(t): a streamed response's
 //                                   first bytes went out `t` after its request began.
+//   on_job_retry(h, verdict)        h.job_retries_<verdict> += 1 (not for not_retryable)
 //   on_retry_attempt()              retries.attempts += 1
 //   on_retry_denied_deadline()      retries.denied_deadline += 1
 //   on_retry_denied_budget()        retries.denied_retry_budget += 1
@@ -134,6 +137,7 @@
 
 #include "hourglass/exposition.hpp"
 #include "hourglass/histogram.hpp"
+#include "hourglass/job_retry.hpp"
 #include "hourglass/outcome.hpp"
 #include "hourglass/retry.hpp"
 #include "hourglass/time.hpp"
@@ -190,7 +194,10 @@ struct alignas(64) handler_metrics {
   counter finished_deadline_exceeded;
   counter finished_cancelled;
   counter completed_late;
-  counter completed_late_ns;           // rendered in seconds
+  counter completed_late_ns;  // rendered in seconds
+  counter job_retries_scheduled;
+  counter job_retries_exhausted;
+  counter job_retries_no_budget;
   alignas(64) const std::string name;  // unescaped label value (read-only: a line of its own)
 };
 
@@ -215,6 +222,9 @@ struct handler_snapshot {
   std::uint64_t finished_cancelled = 0;
   std::uint64_t completed_late = 0;
   std::uint64_t completed_late_ns = 0;
+  std::uint64_t job_retries_scheduled = 0;
+  std::uint64_t job_retries_exhausted = 0;
+  std::uint64_t job_retries_no_budget = 0;
 
   friend bool operator==(const handler_snapshot&, const handler_snapshot&) = default;
 };
@@ -289,6 +299,7 @@ class metrics {
                    metrics_shard* shard = nullptr) noexcept;
   void on_recorded(handler_metrics& h, const status& st) noexcept;
   void on_first_output(duration since_start) noexcept;
+  void on_job_retry(handler_metrics& h, job_retry_verdict verdict) noexcept;
   void on_retry_attempt() noexcept;
   void on_retry_denied_deadline() noexcept;
   void on_retry_denied_budget() noexcept;
