@@ -1,4 +1,4 @@
-// BullMQ 6 (from the npm registry, with ioredis 5, its peer dependency) in the two shapes of
+// BullMQ 6 (from the npm registry, with ioredis 5, its peer dependency) in the three shapes of
 // bench/fleet/vs_peers.sh; prints one JSON line. BULLMQ_DIR names the folder
 // whose node_modules hold bullmq (vs_peers.sh: build/peers/bullmq).
 //
@@ -18,13 +18,28 @@
 //     500 ms of its send. BullMQ has no freshness bound, so every job runs,
 //     however late. Counts are read FRESHNESS + 2 service times after the
 //     offering, as hourglass-bench does, then the worker is closed.
+//   node bullmq_bench.mjs latency REDIS_URL RATE SECONDS CONCURRENCY
+//     Enqueue-to-start latency. Starts one worker process, waits until it is
+//     ready, then offers RATE empty jobs/s on a fixed schedule for SECONDS (a
+//     producer behind schedule sends at once), one queue.add each, carrying
+//     its send time (CLOCK_MONOTONIC, process.hrtime). The processor's first
+//     act is to note its start time less that send time, in the worker's
+//     memory; once all the jobs offered have run, the worker writes them out
+//     and the harness prints their p50 and p99 (nearest rank below, as
+//     hourglass-bench). vs_peers.sh offers half the drain rate it just
+//     measured: at capacity a queue's wait is its backlog, which grows for as
+//     long as the offering lasts; at half of it the wait is what the system
+//     adds on its own (fetch, dispatch, start) plus the modest queueing any
+//     busy server has, and systems of different capacity are compared at the
+//     same load.
 //
 // Settings: removeOnComplete: true and removeOnFail: 1000 on every job, the
 // auto-removal BullMQ's "going to production" guide asks for (without it each
 // completed job stays in Redis); connections with maxRetriesPerRequest: null,
 // which its Worker requires; everything else BullMQ's defaults. The worker
 // counts drained jobs in its own memory, so the drain costs Redis nothing but
-// BullMQ's own commands; under overload each job adds one HINCRBY, its tally.
+// BullMQ's own commands; so do the latency jobs, their waits; under overload
+// each job adds one HINCRBY, its tally.
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -56,8 +71,14 @@ function write(path, body) {
 async function worker(url, concurrency, out, jobs) {
   let t0 = null;
   let done = 0;
+  const waits = [];
   const counter = connect(url);
   const processor = async (job) => {
+    if (job.name === 'stamped') {
+      waits.push(now() - job.data.sent);
+      if (waits.length === jobs) write(out, JSON.stringify({ waits }));
+      return;
+    }
     if (job.name === 'empty') {
       if (++done === jobs) write(out, JSON.stringify({ seconds: now() - t0 }));
       return;
@@ -169,8 +190,36 @@ async function overload(url, rate, length, concurrency, dir) {
     capacity_per_s: concurrency / SERVICE };
 }
 
+// Nearest rank below, as hourglass-bench: the (q * (n - 1))-th of the sorted waits.
+const percentileMs = (sorted, q) => sorted[Math.floor(q * (sorted.length - 1))] * 1000;
+
+async function latency(url, rate, length, concurrency, dir) {
+  const producer = connect(url); // given, not owned: queue.close() leaves it open
+  const queue = new Queue(QUEUE, { connection: producer, defaultJobOptions: jobOptions });
+  await queue.waitUntilReady();
+  const total = Math.floor(rate * length);
+  const out = join(dir, 'latency');
+  const child = startWorker(url, concurrency, out, total);
+  await waitFor(`${out}.ready`, child, `${out}.log`, 60);
+  const t0 = now();
+  for (let i = 0; i < total; ++i) {
+    const ahead = t0 + i / rate - now();
+    if (ahead > 0) await sleep(ahead);
+    await queue.add('stamped', { sent: now() });
+  }
+  const offeredFor = Math.max(now() - t0, length);
+  await waitFor(out, child, `${out}.log`, 60);
+  await stopWorker(child);
+  await queue.close();
+  producer.disconnect();
+  const waits = JSON.parse(readFileSync(out, 'utf8')).waits.sort((a, b) => a - b);
+  return { system: 'bullmq', shape: 'latency', rate, offered: total, offered_per_s: total / offeredFor,
+    ran: waits.length, latency_p50_ms: percentileMs(waits, 0.5), latency_p99_ms: percentileMs(waits, 0.99) };
+}
+
 const [mode, url, ...rest] = process.argv.slice(2);
-const usage = 'usage: bullmq_bench.mjs drain URL JOBS CONCURRENCY | overload URL RATE SECONDS CONCURRENCY';
+const usage = 'usage: bullmq_bench.mjs drain URL JOBS CONCURRENCY | overload URL RATE SECONDS CONCURRENCY'
+  + ' | latency URL RATE SECONDS CONCURRENCY';
 if (mode === 'worker') {
   await worker(url, Number(rest[0]), rest[1], Number(rest[2]));
 } else {
@@ -180,6 +229,8 @@ if (mode === 'worker') {
     if (mode === 'drain' && rest.length >= 2) result = await drain(url, Number(rest[0]), Number(rest[1]), dir);
     else if (mode === 'overload' && rest.length >= 3) {
       result = await overload(url, Number(rest[0]), Number(rest[1]), Number(rest[2]), dir);
+    } else if (mode === 'latency' && rest.length >= 3) {
+      result = await latency(url, Number(rest[0]), Number(rest[1]), Number(rest[2]), dir);
     } else {
       console.error(usage);
       process.exit(2);

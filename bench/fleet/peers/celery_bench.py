@@ -1,4 +1,4 @@
-"""Celery (Debian's python3-celery 5.2, kombu's Redis transport) in the two
+"""Celery (Debian's python3-celery 5.2, kombu's Redis transport) in the three
 shapes of bench/fleet/vs_peers.sh; prints one JSON line.
 
   python3 celery_bench.py drain REDIS_URL JOBS CONCURRENCY
@@ -19,6 +19,19 @@ shapes of bench/fleet/vs_peers.sh; prints one JSON line.
     the worker discards (revokes) a task it receives after that. Counts are
     read FRESHNESS + 2 service times after the offering, as hourglass-bench
     does, then the worker is stopped.
+  python3 celery_bench.py latency REDIS_URL RATE SECONDS CONCURRENCY
+    Enqueue-to-start latency. Starts one worker (same pool), waits for
+    worker_ready, then offers RATE empty tasks/s on a fixed schedule for
+    SECONDS (a producer behind schedule sends at once), one apply_async each,
+    carrying its send time (CLOCK_MONOTONIC). The task's first act is to note
+    its start time less that send time, in the worker's memory; once all the
+    tasks offered have run, the worker writes them out and the harness prints
+    their p50 and p99 (nearest rank below, as hourglass-bench). vs_peers.sh
+    offers half the drain rate it just measured: at capacity a queue's wait is
+    its backlog, which grows for as long as the offering lasts; at half of it
+    the wait is what the system adds on its own (fetch, dispatch, start) plus
+    the modest queueing any busy server has, and systems of different capacity
+    are compared at the same load.
 
 Settings: the eventlet pool, the one Celery 5.2's documentation recommends
 for I/O-bound tasks ("Concurrency with Eventlet"; prefork is for CPU-bound
@@ -31,8 +44,8 @@ task_ignore_result, as its docs advise when results are not read (no result
 backend is set anyway); everything else Celery's defaults (prefetch
 multiplier 4, ack on receipt, mingle, gossip and heartbeats on). The worker
 counts drained tasks in its own memory (under a lock), so the drain costs
-Redis nothing but Celery's own commands; under overload each task adds one
-HINCRBY, its tally.
+Redis nothing but Celery's own commands; so do the latency tasks, their waits;
+under overload each task adds one HINCRBY, its tally.
 
 Runs on Debian's /usr/bin/python3 (where python3-celery is installed).
 """
@@ -59,9 +72,10 @@ app.conf.task_ignore_result = True
 
 
 class Tally:
-    """The worker process's own record: when it started and when the drain ended."""
+    """The worker process's own record: when it started and when the drain ended; each latency task's wait."""
     t0 = None
     done = 0
+    waits = []
     lock = threading.Lock()
     counter = None
 
@@ -88,6 +102,16 @@ def empty():
         last = Tally.done == int(os.environ["BENCH_JOBS"])
     if last:
         write(os.environ["BENCH_OUT"], json.dumps({"seconds": time.monotonic() - Tally.t0}))
+
+
+@app.task(name="celery_bench.stamped")
+def stamped(sent):
+    wait = time.monotonic() - sent
+    with Tally.lock:
+        Tally.waits.append(wait)
+        last = len(Tally.waits) == int(os.environ["BENCH_JOBS"])
+    if last:
+        write(os.environ["BENCH_OUT"], json.dumps({"waits": Tally.waits}))
 
 
 @app.task(name="celery_bench.sleeper")
@@ -181,8 +205,35 @@ def overload(url, rate, length, concurrency, expires, tmp):
             "ran_too_late": late, "goodput_per_s": in_time / offered_for, "capacity_per_s": concurrency / SERVICE}
 
 
+def percentile_ms(waits, q):
+    """Nearest rank below, as hourglass-bench: the (q * (n - 1))-th of the sorted waits."""
+    return waits[int(q * (len(waits) - 1))] * 1000
+
+
+def latency(url, rate, length, concurrency, tmp):
+    total = int(rate * length)
+    out = os.path.join(tmp, "latency")
+    proc = start_worker(url, concurrency, out, total)
+    wait_for(out + ".ready", proc, out + ".log", 60)
+    with app.producer_or_acquire() as producer:
+        t0 = time.monotonic()
+        for i in range(total):
+            ahead = t0 + i / rate - time.monotonic()
+            if ahead > 0:
+                time.sleep(ahead)
+            stamped.apply_async((time.monotonic(),), producer=producer)
+        offered_for = max(time.monotonic() - t0, length)
+    wait_for(out, proc, out + ".log", 60)
+    stop_worker(proc)
+    waits = sorted(json.load(open(out))["waits"])
+    return {"system": "celery", "shape": "latency", "rate": rate, "offered": total,
+            "offered_per_s": total / offered_for, "ran": len(waits),
+            "latency_p50_ms": percentile_ms(waits, 0.5), "latency_p99_ms": percentile_ms(waits, 0.99)}
+
+
 def main(argv):
-    usage = f"usage: {argv[0]} drain URL JOBS CONCURRENCY | overload URL RATE SECONDS CONCURRENCY [expires]"
+    usage = (f"usage: {argv[0]} drain URL JOBS CONCURRENCY | overload URL RATE SECONDS CONCURRENCY [expires]"
+             " | latency URL RATE SECONDS CONCURRENCY")
     if len(argv) < 5:
         sys.exit(usage)
     mode, url = argv[1], argv[2]
@@ -193,6 +244,8 @@ def main(argv):
         elif mode == "overload" and len(argv) >= 6:
             result = overload(url, float(argv[3]), float(argv[4]), int(argv[5]),
                               len(argv) > 6 and argv[6] == "expires", tmp)
+        elif mode == "latency" and len(argv) >= 6:
+            result = latency(url, float(argv[3]), float(argv[4]), int(argv[5]), tmp)
         else:
             sys.exit(usage)
     print(json.dumps(result), flush=True)

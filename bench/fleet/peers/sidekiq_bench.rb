@@ -1,5 +1,5 @@
 # Sidekiq (Debian's ruby-sidekiq 6.4, redis-rb with the hiredis driver) in
-# the two shapes of bench/fleet/vs_peers.sh; prints one JSON line.
+# the three shapes of bench/fleet/vs_peers.sh; prints one JSON line.
 #
 #   ruby sidekiq_bench.rb drain REDIS_URL JOBS CONCURRENCY
 #     Enqueues JOBS empty jobs with Sidekiq::Client.push_bulk, 1,000 a call
@@ -16,11 +16,25 @@
 #     Sidekiq has no freshness bound, so every job runs, however late. Counts
 #     are read FRESHNESS + 2 service times after the offering, as hourglass-bench
 #     does, then the worker is stopped.
+#   ruby sidekiq_bench.rb latency REDIS_URL RATE SECONDS CONCURRENCY
+#     Enqueue-to-start latency. Starts one `sidekiq -c CONCURRENCY` process,
+#     then offers RATE empty jobs/s on a fixed schedule for SECONDS (a producer
+#     behind schedule sends at once), one perform_async each, carrying its send
+#     time (CLOCK_MONOTONIC). The job's first act is to note its start time
+#     less that send time, in the worker's memory; once all the jobs offered
+#     have run, the worker writes them out and the harness prints their p50
+#     and p99 (nearest rank below, as hourglass-bench). vs_peers.sh offers half
+#     the drain rate it just measured: at capacity a queue's wait is its
+#     backlog, which grows for as long as the offering lasts; at half of it the
+#     wait is what the system adds on its own (fetch, dispatch, start) plus the
+#     modest queueing any busy server has, and systems of different capacity
+#     are compared at the same load.
 #
 # Default settings otherwise (retries on, queue "default", BRPOP fetch, 5 s
 # heartbeat): what a Sidekiq user gets. The worker counts drained jobs in its
 # own memory, so the drain costs Redis nothing but Sidekiq's own commands;
-# under overload each job adds one HINCRBY, its tally.
+# so do the latency jobs, their waits; under overload each job adds one
+# HINCRBY, its tally.
 require "json"
 require "sidekiq"
 require "tmpdir"
@@ -42,11 +56,13 @@ if ENV["BENCH_REDIS"]  # inside the sidekiq process
   end
 end
 
-# The worker process's own record: when it started and when the drain ended.
+# The worker process's own record: when it started and when the drain ended;
+# each latency job's wait.
 module Tally
   @mutex = Mutex.new
   @done = 0
   @t0 = nil
+  @waits = []
 
   def self.write(path, body)
     File.write("#{path}.tmp", body)
@@ -66,12 +82,27 @@ module Tally
       write(ENV.fetch("BENCH_OUT"), JSON.generate({ "seconds" => now - @t0 }))
     end
   end
+
+  def self.waited(seconds)
+    @mutex.synchronize do
+      @waits << seconds
+      next unless @waits.size == Integer(ENV.fetch("BENCH_JOBS"))
+
+      write(ENV.fetch("BENCH_OUT"), JSON.generate({ "waits" => @waits }))
+    end
+  end
 end
 
 class EmptyJob
   include Sidekiq::Worker
 
   def perform = Tally.one_done
+end
+
+class StampedJob
+  include Sidekiq::Worker
+
+  def perform(sent) = Tally.waited(now - sent)
 end
 
 class SleepJob
@@ -162,6 +193,29 @@ def overload(url, rate, length, concurrency, dir)
     "goodput_per_s" => in_time / offered_for, "capacity_per_s" => concurrency / SERVICE }
 end
 
+# Nearest rank below, as hourglass-bench: the (q * (n - 1))-th of the sorted waits.
+def percentile_ms(sorted, q) = sorted[(q * (sorted.size - 1)).floor] * 1000
+
+def latency(url, rate, length, concurrency, dir)
+  total = (rate * length).to_i
+  out = File.join(dir, "latency")
+  pid = start_worker(url, concurrency, out, jobs: total)
+  wait_for("#{out}.ready", pid, 60)
+  t0 = now
+  total.times do |i|
+    ahead = t0 + (i / rate) - now
+    sleep ahead if ahead.positive?
+    StampedJob.perform_async(now)
+  end
+  offered_for = [now - t0, length].max
+  wait_for(out, pid, 60)
+  stop_worker(pid)
+  waits = JSON.parse(File.read(out))["waits"].sort
+  { "system" => "sidekiq", "shape" => "latency", "rate" => rate, "offered" => total,
+    "offered_per_s" => total / offered_for, "ran" => waits.size,
+    "latency_p50_ms" => percentile_ms(waits, 0.5), "latency_p99_ms" => percentile_ms(waits, 0.99) }
+end
+
 if $PROGRAM_NAME == __FILE__
   mode, url, *rest = ARGV
   Sidekiq.configure_client { |config| config.redis = redis_options(url).merge(size: 2) }
@@ -170,7 +224,9 @@ if $PROGRAM_NAME == __FILE__
     case mode
     when "drain" then drain(url, Integer(rest[0]), Integer(rest[1]), dir)
     when "overload" then overload(url, Float(rest[0]), Float(rest[1]), Integer(rest[2]), dir)
-    else abort "usage: #{$PROGRAM_NAME} drain URL JOBS CONCURRENCY | overload URL RATE SECONDS CONCURRENCY"
+    when "latency" then latency(url, Float(rest[0]), Float(rest[1]), Integer(rest[2]), dir)
+    else abort "usage: #{$PROGRAM_NAME} drain URL JOBS CONCURRENCY | overload URL RATE SECONDS CONCURRENCY " \
+               "| latency URL RATE SECONDS CONCURRENCY"
     end
   end
   puts JSON.generate(result)
