@@ -5,6 +5,8 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/rfc7230.hpp>
 
+#include <algorithm>
+#include <charconv>
 #include <optional>
 #include <vector>
 
@@ -149,6 +151,49 @@ budget_reading read_budget(const http::fields& req, const budget_limits& limits,
   r.budget = effective_budget(stated, limits.default_budget, limits.max_budget);
   r.freshness = std::min(freshness.value_or(limits.default_budget), limits.max_budget);
   r.idle_limit = idle.value_or(duration::max());
+  return r;
+}
+
+job_retry_reading read_job_retry(const http::fields& req, const job_retry_policy& handler_policy) {
+  job_retry_reading r;
+  r.policy = handler_policy;
+  const auto refuse = [&r](std::string error, std::string_view header, std::string_view why) {
+    r.ok = false;
+    r.error = std::move(error);
+    r.message = std::string(header) + " " + std::string(why);
+    return r;
+  };
+  bool dup = false;
+  const auto attempts = single_header(req, job_attempts_header, dup);
+  const auto backoff = single_header(req, job_backoff_header, dup);
+  const auto deadline = single_header(req, job_deadline_header, dup);
+  if (dup) return refuse("invalid_retry_policy", "a retry header", "appears more than once");
+  if (deadline) {
+    const std::optional<duration> d = parse_grpc_timeout(trim(*deadline));
+    if (!d) return refuse("invalid_timeout", job_deadline_header, "is not a duration (grpc-timeout syntax: 30S, 500m)");
+    r.deadline = *d;
+  }
+  if (attempts) {
+    const std::string_view text = trim(*attempts);
+    int n = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > 100) {
+      return refuse("invalid_retry_policy", job_attempts_header, "must be an integer from 1 to 100");
+    }
+    r.policy.max_attempts = n;
+  }
+  if (backoff) {
+    const std::string_view text = *backoff;
+    const auto comma = text.find(',');
+    const std::optional<duration> base = parse_grpc_timeout(trim(text.substr(0, comma)));
+    const std::optional<duration> cap =
+        comma == std::string_view::npos ? std::optional<duration>(std::max(r.policy.cap, base.value_or(duration::zero())))
+                                        : parse_grpc_timeout(trim(text.substr(comma + 1)));
+    if (!base || !cap) return refuse("invalid_retry_policy", job_backoff_header, "must be BASE[, CAP] (30S, 500m)");
+    if (*cap < *base) return refuse("invalid_retry_policy", job_backoff_header, "has its cap below its base");
+    r.policy.base = *base;
+    r.policy.cap = *cap;
+  }
   return r;
 }
 

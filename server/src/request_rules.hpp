@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "hourglass/job_retry.hpp"
 #include "hourglass/time.hpp"
 
 namespace hourglass::server::detail {
@@ -99,6 +100,29 @@ struct budget_reading {
 // `always_async`: the route takes async jobs only (bulk), Prefer or not.
 budget_reading read_budget(const boost::beast::http::fields& headers, const budget_limits& limits,
                            bool always_async = false);
+
+// ---- retries of async jobs ------------------------------------------------------
+
+inline constexpr std::string_view job_attempts_header = "Job-Attempts";
+inline constexpr std::string_view job_backoff_header = "Job-Backoff";
+inline constexpr std::string_view job_deadline_header = "Job-Deadline";
+
+// An async job's retry policy and overall deadline, from its headers over
+// its handler's policy:
+//   Job-Attempts: N             attempts, the first included (1 to 100)
+//   Job-Backoff: BASE[, CAP]    the backoff's base and cap, each as a grpc-timeout
+//                               value ("500m", "30S"); CAP defaults to the handler's,
+//                               raised to BASE
+//   Job-Deadline: DURATION      the whole job's deadline across attempts, counted from
+//                               the request's arrival (grpc-timeout syntax)
+struct job_retry_reading {
+  bool ok = true;
+  std::string error;    // !ok: invalid_timeout (Job-Deadline) or invalid_retry_policy
+  std::string message;  // !ok: which header, and why
+  job_retry_policy policy;
+  duration deadline = duration::max();  // max: none stated
+};
+job_retry_reading read_job_retry(const boost::beast::http::fields& headers, const job_retry_policy& handler_policy);
 
 // ---- reading a request ----------------------------------------------------------
 

@@ -153,6 +153,57 @@ TEST(ReadBudget, AsyncFreshness) {
   EXPECT_FALSE(read_budget(fields({{"Job-Freshness", "later"}}), kLimits, true).ok);
 }
 
+TEST(ReadJobRetry, TheHandlersPolicyUnlessTheRequestSaysOtherwise) {
+  const job_retry_policy handler{.max_attempts = 3, .base = 1s, .cap = 60s};
+  const auto none = read_job_retry(fields({}), handler);
+  ASSERT_TRUE(none.ok);
+  EXPECT_EQ(none.policy.max_attempts, 3);
+  EXPECT_EQ(none.policy.base, 1s);
+  EXPECT_EQ(none.policy.cap, 60s);
+  EXPECT_EQ(none.deadline, duration::max()) << "no overall deadline unless asked";
+  const auto all = read_job_retry(
+      fields({{"Job-Attempts", "5"}, {"Job-Backoff", "200m, 10S"}, {"Job-Deadline", "2M"}}), handler);
+  ASSERT_TRUE(all.ok) << all.message;
+  EXPECT_EQ(all.policy.max_attempts, 5);
+  EXPECT_EQ(all.policy.base, 200ms);
+  EXPECT_EQ(all.policy.cap, 10s);
+  EXPECT_EQ(all.deadline, 2min);
+  const auto base_only = read_job_retry(fields({{"Job-Backoff", "500m"}}), handler);
+  EXPECT_EQ(base_only.policy.base, 500ms);
+  EXPECT_EQ(base_only.policy.cap, 60s) << "the handler's cap";
+  EXPECT_EQ(read_job_retry(fields({{"Job-Backoff", "2M"}}), handler).policy.cap, 2min) << "raised to the base";
+  EXPECT_EQ(read_job_retry(fields({{"Job-Attempts", " 1 "}}), handler).policy.max_attempts, 1) << "no retries";
+}
+
+TEST(ReadJobRetry, MalformedHeadersAreRefusedNamingTheHeader) {
+  const job_retry_policy handler{};
+  struct row {
+    std::vector<std::pair<const char*, const char*>> hs;
+    const char* error;
+    const char* message;
+  };
+  const std::vector<row> rows = {
+      {{{"Job-Attempts", "0"}}, "invalid_retry_policy", "Job-Attempts must be an integer from 1 to 100"},
+      {{{"Job-Attempts", "101"}}, "invalid_retry_policy", "Job-Attempts must be an integer from 1 to 100"},
+      {{{"Job-Attempts", "3x"}}, "invalid_retry_policy", "Job-Attempts must be an integer from 1 to 100"},
+      {{{"Job-Backoff", "soon"}}, "invalid_retry_policy", "Job-Backoff must be BASE[, CAP] (30S, 500m)"},
+      {{{"Job-Backoff", "1S, x"}}, "invalid_retry_policy", "Job-Backoff must be BASE[, CAP] (30S, 500m)"},
+      {{{"Job-Backoff", "2S, 1S"}}, "invalid_retry_policy", "Job-Backoff has its cap below its base"},
+      {{{"Job-Deadline", "1 hour"}}, "invalid_timeout",
+       "Job-Deadline is not a duration (grpc-timeout syntax: 30S, 500m)"},
+      {{{"Job-Attempts", "2"}, {"Job-Attempts", "3"}}, "invalid_retry_policy", "a retry header appears more than once"},
+  };
+  for (const row& r : rows) {
+    http::fields f;
+    for (const auto& [k, v] : r.hs) f.insert(k, v);
+    const auto got = read_job_retry(f, handler);
+    SCOPED_TRACE(r.message);
+    EXPECT_FALSE(got.ok);
+    EXPECT_EQ(got.error, r.error);
+    EXPECT_EQ(got.message, r.message);
+  }
+}
+
 TEST(ReadBudget, IdleTimeoutForSyncAndAsync) {
   EXPECT_EQ(read_budget(fields({}), kLimits).idle_limit, duration::max()) << "none stated: no idle limit";
   EXPECT_EQ(read_budget(fields({{"Job-Idle-Timeout", "250m"}}), kLimits).idle_limit, 250ms);
