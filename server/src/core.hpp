@@ -36,6 +36,7 @@ struct handler_entry {
   duration min_budget = duration::zero();
   duration idle_limit = duration::max();  // the handler's own; a request may tighten it
   bool run_inline = false;                // sync jobs may run on the I/O thread (handler_options)
+  job_retry_policy retry;                 // async jobs (handler_options)
   handler_metrics* metrics = nullptr;
 };
 

@@ -17,6 +17,7 @@
 #include "hourglass/fleet/redis.hpp"
 #include "hourglass/support/url.hpp"
 #include "job_input.hpp"
+#include "request_rules.hpp"
 #include "secret_file.hpp"
 
 namespace hourglass::server::detail {
@@ -285,6 +286,13 @@ class fleet_job_store final : public job_store {
   // The job as the broker takes it; or, when it cannot be sent, the answer.
   std::optional<created> spec_of(const new_job& job, fleet::job_spec& spec) const {
     const job_input& in = *job.in;
+    if (in.msg.count(job_attempts_header) != 0 || in.msg.count(job_deadline_header) != 0) {
+      created bad;  // said, not silently dropped: the fleet's durable retries are not built yet
+      bad.verdict = created::kind::invalid;
+      bad.error = "retries_unsupported";
+      bad.message = "fleet mode does not retry jobs yet: send no Job-Attempts or Job-Deadline";
+      return bad;
+    }
     const std::string_view key = in.msg["Idempotency-Key"];
     if (in.msg.count("Idempotency-Key") != 0 && !valid_idempotency_key(key)) {
       created bad;

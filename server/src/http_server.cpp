@@ -175,6 +175,12 @@ void http_server::add_handler(const std::string& name, handler_fn fn, handler_op
   if (options.idle_limit <= duration::zero()) throw std::logic_error("idle limit of '" + name + "' must be positive");
   e.idle_limit = options.idle_limit;
   e.run_inline = options.run_inline;
+  try {
+    validate(options.retry);
+  } catch (const std::invalid_argument& ex) {
+    throw std::logic_error("retry policy of '" + name + "': " + ex.what());
+  }
+  e.retry = options.retry;
   e.metrics = &c.jobs->handler(name);
   c.handlers.emplace(name, std::move(e));
 }

@@ -105,9 +105,13 @@ void submit_bulk_jobs(core& c, bulk_submission s, answer_fn done) {
       p->answers[i] = {400, error_response(400, item.error, item.message).body()};
     } else if (e == nullptr) {
       p->answers[i] = {404, error_response(404, "not_found", "no such handler").body()};
+    } else if (const job_retry_reading retry = read_job_retry(s.msg, e->retry); !retry.ok) {
+      p->answers[i] = {400, error_response(400, retry.error, retry.message).body()};
     } else {
       const duration freshness = item.freshness ? std::min(*item.freshness, c.opts.max_budget) : s.freshness;
-      p->jobs.push_back({input_of(s, *e, item), s.headers_at, freshness});
+      const time_point deadline = retry.deadline == duration::max() ? never
+                                                                    : saturating_add(s.headers_at, retry.deadline);
+      p->jobs.push_back({input_of(s, *e, item), s.headers_at, freshness, retry.policy, deadline});
       p->where.push_back(i);
     }
   }

@@ -31,7 +31,9 @@ struct core;
 struct new_job {
   std::shared_ptr<const job_input> in;
   time_point headers_at{};               // its freshness counts from here
-  duration freshness = duration::max();  // how long it may wait to start
+  duration freshness = duration::max();  // how long it may wait to start (each attempt, from its due time)
+  job_retry_policy retry;                // attempts after a retryable error (one: none)
+  time_point deadline = never;           // the whole job's, across attempts (Job-Deadline); never: none
 };
 
 // What create() did.

@@ -20,11 +20,32 @@ job_timings job_view::timings() const {
   return t;
 }
 
+namespace {
+
+// "attempts": [{"outcome": "error", "error": ..., "message": ..., "run_ms": ...}, ...]
+std::string attempts_json(const std::vector<attempt_view>& attempts) {
+  support::json_writer w;
+  w.begin_array();
+  for (const attempt_view& a : attempts) {
+    w.begin_object().member("outcome", a.outcome);
+    if (!a.stage.empty()) w.member("stage", a.stage);
+    if (!a.error.empty()) w.member("error", a.error).member("message", a.message);
+    w.member("run_ms", a.run_ms).end_object();
+  }
+  w.end_array();
+  return w.take();
+}
+
+}  // namespace
+
 std::string job_json(const job_view& j) {
   support::json_object o;
   o.add("id", j.id).add("handler", j.handler).add("state", j.state);
   if (j.deliveries) o.add("deliveries", *j.deliveries);
   if (!j.consumer.empty()) o.add("consumer", j.consumer);
+  if (j.attempt) o.add("attempt", *j.attempt).add("attempts_left", j.attempts_left.value_or(0));
+  if (!j.attempts.empty()) o.add_raw("attempts", attempts_json(j.attempts));
+  if (j.due_in_ms) o.add("due_in_ms", *j.due_in_ms);
   if (!j.finished()) {
     if (j.cancel_requested) o.add("cancel_requested", true);
     if (j.age_ms) o.add("age_ms", *j.age_ms);

@@ -6,17 +6,26 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "hourglass/job.hpp"
 #include "responses.hpp"
 
 namespace hourglass::server::detail {
 
+// An earlier attempt of a retried job.
+struct attempt_view {
+  std::string outcome, stage;  // the attempt's outcome; stage for deadline_exceeded
+  std::string error, message;  // error: the handler's
+  double run_ms = 0;
+};
+
 struct job_view {
   std::string id;
   std::string handler;
-  // "queued", "running", an outcome's name (ok, error, ...), or "dead" (fleet:
-  // dead-lettered after its workers kept dying).
+  // "queued", "running", "scheduled" (a retry waits for its due time), an
+  // outcome's name (ok, error, ...), or "dead" (fleet: dead-lettered after
+  // its workers kept dying).
   std::string state;
   bool cancel_requested = false;            // until it finishes
   std::optional<unsigned> deliveries;       // fleet: starts so far
@@ -28,8 +37,14 @@ struct job_view {
   std::optional<double> age_ms;             // since it was accepted (memory store: its clock)
   bool committed = false;
   std::string content_type, result;  // ok
+  // With a retry policy of more than one attempt:
+  std::optional<int> attempt, attempts_left;  // attempts started so far; attempts it may still make
+  std::vector<attempt_view> attempts;         // earlier attempts (the most recent ones), oldest first
+  std::optional<double> due_in_ms;            // scheduled: time until the next attempt may start
 
-  bool finished() const noexcept { return !state.empty() && state != "queued" && state != "running"; }
+  bool finished() const noexcept {
+    return !state.empty() && state != "queued" && state != "running" && state != "scheduled";
+  }
   // What the outcome recorded of its time, for Server-Timing.
   job_timings timings() const;
 };

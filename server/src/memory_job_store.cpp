@@ -1,5 +1,7 @@
 // The memory job store: async jobs in this process's memory (memory_jobs),
 // run on its executor.
+#include <algorithm>
+#include <map>
 #include <mutex>
 
 #include "core.hpp"
@@ -24,47 +26,42 @@ async_outcome outcome_of(job_result<handler_result>& r, const error_info& err) {
   return o;
 }
 
+// Retry timers on the daemon's clock, and whether the store still lives to
+// act on them: the destructor cancels them all and shuts the gate, so a
+// timer firing meanwhile does nothing.
+struct retry_timers {
+  std::mutex mu;
+  bool open = true;
+  std::map<std::string, timer_id> by_job;
+};
+
 class memory_job_store final : public job_store {
  public:
-  explicit memory_job_store(core& c) : c_(c), jobs_(c.opts.async_max_jobs, c.opts.async_ttl) {}
+  explicit memory_job_store(core& c)
+      : c_(c), jobs_(c.opts.async_max_jobs, c.opts.async_ttl), timers_(std::make_shared<retry_timers>()) {}
 
-  // Stores the job and submits it: it may start by headers_at + freshness and
-  // runs at most its handler's run_limit.
+  ~memory_job_store() override {
+    std::lock_guard lock(timers_->mu);
+    timers_->open = false;
+    for (const auto& [id, t] : timers_->by_job) c_.clk.cancel(t);
+  }
+
+  // Stores the job and submits its first attempt: it may start by
+  // headers_at + freshness and runs at most its handler's run_limit.
   void create(new_job job, callback<created> done) override {
     const handler_entry& e = *job.in->entry;
     created out;
-    const std::optional<std::string> id = jobs_.create(e.name, c_.clk.now());
+    const std::optional<std::string> id = jobs_.create(e.name, c_.clk.now(), job.retry.max_attempts);
     if (!id) {
       out.verdict = created::kind::refused;
       out.refusal = status::rejected(reject_reason::queue_full);
       out.note = "async job store full";
       return done(std::move(out));
     }
-    job_options o;
-    o.metrics = e.metrics;
-    o.start_by = saturating_add(job.headers_at, job.freshness);
-    o.run_limit = e.run_limit;
-    o.idle_limit = job.in->idle_limit;
-    job_ref ref = c_.jobs->submit(
-        o,
-        [this, in = job.in, id = *id](const context& ctx) -> handler_result {
-          jobs_.started(id);
-          request_view v = in->view();
-          if (v.idempotency_key.empty()) v.idempotency_key = id;
-          return in->entry->fn(ctx, v);
-        },
-        [this, id = *id, entry = &e](job_result<handler_result>&& r) noexcept {
-          const error_info err = r.st.code == outcome::error ? describe_error(r.error) : error_info{};
-          job_report rep{entry->name, "async", duration::max(), r.timings, r.st, 0};
-          if (r.st.code == outcome::error) rep.note = err.detail;
-          c_.log_job(rep);
-          jobs_.finish(id, outcome_of(r, err), c_.clk.now());
-        });
-    const after_submit next = jobs_.submitted(*id, ref);
-    if (next.cancel_now) ref.cancel(cancel_cause::requested);
-    if (next.refused) {  // the executor refused it, and booked it
-      out.verdict = created::kind::refused;
-      out.refusal = *next.refused;
+    auto run = std::make_shared<const job_run>(job_run{*id, std::move(job)});
+    if (std::optional<status> refused = submit_attempt(run, run->job.headers_at)) {
+      out.verdict = created::kind::refused;  // the executor refused it, and booked it
+      out.refusal = *refused;
       out.booked = true;
       return done(std::move(out));
     }
@@ -100,6 +97,81 @@ class memory_job_store final : public job_store {
   }
 
  private:
+  // What every attempt of one job shares.
+  struct job_run {
+    std::string id;
+    new_job job;
+  };
+
+  // Submits an attempt that became due at `due`: it may start by due +
+  // freshness (and before the job's overall deadline). The refusal when the
+  // executor refused a first attempt at admission (its record is then gone:
+  // no 202 was sent); a retry refused so is finished with it.
+  std::optional<status> submit_attempt(const std::shared_ptr<const job_run>& run, time_point due) {
+    const handler_entry& e = *run->job.in->entry;
+    job_options o;
+    o.metrics = e.metrics;
+    o.start_by = std::min(saturating_add(due, run->job.freshness), run->job.deadline);
+    o.deadline = run->job.deadline;  // the whole job's: an attempt running into it ends deadline_exceeded/run
+    o.run_limit = e.run_limit;
+    o.idle_limit = run->job.in->idle_limit;
+    job_ref ref = c_.jobs->submit(
+        o,
+        [this, run](const context& ctx) -> handler_result {
+          jobs_.started(run->id);
+          request_view v = run->job.in->view();
+          if (v.idempotency_key.empty()) v.idempotency_key = run->id;  // every attempt sees the same key
+          return run->job.in->entry->fn(ctx, v);
+        },
+        [this, run](job_result<handler_result>&& r) noexcept { on_attempt_end(run, std::move(r)); });
+    const after_submit next = jobs_.submitted(run->id, ref);
+    if (next.cancel_now) ref.cancel(cancel_cause::requested);
+    return next.refused;
+  }
+
+  // An attempt ended: a retry when the policy and the job's deadline allow
+  // one (job_retry.hpp), else the job's outcome.
+  void on_attempt_end(const std::shared_ptr<const job_run>& run, job_result<handler_result>&& r) noexcept {
+    const handler_entry& e = *run->job.in->entry;
+    const error_info err = r.st.code == outcome::error ? describe_error(r.error) : error_info{};
+    job_report rep{e.name, "async", duration::max(), r.timings, r.st, 0};
+    if (r.st.code == outcome::error) rep.note = err.detail;
+    c_.log_job(rep);
+    const time_point now = c_.clk.now();
+    async_outcome o = outcome_of(r, err);
+    const std::optional<async_record> rec = jobs_.find(run->id, now);
+    job_attempt_end end;
+    end.st = r.st;
+    end.retryable_error = err.retryable;
+    end.attempts_done = rec ? std::max(rec->attempt, 1) : 1;
+    end.overall_deadline = run->job.deadline;
+    end.min_budget = e.min_budget;  // in memory the executor's own queue predicts no wait here
+    const job_retry_plan plan = plan_job_retry(run->job.retry, end, now, hourglass::detail::random_jitter_sample());
+    if (run->job.retry.max_attempts > 1) c_.jobs->stats().on_job_retry(*e.metrics, plan.verdict);
+    if (plan.verdict == job_retry_verdict::scheduled &&
+        jobs_.retry_scheduled(run->id, {r.st, o.error_code, o.error_message, r.timings.run_time}, plan.due)) {
+      arm_retry(run, plan.due);
+      return;
+    }
+    if (plan.verdict == job_retry_verdict::no_budget) o.st = status::expired(expiry_stage::retry);  // error fields kept
+    jobs_.finish(run->id, std::move(o), now);
+  }
+
+  // At `due`, on the daemon's clock, the next attempt is submitted.
+  void arm_retry(const std::shared_ptr<const job_run>& run, time_point due) {
+    std::lock_guard lock(timers_->mu);
+    if (!timers_->open) return;
+    timers_->by_job[run->id] = c_.clk.schedule(due, [this, run, due, timers = timers_]() noexcept {
+      std::lock_guard gate(timers->mu);
+      if (!timers->open) return;
+      timers->by_job.erase(run->id);
+      if (!jobs_.retry_due(run->id)) return;  // cancelled while it waited
+      // A retry refused at admission ends with that refusal (on_attempt_end;
+      // never retried, so never re-arming under this lock).
+      (void)submit_attempt(run, due);
+    });
+  }
+
   static found found_of(const std::optional<async_record>& r, time_point now) {
     found f;
     if (!r) return f;
@@ -110,6 +182,7 @@ class memory_job_store final : public job_store {
 
   core& c_;
   memory_jobs jobs_;
+  std::shared_ptr<retry_timers> timers_;
 };
 
 }  // namespace

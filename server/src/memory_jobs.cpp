@@ -1,5 +1,6 @@
 #include "memory_jobs.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <utility>
 
@@ -17,6 +18,7 @@ std::string_view state_name(const async_record& r) {
   switch (r.state) {
     case async_state::queued: return "queued";
     case async_state::running: return "running";
+    case async_state::scheduled: return "scheduled";
     case async_state::finished: break;
   }
   return to_string(r.st.code);
@@ -30,7 +32,7 @@ bool state_matches(const async_record& r, std::string_view filter) {
 
 }  // namespace
 
-std::optional<std::string> memory_jobs::create(std::string_view handler, time_point now) {
+std::optional<std::string> memory_jobs::create(std::string_view handler, time_point now, int max_attempts) {
   std::lock_guard lock(mu_);
   purge_locked(now);
   if (jobs_.size() >= max_jobs_ && !evict_one_locked()) return std::nullopt;
@@ -42,6 +44,7 @@ std::optional<std::string> memory_jobs::create(std::string_view handler, time_po
   e.rec.id = id;
   e.rec.handler = std::string(handler);
   e.rec.created = now;
+  e.rec.max_attempts = max_attempts;
   return id;
 }
 
@@ -51,8 +54,8 @@ after_submit memory_jobs::submitted(const std::string& id, job_ref ref) {
   const auto it = jobs_.find(id);
   if (it == jobs_.end()) return next;
   entry& e = it->second;
-  if (e.rec.state == async_state::finished && refused_at_admission(e.rec.st)) {
-    next.refused = e.rec.st;  // nothing ran and nothing will: no job to poll
+  if (e.rec.state == async_state::finished && refused_at_admission(e.rec.st) && e.rec.attempts.empty()) {
+    next.refused = e.rec.st;  // nothing ran and nothing will: no job to poll (a retry's record stays)
     jobs_.erase(it);
     return next;
   }
@@ -65,7 +68,34 @@ after_submit memory_jobs::submitted(const std::string& id, job_ref ref) {
 void memory_jobs::started(const std::string& id) {
   std::lock_guard lock(mu_);
   const auto it = jobs_.find(id);
-  if (it != jobs_.end() && it->second.rec.state == async_state::queued) it->second.rec.state = async_state::running;
+  if (it != jobs_.end() && it->second.rec.state == async_state::queued) {
+    it->second.rec.state = async_state::running;
+    ++it->second.rec.attempt;
+  }
+}
+
+bool memory_jobs::retry_scheduled(const std::string& id, attempt_summary ended, time_point due) {
+  std::lock_guard lock(mu_);
+  const auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second.rec.cancel_requested || it->second.rec.state == async_state::finished) {
+    return false;
+  }
+  async_record& r = it->second.rec;
+  r.state = async_state::scheduled;
+  r.due = due;
+  if (r.attempts.size() == max_attempts_listed) r.attempts.erase(r.attempts.begin());
+  r.attempts.push_back(std::move(ended));
+  it->second.submitted = false;  // until the retry is submitted: a cancel finishes it here
+  it->second.ref = {};
+  return true;
+}
+
+bool memory_jobs::retry_due(const std::string& id) {
+  std::lock_guard lock(mu_);
+  const auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second.rec.state != async_state::scheduled) return false;
+  it->second.rec.state = async_state::queued;
+  return true;
 }
 
 void memory_jobs::finish(const std::string& id, async_outcome o, time_point now) {
@@ -81,6 +111,12 @@ void memory_jobs::finish(const std::string& id, async_outcome o, time_point now)
   r.error_http = o.error_http;
   r.error_code = std::move(o.error_code);
   r.error_message = std::move(o.error_message);
+  if (r.max_attempts > 1 && r.timings.ran) {  // the last attempt joins the list: every attempt is there
+    if (r.attempts.size() == max_attempts_listed) r.attempts.erase(r.attempts.begin());
+    const status attempt_st = r.st.stage == expiry_stage::retry ? status::error()
+                                                                : r.st;  // it failed; the job then ran out
+    r.attempts.push_back({attempt_st, r.error_code, r.error_message, r.timings.run_time});
+  }
   finished_.emplace_back(now, id);
 }
 
@@ -93,6 +129,14 @@ std::optional<async_record> memory_jobs::cancel(const std::string& id, time_poin
     if (it == jobs_.end()) return std::nullopt;
     entry& e = it->second;
     if (e.rec.state == async_state::finished) return e.rec;
+    if (e.rec.state == async_state::scheduled) {  // between attempts: nothing runs, it ends here
+      e.rec.state = async_state::finished;
+      e.rec.st = status::cancelled(cancel_cause::requested);
+      e.rec.timings = {};
+      e.rec.finished_at = now;
+      finished_.emplace_back(now, id);
+      return e.rec;
+    }
     e.rec.cancel_requested = true;
     if (!e.submitted) return e.rec;  // submitted() cancels it
     ref = e.ref;
@@ -156,6 +200,20 @@ job_view view_of(const async_record& r, time_point now) {
   j.handler = r.handler;
   j.state = std::string(state_name(r));
   j.age_ms = to_millis(elapsed(r.created, now));
+  if (r.max_attempts > 1) {
+    j.attempt = r.attempt;
+    j.attempts_left = std::max(r.max_attempts - r.attempt, 0);
+  }
+  for (const attempt_summary& a : r.attempts) {
+    attempt_view v;
+    v.outcome = std::string(to_string(a.st.code));
+    if (a.st.code == outcome::deadline_exceeded) v.stage = std::string(to_string(a.st.stage));
+    v.error = a.error_code;
+    v.message = a.error_message;
+    v.run_ms = to_millis(a.run_time);
+    j.attempts.push_back(std::move(v));
+  }
+  if (r.state == async_state::scheduled) j.due_in_ms = to_millis(r.due > now ? r.due - now : duration::zero());
   if (r.state != async_state::finished) {
     j.cancel_requested = r.cancel_requested;
     return j;

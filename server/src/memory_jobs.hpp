@@ -4,9 +4,12 @@
 //
 // The table owns its jobs' state transitions:
 //   create -> queued -> (started) running -> (finish) finished -> expired
-// with cancel() as a request that reaches the job through its job_ref. The
-// rest of the daemon reads copies (async_record) and never writes a job's
-// fields.
+//                                    |  (retry_scheduled)
+//                                    v
+//                                scheduled -> (retry_due) queued -> ...
+// with cancel() as a request that reaches the job through its job_ref (a
+// scheduled job is cancelled on the spot). The rest of the daemon reads
+// copies (async_record) and never writes a job's fields.
 //
 // Every transition on an id the store no longer holds (evicted, expired,
 // removed) does nothing: a job may outlive its record.
@@ -30,7 +33,16 @@
 
 namespace hourglass::server::detail {
 
-enum class async_state { queued, running, finished };
+enum class async_state { queued, running, scheduled, finished };
+
+// One attempt that ended in a retry, as the job object lists it.
+struct attempt_summary {
+  status st;
+  std::string error_code;  // error: the handler's code
+  std::string error_message;
+  duration run_time{};
+};
+inline constexpr std::size_t max_attempts_listed = 10;  // the most recent ones
 
 // A job as the store reports it: a copy, taken under the store's lock.
 struct async_record {
@@ -39,6 +51,10 @@ struct async_record {
   time_point created{};
   async_state state = async_state::queued;
   bool cancel_requested = false;
+  int attempt = 0;                        // attempts started so far
+  int max_attempts = 1;                   // its retry policy's
+  std::vector<attempt_summary> attempts;  // earlier attempts, the last max_attempts_listed
+  time_point due{};                       // scheduled: when the next attempt may start
   // Once finished:
   status st;
   job_timings timings;
@@ -73,12 +89,20 @@ class memory_jobs {
 
   // A new queued job's id, or nullopt when the table is full and no finished
   // job can be evicted to make room.
-  std::optional<std::string> create(std::string_view handler, time_point now);
+  std::optional<std::string> create(std::string_view handler, time_point now, int max_attempts = 1);
   // The executor has the job: DELETE reaches it through `ref` from now on.
-  // A job refused at admission (its outcome already in) is removed here.
+  // A job refused at admission (its outcome already in) is removed here,
+  // unless an earlier attempt ran (a retry's refusal is its outcome).
   after_submit submitted(const std::string& id, job_ref ref);
-  // queued -> running (the job's function started).
+  // queued -> running (the job's function started): attempt one more.
   void started(const std::string& id);
+  // running -> scheduled: `ended` failed and a retry is due at `due`. False
+  // (nothing changed) when the job is gone or a cancel was asked meanwhile:
+  // then finish it instead.
+  bool retry_scheduled(const std::string& id, attempt_summary ended, time_point due);
+  // scheduled -> queued, to be submitted again. False when the job is no
+  // longer waiting for its retry (cancelled meanwhile, or gone).
+  bool retry_due(const std::string& id);
   // The job's one outcome: starts its TTL.
   void finish(const std::string& id, async_outcome outcome, time_point now);
   // Requests cancellation (not for a finished job) and returns the job as it

@@ -186,9 +186,10 @@ job_retry_reading read_job_retry(const http::fields& req, const job_retry_policy
     const std::string_view text = *backoff;
     const auto comma = text.find(',');
     const std::optional<duration> base = parse_grpc_timeout(trim(text.substr(0, comma)));
-    const std::optional<duration> cap =
-        comma == std::string_view::npos ? std::optional<duration>(std::max(r.policy.cap, base.value_or(duration::zero())))
-                                        : parse_grpc_timeout(trim(text.substr(comma + 1)));
+    const std::optional<duration> cap = comma == std::string_view::npos
+                                            ? std::optional<duration>(
+                                                  std::max(r.policy.cap, base.value_or(duration::zero())))
+                                            : parse_grpc_timeout(trim(text.substr(comma + 1)));
     if (!base || !cap) return refuse("invalid_retry_policy", job_backoff_header, "must be BASE[, CAP] (30S, 500m)");
     if (*cap < *base) return refuse("invalid_retry_policy", job_backoff_header, "has its cap below its base");
     r.policy.base = *base;

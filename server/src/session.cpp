@@ -254,8 +254,14 @@ void session::on_body(error_code ec) {
   in->budget = bounds.budget;
   in->idle_limit = bounds.idle_limit;
   if (async_) {
+    const job_retry_reading retry = read_job_retry(in->msg, entry_->retry);
+    if (!retry.ok) {
+      return send(core_.refuse({*entry_, "async", status::invalid(), duration::max(), retry.error},
+                               error_response(400, retry.error, retry.message)));
+    }
     phase_ = phase::job;
-    return submit_async_job(core_, {std::move(in), headers_at_, freshness_}, answer_later());
+    const time_point deadline = retry.deadline == duration::max() ? never : saturating_add(headers_at_, retry.deadline);
+    return submit_async_job(core_, {std::move(in), headers_at_, freshness_, retry.policy, deadline}, answer_later());
   }
   submit_sync(std::move(in));
 }

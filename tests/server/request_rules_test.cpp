@@ -161,8 +161,8 @@ TEST(ReadJobRetry, TheHandlersPolicyUnlessTheRequestSaysOtherwise) {
   EXPECT_EQ(none.policy.base, 1s);
   EXPECT_EQ(none.policy.cap, 60s);
   EXPECT_EQ(none.deadline, duration::max()) << "no overall deadline unless asked";
-  const auto all = read_job_retry(
-      fields({{"Job-Attempts", "5"}, {"Job-Backoff", "200m, 10S"}, {"Job-Deadline", "2M"}}), handler);
+  const auto all = read_job_retry(fields({{"Job-Attempts", "5"}, {"Job-Backoff", "200m, 10S"}, {"Job-Deadline", "2M"}}),
+                                  handler);
   ASSERT_TRUE(all.ok) << all.message;
   EXPECT_EQ(all.policy.max_attempts, 5);
   EXPECT_EQ(all.policy.base, 200ms);
@@ -189,7 +189,8 @@ TEST(ReadJobRetry, MalformedHeadersAreRefusedNamingTheHeader) {
       {{{"Job-Backoff", "soon"}}, "invalid_retry_policy", "Job-Backoff must be BASE[, CAP] (30S, 500m)"},
       {{{"Job-Backoff", "1S, x"}}, "invalid_retry_policy", "Job-Backoff must be BASE[, CAP] (30S, 500m)"},
       {{{"Job-Backoff", "2S, 1S"}}, "invalid_retry_policy", "Job-Backoff has its cap below its base"},
-      {{{"Job-Deadline", "1 hour"}}, "invalid_timeout",
+      {{{"Job-Deadline", "1 hour"}},
+       "invalid_timeout",
        "Job-Deadline is not a duration (grpc-timeout syntax: 30S, 500m)"},
       {{{"Job-Attempts", "2"}, {"Job-Attempts", "3"}}, "invalid_retry_policy", "a retry header appears more than once"},
   };

@@ -28,6 +28,7 @@
 #include <string_view>
 
 #include "hourglass/context.hpp"
+#include "hourglass/job_retry.hpp"
 #include "hourglass/time.hpp"
 
 namespace hourglass::server {
@@ -137,6 +138,10 @@ struct handler_options {
   // connections that thread serves. Streaming handlers and async jobs always
   // go through the queue.
   bool run_inline = false;
+  // Async jobs: attempts and backoff after a retryable error (handler_error::
+  // retryable), each retry inside the job's overall deadline (job_retry.hpp).
+  // A request's Job-Attempts and Job-Backoff replace it. Default: one attempt.
+  job_retry_policy retry{};
 };
 
 // Handler names: 1 to 64 of [A-Za-z0-9._-]. They appear in URLs and metric labels.
