@@ -8,12 +8,10 @@
 // A caller's context bounds its own wait: when it stops first the caller is
 // answered stopped_error at once (unconfirmed, as with any broken call), and
 // the batch's answer for its job, if it was sent, is dropped.
-#include <algorithm>
-#include <atomic>
-#include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
-#include <optional>
+#include <vector>
 
 #include "async_calls.hpp"
 #include "batch_lane.hpp"
@@ -188,20 +186,11 @@ enqueued job_queue::enqueue(const context& ctx, const job_spec& job) {
 }
 
 std::vector<async_answer<enqueued>> job_queue::enqueue_bulk(const context& ctx, std::vector<job_spec> jobs) {
-  struct waiter {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::optional<std::vector<async_answer<enqueued>>> a;
-  };
-  auto w = std::make_shared<waiter>();
-  async_enqueue_bulk(ctx, std::move(jobs), [w](std::vector<async_answer<enqueued>> a) {
-    std::lock_guard lock(w->mu);
-    w->a = std::move(a);
-    w->cv.notify_all();
+  // Never an error of its own: each job's answer carries its own.
+  using answers = std::vector<async_answer<enqueued>>;
+  return detail::wait_for<answers>([&](answer_fn<answers> done) {
+    async_enqueue_bulk(ctx, std::move(jobs), [done = std::move(done)](answers a) { done(answer(std::move(a))); });
   });
-  std::unique_lock lock(w->mu);
-  w->cv.wait(lock, [&] { return w->a.has_value(); });
-  return std::move(*w->a);
 }
 
 }  // namespace hourglass::fleet

@@ -2,8 +2,8 @@
 // time share one script call (fleet/lua/start.lua), each job still judged on
 // its own, atomically with marking it running. A worker waits for its own
 // answer; while one batch is at the broker the next gathers.
-#include <atomic>
-#include <functional>
+#include <algorithm>
+#include <mutex>
 
 #include "async_calls.hpp"
 #include "batch_lane.hpp"
