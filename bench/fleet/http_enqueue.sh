@@ -35,25 +35,9 @@ for b in "$hourglassd" "$bench"; do
 done
 command -v wrk >/dev/null || tools/install-deps wrk
 
-dir=$(mktemp -d)
-trap 'redis-cli -p "${port:-0}" shutdown nosave >/dev/null 2>&1 || true; kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
-port=${REDIS_PORT:-$(python3 -c '
-import socket
-for p in range(16500, 16600):  # never 6399: another bench lives there
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p))
-    except OSError:
-        continue
-    s.close()
-    print(p)
-    break')}
-[ -n "$port" ] || { echo "no free port in 16500-16599" >&2; exit 2; }
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
-  --logfile "$dir/redis.log" --daemonize no &
-for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-redis-cli -p "$port" ping >/dev/null || { cat "$dir/redis.log" >&2; exit 1; }
-url=redis://127.0.0.1:$port
+# shellcheck source=bench/fleet/own_redis.sh
+source bench/fleet/own_redis.sh
+start_own_redis 16500 16600
 http_port=${HOURGLASS_PORT:-18190}
 
 # wrk scripts: one async job a request; 100 jobs a bulk request. Every

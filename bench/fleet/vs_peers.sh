@@ -75,25 +75,9 @@ if [ "$(bullmq_major)" != 6 ] || [ ! -f "$bullmq_dir/node_modules/ioredis/packag
 fi
 export BULLMQ_DIR=$bullmq_dir PYTHONDONTWRITEBYTECODE=1
 
-dir=$(mktemp -d)
-trap 'redis-cli -p "${port:-0}" shutdown nosave >/dev/null 2>&1 || true; kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
-port=${REDIS_PORT:-$(python3 -c '
-import socket
-for p in range(16400, 16500):  # never 6399: another bench lives there
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p))
-    except OSError:
-        continue
-    s.close()
-    print(p)
-    break')}
-[ -n "$port" ] || { echo "no free port in 16400-16499" >&2; exit 2; }
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
-  --logfile "$dir/redis.log" --daemonize no &
-for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-redis-cli -p "$port" ping >/dev/null || { cat "$dir/redis.log" >&2; exit 1; }
-url=redis://127.0.0.1:$port
+# shellcheck source=bench/fleet/own_redis.sh
+source bench/fleet/own_redis.sh
+start_own_redis 16400 16500
 results=$dir/results.jsonl
 
 fresh() { redis-cli -p "$port" flushall >/dev/null; }
