@@ -139,11 +139,13 @@ class memory_job_store final : public job_store {
     c_.log_job(rep);
     const time_point now = c_.clk.now();
     async_outcome o = outcome_of(r, err);
-    const std::optional<async_record> rec = jobs_.find(run->id, now);
     job_attempt_end end;
     end.st = r.st;
     end.retryable_error = err.retryable;
-    end.attempts_done = rec ? std::max(rec->attempt, 1) : 1;
+    if (run->job.retry.max_attempts > 1 && r.st.retryable()) {  // only then does the count matter: no copy per job
+      const std::optional<async_record> rec = jobs_.find(run->id, now);
+      end.attempts_done = rec ? std::max(rec->attempt, 1) : 1;
+    }
     end.overall_deadline = run->job.deadline;
     end.min_budget = e.min_budget;  // in memory the executor's own queue predicts no wait here
     const job_retry_plan plan = plan_job_retry(run->job.retry, end, now, hourglass::detail::random_jitter_sample());
