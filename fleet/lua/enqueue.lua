@@ -9,25 +9,38 @@
 -- NOMKSTREAM: a stream deleted behind our back is not recreated without its
 -- consumer group (the caller creates both and runs this again).
 --
+-- A job with a delay waits in the delayed set (score: its due time in ms on
+-- the broker's clock), state 'scheduled', until promote.lua moves it to the
+-- stream; its admission by the predicted wait happens then. A job with a
+-- retry policy or an overall deadline keeps them in its hash; the deadline
+-- becomes a time on the broker's clock here, so skewed daemons judge alike.
+--
 -- KEYS[1] stream_key        hg:{Q}:stream
 -- KEYS[2] slots_key         hg:{Q}:slots
 -- KEYS[3] stats_key         hg:{Q}:stats
--- KEYS[2 + 2i], KEYS[3 + 2i]  job i's hg:{Q}:job:<id> and hg:{Q}:idem:<key> (i = 1..n)
+-- KEYS[4] delayed_key       hg:{Q}:delayed
+-- KEYS[3 + 2i], KEYS[4 + 2i]  job i's hg:{Q}:job:<id> and hg:{Q}:idem:<key> (i = 1..n)
 -- ARGV[1] group             the consumer group, 'hourglass'
 -- ARGV[2] idem_ttl_ms       how long an idem_key is kept
--- ARGV[3 + 8(i-1)] ...      job i's eight fields:
+-- ARGV[3 + 13(i-1)] ...     job i's thirteen fields:
 --   job_id           32 hex digits
 --   handler
 --   payload
 --   content_type
---   freshness_ms     how long it may wait to start; '-1': no bound (always admitted)
+--   freshness_ms     how long it may wait to start (from its due time); '-1': no bound (always admitted)
 --   min_budget_ms
 --   idempotency_key  '' for none
 --   admission        '1': judged by the predicted wait; '0' (--policy fifo): never refused
+--   max_attempts     '1': never retried
+--   retry_base_us    the backoff's base and cap (used by the consumer)
+--   retry_cap_us
+--   deadline_us      what is left of the job's overall deadline; '-1': none
+--   delay_us         how long before it may start; '0': at once
 --
 -- Reply: {'nostream'} (no stream: nothing written), or n three-element
 -- arrays, in the jobs' order:
---   {'accepted', entry id, predicted_wait_us}   added: its stream entry, job hash and idem_key
+--   {'accepted', entry id, predicted_wait_us}   added: its stream entry (a delayed job: '', in
+--                                                the delayed set instead), job hash and idem_key
 --   {'duplicate', prior id, 0}                   its idem_key names a job already: nothing written
 --   {'refused', '', predicted_wait_us}           the predicted wait leaves too little: nothing written
 -- predicted_wait_us is an integer: 0 when the counts were not needed, -1 when
@@ -35,10 +48,19 @@
 local stream_key = KEYS[1]
 local slots_key = KEYS[2]
 local stats_key = KEYS[3]
+local delayed_key = KEYS[4]
 local group = ARGV[1]
 local idem_ttl_ms = ARGV[2]
-local fields_per_job = 8
+local fields_per_job = 13
 
+local now_us  -- the broker's TIME, read on first need
+local function broker_now_us()
+  if not now_us then
+    local t = redis.call('TIME')
+    now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return now_us
+end
 local counts  -- {backlog, mean_run_us, live_slots}, read on first need
 local function read_counts()
   local len = redis.call('XLEN', stream_key)
@@ -46,8 +68,7 @@ local function read_counts()
   local ok, p = pcall(redis.call, 'XPENDING', stream_key, group)
   if ok then pending = p[1] end
   local mean = math.floor(tonumber(redis.call('HGET', stats_key, 'mean_run_us') or '0') or 0)
-  local t = redis.call('TIME')
-  local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local now_ms = math.floor(broker_now_us() / 1000)
   local live = 0
   local slots = redis.call('HGETALL', slots_key)
   for i = 1, #slots, 2 do
@@ -69,8 +90,9 @@ for i = 1, n do
   local a = 3 + (i - 1) * fields_per_job
   local job_id, handler, payload, content_type = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   local freshness_ms, min_budget_ms, idempotency_key = ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
-  local admission = ARGV[a + 7]
-  local job_key, idem_key = KEYS[2 + 2 * i], KEYS[3 + 2 * i]
+  local admission, max_attempts, retry_base_us, retry_cap_us = ARGV[a + 7], ARGV[a + 8], ARGV[a + 9], ARGV[a + 10]
+  local deadline_left_us, delay_us = tonumber(ARGV[a + 11]), tonumber(ARGV[a + 12])
+  local job_key, idem_key = KEYS[3 + 2 * i], KEYS[4 + 2 * i]
   local prior = false
   if idempotency_key ~= '' then prior = redis.call('GET', idem_key) end
   if prior then
@@ -78,7 +100,7 @@ for i = 1, n do
   else
     local wait, admitted = 0, true
     local freshness = tonumber(freshness_ms)
-    if admission == '1' and freshness >= 0 then
+    if admission == '1' and freshness >= 0 and delay_us <= 0 then
       counts = counts or read_counts()
       wait = predicted_wait_us()
       -- freshness >= wait + max(min_budget, 1 us)
@@ -88,14 +110,36 @@ for i = 1, n do
     if not admitted then
       out[i] = {'refused', '', wait}
     else
-      local entry = redis.call('XADD', stream_key, 'NOMKSTREAM', '*', 'id', job_id, 'handler', handler,
-        'freshness_ms', freshness_ms, 'min_budget_ms', min_budget_ms)
-      if not entry then return {'nostream'} end
+      local deadline_us = ''
+      -- '%.0f': every digit of a microsecond time (tostring keeps 14)
+      if deadline_left_us >= 0 then deadline_us = string.format('%.0f', broker_now_us() + deadline_left_us) end
+      local entry, state = '', 'queued'
+      if delay_us > 0 then
+        -- never early: the due time rounds up to the next millisecond
+        local due_ms = string.format('%.0f', math.ceil((broker_now_us() + delay_us) / 1000))
+        redis.call('ZADD', delayed_key, due_ms, job_id)
+        redis.call('HSET', job_key, 'due_ms', due_ms)
+        state = 'scheduled'
+      else
+        if deadline_us ~= '' then
+          entry = redis.call('XADD', stream_key, 'NOMKSTREAM', '*', 'id', job_id, 'handler', handler,
+            'freshness_ms', freshness_ms, 'min_budget_ms', min_budget_ms, 'deadline_us', deadline_us)
+        else
+          entry = redis.call('XADD', stream_key, 'NOMKSTREAM', '*', 'id', job_id, 'handler', handler,
+            'freshness_ms', freshness_ms, 'min_budget_ms', min_budget_ms)
+        end
+        -- (a delayed job written before this is written again, alike, when the caller sends the batch again)
+        if not entry then return {'nostream'} end
+      end
       redis.call('HSET', job_key, 'id', job_id, 'handler', handler, 'payload', payload, 'content_type',
         content_type, 'freshness_ms', freshness_ms, 'min_budget_ms', min_budget_ms, 'entry', entry, 'state',
-        'queued', 'deliveries', '0', 'idempotency_key', idempotency_key)
+        state, 'deliveries', '0', 'idempotency_key', idempotency_key)
+      if max_attempts ~= '1' or deadline_us ~= '' then
+        redis.call('HSET', job_key, 'attempt', '1', 'max_attempts', max_attempts, 'retry_base_us', retry_base_us,
+          'retry_cap_us', retry_cap_us, 'deadline_us', deadline_us)
+      end
       if idempotency_key ~= '' then redis.call('SET', idem_key, job_id, 'PX', idem_ttl_ms) end
-      if counts then counts[1] = counts[1] + 1 end
+      if counts and entry ~= '' then counts[1] = counts[1] + 1 end
       out[i] = {'accepted', entry, wait}
     end
   end

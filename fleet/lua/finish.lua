@@ -1,53 +1,114 @@
--- finish: each job's one recorded outcome, for a batch of jobs. The first
--- finish wins and is kept for the result TTL; its stream entry is
--- acknowledged and deleted (so the stream holds only live work and never
--- needs MAXLEN), all of the batch's at once; the payload is emptied; the
--- mean run time moves 1/16 towards each run's, written once. A later finish
--- is only counted (stats duplicate_outcomes).
+-- finish: each job's end of an attempt, for a batch of jobs. The first
+-- finish wins: either the job's outcome, kept for the result TTL, or (a
+-- failed attempt the consumer asks to retry) a retry scheduled in the
+-- delayed set. Either way its stream entry is acknowledged and deleted (so
+-- the stream holds only live work and never needs MAXLEN), all of the
+-- batch's at once; the mean run time moves 1/16 towards each run's, written
+-- once. A later finish is only counted (stats duplicate_outcomes).
+--
+-- A retry is checked here against the job's overall deadline on the
+-- broker's clock: due = TIME + delay must leave need_us (the fleet's
+-- predicted wait plus the job's minimum budget) before deadline_us, or the
+-- job's outcome is the fallback fields instead (deadline_exceeded, stage
+-- retry). A scheduled retry starts a new attempt: attempt + 1, deliveries 0
+-- (a worker's death is a delivery, not an attempt), the ended attempt
+-- appended to the job's `attempts` (a JSON array of the last 10).
 --
 -- KEYS[1] stream_key      hg:{Q}:stream
 -- KEYS[2] stats_key       hg:{Q}:stats
--- KEYS[2 + i]             job i's hg:{Q}:job:<id> (i = 1..n)
+-- KEYS[3] delayed_key     hg:{Q}:delayed
+-- KEYS[3 + i]             job i's hg:{Q}:job:<id> (i = 1..n)
 -- ARGV[1] group           the consumer group, 'hourglass'
 -- ARGV[2] result_ttl_ms   how long an outcome is kept
 -- then, per job in KEYS' order:
+--   entry                 the stream entry that ran it; '' any. A finish of an
+--                         earlier attempt's entry (a retry is scheduled or
+--                         runs now) is a duplicate
 --   run_us                its run time in microseconds; '-1': it did not run
+--   kind                  'final': record the fields; 'retry': five more follow
+--   [delay_us]            retry: the backoff before the next attempt
+--   [need_us]             retry: predicted wait + minimum budget, due before the deadline
+--   [error, message, run_ms]  retry: the failed attempt, for `attempts`
 --   field_count           how many ARGV follow: the outcome's field/value
 --                         pairs (a final 'state' among them)
 --   field, value, ...
 --
 -- Reply: one status string per job, in order
---   'first'      recorded
---   'duplicate'  an outcome is recorded already: counted, nothing else
+--   'first'      recorded as its outcome (a retry's fallback included: 'no_budget' says so)
+--   'scheduled'  a retry: waits in the delayed set
+--   'no_budget'  a retry that would come too late: the fallback recorded
+--   'duplicate'  an outcome (or a retry) is recorded already: counted, nothing else
 --   'unknown'    no job hash: nothing written
 local stream_key = KEYS[1]
 local stats_key = KEYS[2]
+local delayed_key = KEYS[3]
 local group = ARGV[1]
 local result_ttl_ms = ARGV[2]
+local max_attempts_listed = 10
+
+local now_us  -- the broker's TIME, read on first need
+local function broker_now_us()
+  if not now_us then
+    local t = redis.call('TIME')
+    now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return now_us
+end
+
+-- Schedules job_key's next attempt if it fits before its deadline; false: it does not.
+local function schedule_retry(job_key, delay_us, need_us, ended)
+  local f = redis.call('HMGET', job_key, 'id', 'deadline_us', 'attempt', 'attempts')
+  local job_id, deadline_us, attempt, attempts = f[1], tonumber(f[2] or ''), tonumber(f[3] or '1') or 1, f[4]
+  local due_us = broker_now_us() + delay_us
+  if deadline_us and due_us + need_us >= deadline_us then return false end
+  local due_ms = string.format('%.0f', math.ceil(due_us / 1000))  -- never early; every digit
+  local list = {}
+  if attempts and attempts ~= '' then list = cjson.decode(attempts) end
+  table.insert(list, ended)
+  while #list > max_attempts_listed do table.remove(list, 1) end
+  redis.call('HSET', job_key, 'state', 'scheduled', 'due_ms', due_ms, 'attempt', tostring(attempt + 1),
+    'deliveries', '0', 'attempts', cjson.encode(list), 'entry', '')
+  redis.call('HDEL', job_key, 'start_token')
+  redis.call('ZADD', delayed_key, due_ms, job_id)
+  return true
+end
 
 local out, entries, runs = {}, {}, {}
 local duplicates = 0
 local a = 3
-for i = 3, #KEYS do
+for i = 4, #KEYS do
   local job_key = KEYS[i]
-  local run_us = tonumber(ARGV[a])
-  local field_count = tonumber(ARGV[a + 1])
-  local first_field = a + 2
+  local ran_entry = ARGV[a]
+  local run_us = tonumber(ARGV[a + 1])
+  local kind = ARGV[a + 2]
+  local retry = nil
+  a = a + 3
+  if kind == 'retry' then
+    retry = {tonumber(ARGV[a]), tonumber(ARGV[a + 1]),
+      {outcome = 'error', error = ARGV[a + 2], message = ARGV[a + 3], run_ms = tonumber(ARGV[a + 4]) or 0}}
+    a = a + 5
+  end
+  local field_count = tonumber(ARGV[a])
+  local first_field = a + 1
   a = first_field + field_count
   local f = redis.call('HMGET', job_key, 'state', 'entry')
   local state, entry = f[1], f[2]
   if not state then
-    out[i - 2] = 'unknown'
-  elseif state ~= 'queued' and state ~= 'running' then
+    out[i - 3] = 'unknown'
+  elseif (state ~= 'queued' and state ~= 'running') or (ran_entry ~= '' and ran_entry ~= entry) then
     duplicates = duplicates + 1
-    out[i - 2] = 'duplicate'
+    out[i - 3] = 'duplicate'
   else
-    -- The payload emptied in the same write: its memory goes, the field stays.
-    redis.call('HSET', job_key, 'payload', '', unpack(ARGV, first_field, a - 1))
-    redis.call('PEXPIRE', job_key, result_ttl_ms)
-    if entry then table.insert(entries, entry) end
+    if entry and entry ~= '' then table.insert(entries, entry) end
     if run_us >= 0 then table.insert(runs, run_us) end
-    out[i - 2] = 'first'
+    if retry and schedule_retry(job_key, retry[1], retry[2], retry[3]) then
+      out[i - 3] = 'scheduled'
+    else
+      -- The payload emptied in the same write: its memory goes, the field stays.
+      redis.call('HSET', job_key, 'payload', '', unpack(ARGV, first_field, a - 1))
+      redis.call('PEXPIRE', job_key, result_ttl_ms)
+      out[i - 3] = retry and 'no_budget' or 'first'
+    end
   end
 end
 if #entries > 0 then

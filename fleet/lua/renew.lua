@@ -7,7 +7,9 @@
 -- KEYS[1] lease_key       hg:{Q}:lease:<consumer>
 -- KEYS[2] slots_key       hg:{Q}:slots
 -- KEYS[3] stream_key      hg:{Q}:stream
--- KEYS[4], KEYS[5], ...   hg:{Q}:job:<id>, one per held entry, in ARGV's order
+-- KEYS[4] stats_key       hg:{Q}:stats
+-- KEYS[5] delayed_key     hg:{Q}:delayed
+-- KEYS[6], KEYS[7], ...   hg:{Q}:job:<id>, one per held entry, in ARGV's order
 -- ARGV[1] group           the consumer group, 'hourglass'
 -- ARGV[2] consumer        this daemon's consumer name
 -- ARGV[3] token           this process's lease token
@@ -17,18 +19,23 @@
 -- ARGV[7], ARGV[8], ...   the held entry ids
 --
 -- Reply: {'fenced'} (another process holds the name: nothing written), or
--- eight elements:
---   {'ok', marked, lost, TIME s, TIME us, backlog, pending, deleted}
+-- eleven elements:
+--   {'ok', marked, lost, TIME s, TIME us, backlog, pending, deleted, mean_run_us, live_slots, scheduled}
 --   marked   array of entry ids: held, and their job has cancel_requested = 1
 --   lost     array of entry ids: no longer pending for this consumer
 --   TIME s, TIME us  strings: the broker's TIME
 --   backlog  integer: XLEN less the group's pending count
 --   pending  integer: the group's pending count (delivered, not finished)
 --   deleted  array of entry ids: held, but their data is gone from the stream
+--   mean_run_us  integer: the fleet's mean run time (0 before any run)
+--   live_slots   integer: the worker slots of every daemon whose lease is live
+--   scheduled    integer: jobs in the delayed set (delayed jobs and retries)
 local lease_key = KEYS[1]
 local slots_key = KEYS[2]
 local stream_key = KEYS[3]
-local first_job_key = 4
+local stats_key = KEYS[4]
+local delayed_key = KEYS[5]
+local first_job_key = 6
 local group = ARGV[1]
 local consumer = ARGV[2]
 local token = ARGV[3]
@@ -63,4 +70,12 @@ for i = first_job_key, #KEYS do
 end
 local len = redis.call('XLEN', stream_key)
 local pending = redis.call('XPENDING', stream_key, group)[1]
-return {'ok', marked, lost, t[1], t[2], len - pending, pending, deleted}
+local mean = math.floor(tonumber(redis.call('HGET', stats_key, 'mean_run_us') or '0') or 0)
+local live = 0
+local all_slots = redis.call('HGETALL', slots_key)
+for i = 1, #all_slots, 2 do
+  local n, expiry = string.match(all_slots[i + 1], '^(%d+):(%d+)$')
+  if n and tonumber(expiry) > now_ms then live = live + tonumber(n) end
+end
+return {'ok', marked, lost, t[1], t[2], len - pending, pending, deleted, math.max(mean, 0), live,
+  redis.call('ZCARD', delayed_key)}

@@ -18,10 +18,13 @@
 --
 -- Reply: {TIME s, TIME us, answer 1, ..., answer n}, TIME as strings (the
 -- broker's TIME); answer i is {verdict, deliveries} with verdict
---   'not_owner' | 'gone' | 'finished' | 'cancelled' | 'dead', or six elements
---   {'run', deliveries, handler, payload, content_type, idempotency_key}
--- deliveries an integer (starts so far, this one included), the rest strings
--- ('' when missing).
+--   'not_owner' | 'gone' | 'finished' | 'cancelled' | 'dead', or eleven elements
+--   {'run', deliveries, handler, payload, content_type, idempotency_key,
+--    attempt, max_attempts, retry_base_us, retry_cap_us, deadline_us}
+-- deliveries an integer (starts so far in this attempt, this one included),
+-- the rest strings ('' when missing: a job without a retry policy).
+-- A job that ran out of deliveries is dead-lettered whatever attempts its
+-- retry policy has left: its workers died, its handler never failed.
 local stream_key = KEYS[1]
 local dead_key = KEYS[2]
 local group = ARGV[1]
@@ -63,9 +66,14 @@ for i = 1, n do
     answer = {'not_owner', 0}
   else
     local f = redis.call('HMGET', job_key, 'state', 'deliveries', 'handler', 'payload', 'content_type',
-      'idempotency_key', 'cancel_requested', 'start_token')
+      'idempotency_key', 'cancel_requested', 'start_token', 'attempt', 'max_attempts', 'retry_base_us',
+      'retry_cap_us', 'deadline_us')
     local state, deliveries, handler, payload = f[1], f[2], f[3], f[4]
     local content_type, idempotency_key, cancel_requested, last_start_token = f[5], f[6], f[7], f[8]
+    local function run(d)
+      return {'run', d, handler or '', payload or '', content_type or '', idempotency_key or '', f[9] or '',
+        f[10] or '', f[11] or '', f[12] or '', f[13] or ''}
+    end
     local d = tonumber(deliveries or '0') or 0
     if not state then
       acknowledged(entry)
@@ -80,7 +88,7 @@ for i = 1, n do
       redis.call('PEXPIRE', job_key, result_ttl_ms)
       answer = {'cancelled', 0}
     elseif state == 'running' and last_start_token == start_token then  -- our start again: counted once
-      answer = {'run', d, handler or '', payload or '', content_type or '', idempotency_key or ''}
+      answer = run(d)
     elseif d >= max_deliveries then
       acknowledged(entry)
       redis.call('XADD', dead_key, '*', 'id', job_id, 'deliveries', tostring(d))
@@ -91,7 +99,7 @@ for i = 1, n do
     else
       redis.call('HSET', job_key, 'state', 'running', 'deliveries', tostring(d + 1), 'consumer', consumer,
         'start_token', start_token)
-      answer = {'run', d + 1, handler or '', payload or '', content_type or '', idempotency_key or ''}
+      answer = run(d + 1)
     end
   end
   out[2 + i] = answer

@@ -77,8 +77,8 @@ detail::held_action consumer::impl::feed_locked(held_map::iterator it, detail::h
           outbox.pop_front();
           ++st.outcomes_dropped;
         }
-        outbox.push_back(
-            {it->first, h.job_id, outcome->run_time, std::move(outcome->fields), h.handler, outcome->recorded});
+        outbox.push_back({it->first, h.job_id, outcome->run_time, std::move(outcome->fields), h.handler,
+                          outcome->recorded, std::move(outcome->retry)});
         work_ready.notify_one();
       }
       break;
@@ -110,6 +110,11 @@ void consumer::impl::count_recorded(const std::string& handler, const status& re
     opts.metrics->on_recorded(opts.metrics->handler(handler.empty() ? "default" : handler), recorded);
 }
 
+void consumer::impl::count_retry(const std::string& handler, job_retry_verdict v) {
+  hourglass::metrics& m = opts.metrics != nullptr ? *opts.metrics : jobs.stats();
+  m.on_job_retry(m.handler(handler.empty() ? "default" : handler), v);
+}
+
 void consumer::impl::stop_reading_locked() {
   stop_reading.cancel(cancel_cause::shutdown);
   slot_freed.notify_all();
@@ -118,20 +123,18 @@ void consumer::impl::stop_reading_locked() {
 // ---- a job's life ----
 
 void consumer::impl::submit(const std::string& entry, const std::string& job_id, const std::string& handler,
-                            time_point start_by, duration freshness, duration min_budget, stream_id sid) {
+                            const entry_terms& t) {
   job_options o;
   o.handler = handler.empty() ? std::string_view("default") : std::string_view(handler);
   if (opts.metrics != nullptr) o.metrics = &in_executor.handler(o.handler);
-  o.start_by = start_by;
-  o.min_budget = min_budget;
+  o.start_by = t.start_by;
+  o.deadline = t.deadline;  // the whole job's: an attempt running into it ends deadline_exceeded/run
+  o.min_budget = t.min_budget;
   if (runner.run_limit) o.run_limit = runner.run_limit(handler);
   if (runner.idle_limit) o.idle_limit = runner.idle_limit(handler);
   auto self = shared_from_this();
   job_ref ref = jobs.submit(
-      o,
-      [self, entry, job_id, freshness, min_budget, sid](const context& ctx) {
-        return self->start_and_run(ctx, entry, job_id, freshness, min_budget, sid);
-      },
+      o, [self, entry, job_id, t](const context& ctx) { return self->start_and_run(ctx, entry, job_id, t); },
       [self, entry](job_result<run_value>&& r) noexcept { self->on_done(entry, std::move(r)); });
   stop_list stops;  // fenced or lost before the handle was here
   {
@@ -145,8 +148,7 @@ void consumer::impl::submit(const std::string& entry, const std::string& job_id,
 }
 
 consumer::impl::run_value consumer::impl::start_and_run(const context& ctx, const std::string& entry,
-                                                        const std::string& job_id, duration freshness,
-                                                        duration min_budget, stream_id sid) {
+                                                        const std::string& job_id, const entry_terms& t) {
   // A start whose reply is lost may have counted a delivery: it is tried
   // again, under the same token (counted once), until the job's context ends
   // (fencing ends it when the broker stays away).
@@ -162,10 +164,19 @@ consumer::impl::run_value consumer::impl::start_and_run(const context& ctx, cons
     }
   }
   run_value v;
-  const job_age age = age_on_broker(sid, a.broker_now_us);
+  const job_age age = age_on_broker(t.counted_from, a.broker_now_us);
   {
     std::lock_guard lock(mu);
-    if (auto it = held_entries.find(entry); it != held_entries.end()) it->second.queued = age.waited;
+    if (auto it = held_entries.find(entry); it != held_entries.end()) {
+      held& h = it->second;
+      h.queued = age.waited;
+      h.start_sent = sent;
+      h.retry.policy = a.retry;
+      h.retry.attempt = a.attempt;
+      h.retry.now = broker_time_point(a.broker_now_us);
+      if (a.deadline_us) h.retry.deadline = broker_time_point(*a.deadline_us);
+      h.retry.min_budget = t.min_budget;
+    }
   }
   using verdict = job_queue::start_answer::verdict;
   if (a.v == verdict::dead || a.v == verdict::cancelled) {
@@ -173,7 +184,8 @@ consumer::impl::run_value consumer::impl::start_and_run(const context& ctx, cons
     return v;
   }
   if (a.v != verdict::run) return v;  // skipped: not ours any more, or an outcome is recorded
-  if (opts.judge_freshness && !worth_starting(start_by_on_our_clock(age, freshness, sent), min_budget, clk.now())) {
+  const time_point start_by = std::min(start_by_on_our_clock(age, t.freshness, sent), t.deadline);
+  if (opts.judge_freshness && !worth_starting(start_by, t.min_budget, clk.now())) {
     v.k = run_value::kind::expired;
     return v;
   }
@@ -222,8 +234,15 @@ void consumer::impl::on_done(const std::string& entry, job_result<run_value>&& r
   const bool started = h.state == detail::held_state::running;
   // Given back, fenced or lost: settled by the state machine alone.
   if (feed_locked(it, detail::held_event::job_ended) != detail::held_action::settle) return;
-  const detail::delivery_facts facts{h.reclaimed, started, h.queued,
-                                     started ? std::optional<duration>(elapsed(h.run_start, clk.now())) : std::nullopt};
+  detail::delivery_facts facts{h.reclaimed, started, h.queued,
+                               started ? std::optional<duration>(elapsed(h.run_start, clk.now())) : std::nullopt,
+                               h.retry};
+  // The broker's time now, from its TIME at the start and our clock since:
+  // late rather than early (the start's reply took some of it), so a retry
+  // the rule allows still fits on the broker.
+  facts.retry.now = saturating_add(facts.retry.now, elapsed(h.start_sent, clk.now()));
+  facts.retry.predicted_wait = predicted_wait;
+  facts.retry.jitter = hourglass::detail::random_jitter_sample();
   detail::settlement s = detail::settle(facts, std::move(r), [this](std::exception_ptr e) { return describe(e); });
   using tally = detail::settlement::tally;
   if (s.counted == tally::expired) ++(h.reclaimed ? st.expired_reclaim : st.expired_queue);
@@ -231,9 +250,12 @@ void consumer::impl::on_done(const std::string& entry, job_result<run_value>&& r
   if (s.counted == tally::broker_error) ++st.broker_errors;
   if (s.counted == tally::dead_lettered || s.counted == tally::cancelled_at_start)
     count_recorded(h.handler, s.recorded);
+  // Counted now for exhausted (and not_retryable, which is not counted);
+  // scheduled and no_budget once the finish says which it was.
+  if (s.retry_verdict && !s.retry) count_retry(h.handler, *s.retry_verdict);
   switch (s.what) {
     case detail::settlement::action::write: {
-      outcome_parts o{facts.run, std::move(s.fields), s.recorded};
+      outcome_parts o{facts.run, std::move(s.fields), s.recorded, std::move(s.retry)};
       feed_locked(it, detail::held_event::outcome_ready, nullptr, &o);
       break;
     }

@@ -41,6 +41,9 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
     job_ref ref;        // while its job is in the executor
     duration queued{};  // the broker's age of the job when it started (or expired)
     time_point run_start{};
+    // From its start (the start script): what the retry rule needs at its end.
+    detail::retry_facts retry;
+    time_point start_sent{};  // when the start script went, on our clock; retry.now was the broker's then
   };
   using held_map = std::map<std::string, held>;  // by entry id
   struct outcome_to_write {
@@ -50,12 +53,14 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
     field_list fields;
     std::string handler;
     status recorded;  // counted once the finish says it is the first
+    std::optional<job_queue::outcome::retry_request> retry;
   };
   // An outcome for feed_locked's write.
   struct outcome_parts {
     std::optional<duration> run_time;
     field_list fields;
     status recorded;
+    std::optional<job_queue::outcome::retry_request> retry;  // a failed attempt to retry
   };
   // A job an action stops, cancelled outside the lock.
   struct job_stop {
@@ -87,6 +92,7 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
   std::vector<job_queue::held_entry> to_hand_back;  // to the fleet at once, by the writer
   lease_value lease_v;
   time_point last_renewed{};
+  duration predicted_wait{};  // the fleet's, at the last renewal: for the retry rule
   bool self_fenced = false;
   consumer_stats st;
   std::thread reader_thread;
@@ -113,6 +119,10 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
   static void stop_jobs(stop_list& stops) noexcept;
   // An outcome recorded on the broker, counted in opts.metrics.
   void count_recorded(const std::string& handler, const status& st);
+  // The retry rule's verdict on a failed attempt (hourglass_job_retries_total).
+  void count_retry(const std::string& handler, job_retry_verdict v);
+  // Microseconds of the broker's clock since the epoch, as the retry rule takes them.
+  static time_point broker_time_point(std::int64_t us) { return time_point(std::chrono::microseconds(us)); }
   // Stops reading (drain, or the name taken): the reader wakes if it waits for room.
   void stop_reading_locked();
 
@@ -132,14 +142,22 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
   std::int64_t broker_time();
   std::int64_t time_of(const redis_reply& t);
   void note_offset(std::int64_t broker_now_us);
-  std::size_t wait_for_room();  // 0: reading stopped
+  std::size_t wait_for_room();                 // 0: reading stopped
+  time_point promote_due(const context& ctx);  // when to look again
   void read_loop();
 
   // ---- a job's life (worker threads): consumer.cpp ----
-  void submit(const std::string& entry, const std::string& job_id, const std::string& handler, time_point start_by,
-              duration freshness, duration min_budget, stream_id sid);
-  run_value start_and_run(const context& ctx, const std::string& entry, const std::string& job_id, duration freshness,
-                          duration min_budget, stream_id sid);
+  // What deliver() read of an entry: how its job is judged.
+  struct entry_terms {
+    time_point start_by = never;  // on our clock
+    time_point deadline = never;  // the whole job's, on our clock
+    duration freshness = duration::max();
+    duration min_budget{};
+    stream_id counted_from;  // its freshness counts from here: its due time, else its entry id
+  };
+  void submit(const std::string& entry, const std::string& job_id, const std::string& handler, const entry_terms& t);
+  run_value start_and_run(const context& ctx, const std::string& entry, const std::string& job_id,
+                          const entry_terms& t);
   error_record describe(std::exception_ptr e) const;
   void on_done(const std::string& entry, job_result<run_value>&& r) noexcept;
 

@@ -54,6 +54,9 @@ consumer::impl::renewal consumer::impl::renew() {
       last_renewed = sent;
       st.backlog = a->backlog;
       st.pending = a->pending;
+      st.scheduled = a->scheduled;
+      predicted_wait = fleet_predicted_wait(static_cast<std::uint64_t>(a->backlog), a->mean_run,
+                                            static_cast<std::uint64_t>(a->live_slots));
     }
     if (d.name_taken) st.fenced = true;
     if (self_fenced && !d.self_fenced) slot_freed.notify_all();  // reading may go on
@@ -104,7 +107,7 @@ bool consumer::impl::flush(const context& ctx) {
     }
     std::vector<job_queue::outcome> outcomes;
     outcomes.reserve(batch.size());
-    for (const outcome_to_write& o : batch) outcomes.push_back({o.job_id, o.run_time, o.fields});
+    for (const outcome_to_write& o : batch) outcomes.push_back({o.job_id, o.run_time, o.fields, o.entry, o.retry});
     std::vector<finish_result> results;
     try {
       results = queue.finish_batch(ctx, outcomes);
@@ -116,9 +119,14 @@ bool consumer::impl::flush(const context& ctx) {
     std::lock_guard lock(mu);
     for (std::size_t i = 0; i < batch.size(); ++i) {
       const outcome_to_write& o = batch[i];
-      if (results[i] == finish_result::first) {
+      if (results[i] == finish_result::first || results[i] == finish_result::no_budget) {
         ++st.outcomes_written;
         count_recorded(o.handler, o.recorded);
+      }
+      if (results[i] == finish_result::scheduled) ++st.retries_scheduled;
+      if (results[i] == finish_result::scheduled || results[i] == finish_result::no_budget) {
+        count_retry(o.handler, results[i] == finish_result::scheduled ? job_retry_verdict::scheduled
+                                                                      : job_retry_verdict::no_budget);
       }
       if (results[i] == finish_result::duplicate) ++st.duplicate_outcomes;
       // The oldest may have been dropped meanwhile (too many waiting).

@@ -21,6 +21,13 @@ duration ms_field(std::string_view text, duration if_missing) {
   return std::chrono::milliseconds(v);
 }
 
+std::optional<std::int64_t> number_field(std::string_view text) {
+  std::int64_t v = 0;
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || p != text.data() + text.size() || v < 0) return std::nullopt;
+  return v;
+}
+
 }  // namespace
 
 void consumer::impl::deliver(const std::vector<stream_entry>& entries, bool reclaimed, std::optional<timed_now> now) {
@@ -45,10 +52,20 @@ void consumer::impl::deliver(const std::vector<stream_entry>& entries, bool recl
           " has no job (deleted from the stream)");
       continue;
     }
-    const duration freshness = ms_field(e.field("freshness_ms"), duration::max());
-    const duration min_budget = ms_field(e.field("min_budget_ms"), duration::zero());
-    const job_age age = age_on_broker(*sid, broker_now);
-    const time_point start_by = opts.judge_freshness ? start_by_on_our_clock(age, freshness, sent) : never;
+    entry_terms t;
+    t.freshness = ms_field(e.field("freshness_ms"), duration::max());
+    t.min_budget = ms_field(e.field("min_budget_ms"), duration::zero());
+    // A delayed job or a retry: its freshness counts from its due time.
+    t.counted_from = *sid;
+    if (const auto due = number_field(e.field("due_ms")))
+      t.counted_from = stream_id{static_cast<std::uint64_t>(*due), 0};
+    const job_age age = age_on_broker(t.counted_from, broker_now);
+    if (const auto deadline_us = number_field(e.field("deadline_us")); deadline_us && opts.judge_freshness) {
+      t.deadline = *deadline_us <= broker_now
+                       ? sent
+                       : saturating_add(sent, std::chrono::microseconds(*deadline_us - broker_now));
+    }
+    t.start_by = opts.judge_freshness ? std::min(start_by_on_our_clock(age, t.freshness, sent), t.deadline) : never;
     {
       std::lock_guard lock(mu);
       const auto [it, added] = held_entries.try_emplace(e.id);
@@ -60,7 +77,7 @@ void consumer::impl::deliver(const std::vector<stream_entry>& entries, bool recl
       h.queued = age.waited;
       ++(reclaimed ? st.reclaimed : st.delivered);
       if (age.negative) ++st.negative_ages;  // the broker's clock stepped back: judged as waited zero
-      if (opts.judge_freshness && !worth_starting(start_by, min_budget, clk.now())) {
+      if (opts.judge_freshness && !worth_starting(t.start_by, t.min_budget, clk.now())) {
         ++(reclaimed ? st.expired_reclaim : st.expired_queue);
         const status late = status::expired(reclaimed ? expiry_stage::reclaim : expiry_stage::queue);
         outcome_parts o{std::nullopt, detail::expired_fields(h.queued, late.stage), late};
@@ -68,7 +85,7 @@ void consumer::impl::deliver(const std::vector<stream_entry>& entries, bool recl
         continue;
       }
     }
-    submit(e.id, job_id, e.field("handler"), start_by, freshness, min_budget, *sid);
+    submit(e.id, job_id, e.field("handler"), t);
   }
 }
 
@@ -124,6 +141,53 @@ void consumer::impl::note_offset(std::int64_t broker_now_us) {
   st.broker_clock_offset_us = broker_now_us - ours;
 }
 
+// The delayed set's due jobs to the stream (promote.lua), any daemon's
+// reader doing it; when to look again: at the earliest due time left, and
+// at least every promote_every (another daemon may schedule an earlier one).
+time_point consumer::impl::promote_due(const context& ctx) {
+  constexpr std::size_t batch = 100;
+  const duration promote_every = std::min<duration>(opts.read_block, 200ms);
+  const time_point now = clk.now();
+  const std::vector<job_queue::delayed_job> first = queue.first_delayed(ctx, batch);
+  if (first.empty()) return now + promote_every;
+  // Which look due, by our estimate of the broker's clock (the script decides
+  // on its own TIME; one a little early is left in the set).
+  std::int64_t broker_now_us = 0;
+  {
+    std::lock_guard lock(mu);
+    broker_now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count() +
+                    st.broker_clock_offset_us;
+  }
+  std::vector<std::string> due;
+  for (const job_queue::delayed_job& d : first) {
+    if (d.due_ms * 1000 <= broker_now_us + 2000) due.push_back(d.job_id);
+  }
+  std::optional<std::int64_t> next_due_ms = first.front().due_ms;
+  if (!due.empty()) {
+    std::optional<duration> wait;
+    if (opts.judge_freshness) {
+      std::lock_guard lock(mu);
+      wait = predicted_wait;
+    }
+    const job_queue::promoted p = queue.promote(ctx, due, wait);
+    note_offset(p.broker_now_us);
+    broker_now_us = p.broker_now_us;
+    next_due_ms = p.next_due_ms;
+    {
+      std::lock_guard lock(mu);
+      st.promoted += p.moved;
+      st.expired_admission += p.expired_handlers.size();
+    }
+    for (const std::string& h : p.expired_handlers) count_recorded(h, status::expired(expiry_stage::admission));
+    if (due.size() == batch) return now;  // more may be due
+  }
+  if (!next_due_ms) return now + promote_every;
+  const auto until = std::chrono::microseconds(*next_due_ms * 1000 - broker_now_us);
+  return now + std::clamp<duration>(until, duration::zero(), promote_every);
+}
+
 // Woken by a slot freed (feed_locked), a renewal after a fence (renew) or
 // the stop (stop_reading_locked): no time limit.
 std::size_t consumer::impl::wait_for_room() {
@@ -139,6 +203,7 @@ void consumer::impl::read_loop() {
   bool own_done = false;
   std::string claim_cursor = "0-0";
   time_point next_reclaim = clk.now();
+  time_point next_promote = clk.now();
   const std::string stream = queue.key("stream");
   const std::string group(job_queue::group);
   duration backoff = 50ms;
@@ -178,7 +243,8 @@ void consumer::impl::read_loop() {
         deliver(c.entries, true);
         if (!c.entries.empty()) continue;
       }
-      const auto block = std::clamp<duration>(next_reclaim - clk.now(), 1ms, opts.read_block);
+      if (clk.now() >= next_promote) next_promote = promote_due(ctx);
+      const auto block = std::clamp<duration>(std::min(next_reclaim, next_promote) - clk.now(), 1ms, opts.read_block);
       const timed_read r = read_new(
           ctx, {"XREADGROUP", "GROUP", group, opts.name, "COUNT", count, "BLOCK",
                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(block).count()), "STREAMS", stream,

@@ -79,7 +79,7 @@ void job_queue::ensure_group(const context& ctx) {
 
 std::vector<finish_result> job_queue::finish_batch(const context& ctx, const std::vector<outcome>& outcomes) {
   if (outcomes.empty()) return {};
-  std::vector<std::string> keys{key("stream"), key("stats")};
+  std::vector<std::string> keys{key("stream"), key("stats"), key("delayed")};
   std::vector<std::string> args{std::string(group), millis(options_.result_ttl)};
   for (const outcome& o : outcomes) {
     // The outcome must name a final state, or the job would leave the stream unfinished.
@@ -89,8 +89,18 @@ std::vector<finish_result> job_queue::finish_batch(const context& ctx, const std
     }
     if (!final_state) throw std::invalid_argument("job_queue::finish needs a final \"state\" field");
     keys.push_back(key("job:" + o.job_id));
-    args.push_back(
-        o.run_time ? std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(*o.run_time).count()) : "-1");
+    args.push_back(o.entry);
+    args.push_back(o.run_time ? detail::micros(*o.run_time) : "-1");
+    if (o.retry) {
+      args.emplace_back("retry");
+      args.push_back(detail::micros_up(std::max(o.retry->delay, duration::zero())));
+      args.push_back(detail::micros_up(std::clamp(o.retry->need, duration::zero(), duration::max() / 2)));
+      args.push_back(o.retry->error);
+      args.push_back(o.retry->message);
+      args.push_back(detail::ms_text(o.retry->run_time));
+    } else {
+      args.emplace_back("final");
+    }
     args.push_back(std::to_string(2 * o.fields.size()));
     for (const auto& [f, v] : o.fields) {
       args.push_back(f);
@@ -107,7 +117,8 @@ finish_result job_queue::finish(const context& ctx, std::string_view id, std::op
 
 job_queue::renew_answer job_queue::renew(const context& ctx, std::string_view consumer, const lease_value& lease_v,
                                          duration lease, std::size_t slots, const std::vector<held_entry>& held) {
-  std::vector<std::string> keys{key("lease:" + std::string(consumer)), key("slots"), key("stream")};
+  std::vector<std::string> keys{key("lease:" + std::string(consumer)), key("slots"), key("stream"), key("stats"),
+                                key("delayed")};
   std::vector<std::string> args{std::string(group), std::string(consumer),
                                 lease_v.token,      std::to_string(lease_v.renewals),
                                 millis(lease),      std::to_string(slots)};
@@ -136,6 +147,45 @@ void job_queue::release(const context& ctx, std::string_view consumer, std::stri
   static_cast<void>(
       detail::decode_release(eval(ctx, detail::release_script, {key("lease:" + std::string(consumer)), key("slots")},
                                   {std::string(consumer), std::string(token)})));
+}
+
+std::vector<job_queue::delayed_job> job_queue::first_delayed(const context& ctx, std::size_t count) {
+  if (count == 0) return {};
+  const redis_reply r = redis_.call(ctx, {"ZRANGE", key("delayed"), "0", std::to_string(count - 1), "WITHSCORES"});
+  if (!r.is_array() || r.elements.size() % 2 != 0) broker_error("ZRANGE delayed", r);
+  std::vector<delayed_job> out;
+  for (std::size_t i = 0; i + 1 < r.elements.size(); i += 2) {
+    // A score is a double's text ("1733390000000"); a whole number of ms here.
+    double ms = 0;
+    try {
+      ms = std::stod(r.elements[i + 1].str);
+    } catch (const std::exception&) {
+      broker_error("ZRANGE delayed", r);
+    }
+    out.push_back({r.elements[i].str, static_cast<std::int64_t>(ms)});
+  }
+  return out;
+}
+
+job_queue::promoted job_queue::promote(const context& ctx, const std::vector<std::string>& job_ids,
+                                       std::optional<duration> predicted_wait) {
+  std::vector<std::string> keys{key("stream"), key("delayed")};
+  std::vector<std::string> args{!predicted_wait                      ? std::string()
+                                : *predicted_wait == duration::max() ? std::string("-1")
+                                                                     : detail::micros_up(*predicted_wait),
+                                millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1)))};
+  for (const std::string& id : job_ids) {
+    keys.push_back(key("job:" + id));
+    args.push_back(id);
+  }
+  detail::promote_reply p = detail::decode_promote(eval(ctx, detail::promote_script, keys, args));
+  if (p.nostream) {
+    // The stream was deleted (FLUSHALL, a new broker): made again, with its group, and once more.
+    ensure_group(ctx);
+    p = detail::decode_promote(eval(ctx, detail::promote_script, keys, args));
+    if (p.nostream) throw redis_unavailable("redis: promote: the stream is gone");
+  }
+  return std::move(static_cast<promoted&>(p));
 }
 
 std::string job_queue::lease_of(const context& ctx, std::string_view consumer) {

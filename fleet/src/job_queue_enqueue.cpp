@@ -26,6 +26,8 @@ namespace {
 
 using detail::answer;
 using detail::failed;
+using detail::micros;
+using detail::micros_up;
 using detail::millis;
 
 }  // namespace
@@ -109,14 +111,15 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
   if (batch.empty()) return next_enqueues();
   hourglass::clock& clk = options_.clock != nullptr ? *options_.clock : real_clock();
   const time_point now = clk.now();
-  std::vector<std::string> keys{key("stream"), key("slots"), key("stats")};
+  std::vector<std::string> keys{key("stream"), key("slots"), key("stats"), key("delayed")};
   std::vector<std::string> args{std::string(group), millis(options_.idempotency_ttl)};
-  keys.reserve(3 + 2 * batch.size());
-  args.reserve(2 + 8 * batch.size());
+  keys.reserve(4 + 2 * batch.size());
+  args.reserve(2 + 13 * batch.size());
   for (const auto& c : batch) {
     const job_spec& job = c->job;
     // Its wait for this batch, counted twice: once spent, once for the trip ahead.
     const duration freshness = freshness_at_entry(job.freshness, elapsed(c->began, now));
+    const duration deadline = freshness_at_entry(job.deadline, elapsed(c->began, now));  // likewise
     keys.push_back(key("job:" + c->id));
     keys.push_back(key("idem:" + job.idempotency_key));
     args.push_back(c->id);
@@ -127,6 +130,11 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
     args.push_back(millis(job.min_budget));
     args.push_back(job.idempotency_key);
     args.emplace_back(job.admission ? "1" : "0");
+    args.push_back(std::to_string(job.retry.max_attempts));
+    args.push_back(micros(job.retry.base));
+    args.push_back(micros(job.retry.cap));
+    args.push_back(deadline == duration::max() ? "-1" : micros(deadline));
+    args.push_back(micros_up(std::max(job.delay, duration::zero())));
   }
   // A completion holds the queue's liveness lock: a caller answered early
   // may have destroyed the queue, and then its calls are only answered.

@@ -160,7 +160,7 @@ std::optional<fleet_job> job_queue::find(const context& ctx, std::string_view id
 
 void job_queue::async_cancel(const context& ctx, std::string id, answer_fn<cancelled_job> done) {
   if (!valid_job_id(id)) return done(answer(cancelled_job{}));
-  std::vector<std::string> keys{key("stream"), key("job:" + id)};
+  std::vector<std::string> keys{key("stream"), key("job:" + id), key("delayed")};
   std::vector<std::string> args{std::string(group),
                                 millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1)))};
   async_eval(ctx, detail::cancel_script, std::move(keys), std::move(args),

@@ -1,6 +1,7 @@
 #include "scripts.hpp"
 
 #include <algorithm>
+#include <charconv>
 
 #include "hourglass/fleet/freshness.hpp"
 
@@ -16,11 +17,31 @@ std::int64_t broker_us(const redis_reply& s, const redis_reply& us) {
 
 long long at_least_zero(const redis_reply& r) noexcept { return std::max<long long>(0, r.integer); }
 
+// A decimal integer field as a script returns it; `fallback` when empty or not one.
+std::int64_t number_or(std::string_view text, std::int64_t fallback) noexcept {
+  std::int64_t v = 0;
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  return text.empty() || ec != std::errc() || p != text.data() + text.size() ? fallback : v;
+}
+
 }  // namespace
 
 std::string millis(duration d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
 }
+
+std::string ms_text(duration d) {
+  const double ms = std::chrono::duration<double, std::milli>(d).count();
+  char buf[32];
+  const auto [p, ec] = std::to_chars(buf, buf + sizeof buf, ms, std::chars_format::fixed, 3);
+  return ec == std::errc() ? std::string(buf, p) : "0";
+}
+
+std::string micros(duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
+}
+
+std::string micros_up(duration d) { return std::to_string(std::chrono::ceil<std::chrono::microseconds>(d).count()); }
 
 void broker_error(const std::string& what, const redis_reply& r) {
   throw redis_unavailable("redis: " + what + ": " + (r.is_error() ? r.str : std::string("unexpected reply")));
@@ -55,6 +76,8 @@ std::vector<finish_result> decode_finish(const redis_reply& r, std::size_t jobs)
   out.reserve(jobs);
   for (const redis_reply& j : r.elements) {
     out.push_back(j.str == "first"       ? finish_result::first
+                  : j.str == "scheduled" ? finish_result::scheduled
+                  : j.str == "no_budget" ? finish_result::no_budget
                   : j.str == "duplicate" ? finish_result::duplicate
                                          : finish_result::unknown);
   }
@@ -88,11 +111,16 @@ start_batch_reply decode_start(const redis_reply& r, std::size_t jobs) {
     a.broker_now_us = b.broker_now_us;
     a.deliveries = static_cast<unsigned>(at_least_zero(j.elements[1]));
     if (a.v == verdict::run) {
-      if (j.elements.size() != 6) broker_error("start", r);
+      if (j.elements.size() != 11) broker_error("start", r);
       a.handler = j.elements[2].str;
       a.payload = j.elements[3].str;
       a.content_type = j.elements[4].str;
       a.idempotency_key = j.elements[5].str;
+      a.attempt = static_cast<int>(std::clamp<std::int64_t>(number_or(j.elements[6].str, 1), 1, 1'000'000));
+      a.retry.max_attempts = static_cast<int>(std::clamp<std::int64_t>(number_or(j.elements[7].str, 1), 1, 1'000'000));
+      a.retry.base = std::chrono::microseconds(std::max<std::int64_t>(number_or(j.elements[8].str, 0), 0));
+      a.retry.cap = std::chrono::microseconds(std::max<std::int64_t>(number_or(j.elements[9].str, 0), 0));
+      if (!j.elements[10].str.empty()) a.deadline_us = number_or(j.elements[10].str, 0);
     }
     b.jobs.push_back(std::move(a));
   }
@@ -106,14 +134,33 @@ renew_reply decode_renew(const redis_reply& r) {
     a.fenced = true;
     return a;
   }
-  if (r.elements.size() != 8) broker_error("renew", r);
+  if (r.elements.size() != 11) broker_error("renew", r);
   for (const redis_reply& e : r.elements[1].elements) a.marked.push_back(e.str);
   for (const redis_reply& e : r.elements[2].elements) a.lost.push_back(e.str);
   a.broker_now_us = broker_us(r.elements[3], r.elements[4]);
   a.backlog = at_least_zero(r.elements[5]);
   a.pending = at_least_zero(r.elements[6]);
   for (const redis_reply& e : r.elements[7].elements) a.deleted.push_back(e.str);
+  a.mean_run = std::chrono::microseconds(at_least_zero(r.elements[8]));
+  a.live_slots = at_least_zero(r.elements[9]);
+  a.scheduled = at_least_zero(r.elements[10]);
   return a;
+}
+
+promote_reply decode_promote(const redis_reply& r) {
+  promote_reply p;
+  if (r.is_array() && r.elements.size() == 1 && r.elements[0].str == "nostream") {
+    p.nostream = true;
+    return p;
+  }
+  if (!r.is_array() || r.elements.size() != 5 || !r.elements[0].is_integer() || !r.elements[1].is_array() ||
+      !r.elements[2].is_integer())
+    broker_error("promote", r);
+  p.moved = static_cast<std::size_t>(at_least_zero(r.elements[0]));
+  for (const redis_reply& h : r.elements[1].elements) p.expired_handlers.push_back(h.str);
+  if (r.elements[2].integer >= 0) p.next_due_ms = r.elements[2].integer;
+  p.broker_now_us = broker_us(r.elements[3], r.elements[4]);
+  return p;
 }
 
 std::size_t decode_hand_back(const redis_reply& r) {

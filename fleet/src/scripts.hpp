@@ -43,8 +43,9 @@ struct enqueue_batch_reply {
 // A verdict other than "duplicate" or "refused" reads as accepted.
 enqueue_batch_reply decode_enqueue(const redis_reply& r, std::size_t jobs);
 
-// ---- finish_script: each job's one recorded outcome, first wins ----
-// One status per job: "first", "duplicate"; anything else reads as unknown.
+// ---- finish_script: each job's one recorded outcome (or retry), first wins ----
+// One status per job: "first", "scheduled", "no_budget", "duplicate";
+// anything else reads as unknown.
 // Not an array of `jobs`: "finish".
 std::vector<finish_result> decode_finish(const redis_reply& r, std::size_t jobs);
 
@@ -59,17 +60,28 @@ struct start_batch_reply {
   std::vector<job_queue::start_answer> jobs;  // each with broker_now_us set
 };
 // Not {TIME s, TIME us, then `jobs` answers}, or an answer that is not an
-// array of at least two, or a "run" verdict without six: "start". A TIME
+// array of at least two, or a "run" verdict without eleven: "start". A
+// retry field that is not a number reads as none (attempt 1, max 1, base
+// and cap 0, no deadline). A TIME
 // that is not a time: "redis: TIME is not a time". An unknown verdict reads
 // as gone.
 start_batch_reply decode_start(const redis_reply& r, std::size_t jobs);
 
 // ---- renew_script: lease, slots and held entries, every lease/3 ----
 using renew_reply = job_queue::renew_answer;
-// {"fenced"}, or the eight elements {"ok", marked, lost, TIME s, TIME us,
-// backlog, pending, deleted}; any other shape: "renew". A TIME that is not a
+// {"fenced"}, or the eleven elements {"ok", marked, lost, TIME s, TIME us,
+// backlog, pending, deleted, mean_run_us, live_slots, scheduled}; any other
+// shape: "renew". A TIME that is not a
 // time: "redis: TIME is not a time". Negative counts read as 0.
 renew_reply decode_renew(const redis_reply& r);
+
+// ---- promote_script: due jobs from the delayed set to the stream ----
+struct promote_reply : job_queue::promoted {
+  bool nostream = false;  // no stream: nothing moved
+};
+// {"nostream"}, or {moved, expired handlers, next_due_ms (-1: none), TIME s,
+// TIME us}; any other shape: "promote".
+promote_reply decode_promote(const redis_reply& r);
 
 // ---- hand_back_script: drain, the held entries back for reclaim ----
 // How many entries were still held. Not an integer: "hand back".

@@ -1,15 +1,6 @@
 #include "settlement.hpp"
 
-#include <charconv>
-
 namespace hourglass::fleet::detail {
-
-std::string ms_text(duration d) {
-  const double ms = std::chrono::duration<double, std::milli>(d).count();
-  char buf[32];
-  const auto [p, ec] = std::to_chars(buf, buf + sizeof buf, ms, std::chars_format::fixed, 3);
-  return ec == std::errc() ? std::string(buf, p) : "0";
-}
 
 field_list expired_fields(duration queued, expiry_stage stage) {
   return {{"state", "deadline_exceeded"}, {"stage", std::string(to_string(stage))}, {"queued_ms", ms_text(queued)}};
@@ -24,6 +15,28 @@ settlement write(field_list f, status recorded, tally t = tally::none) {
 }
 settlement hand_back() { return {settlement::action::hand_back, {}, tally::none, {}}; }
 settlement forget(tally t = tally::none, status recorded = {}) { return {settlement::action::forget, {}, t, recorded}; }
+
+// A failed attempt of a job with a retry policy or an overall deadline: the
+// retry rule decides between a retry (the finish schedules it, or records
+// the fallback when it no longer fits on the broker's clock), the end of
+// its budget (deadline_exceeded/retry, the error kept), or the error as is.
+void plan_retry(const delivery_facts& d, const error_record& e, settlement& s) {
+  const retry_facts& f = d.retry;
+  if (f.policy.max_attempts <= 1 && f.deadline == never) return;
+  const job_attempt_end end{status::error(), e.retryable, f.attempt, f.deadline, f.predicted_wait, f.min_budget};
+  const job_retry_plan plan = plan_job_retry(f.policy, end, f.now, f.jitter);
+  if (f.policy.max_attempts > 1) s.retry_verdict = plan.verdict;
+  if (plan.verdict != job_retry_verdict::scheduled && plan.verdict != job_retry_verdict::no_budget) return;
+  // Recorded at once (no_budget), or by the finish should the retry not fit.
+  s.fields.front().second = "deadline_exceeded";
+  s.fields.emplace_back("stage", std::string(to_string(expiry_stage::retry)));
+  s.recorded = status::expired(expiry_stage::retry);
+  if (plan.verdict == job_retry_verdict::scheduled) {
+    const duration need = f.predicted_wait >= duration::max() - f.min_budget ? duration::max()
+                                                                             : f.predicted_wait + f.min_budget;
+    s.retry = job_queue::outcome::retry_request{plan.due - f.now, need, e.code, e.message, d.run.value_or(duration{})};
+  }
+}
 
 }  // namespace
 
@@ -57,6 +70,7 @@ settlement settle(const delivery_facts& d, job_result<run_value>&& r,
                  {"message", e.message},
                  {"http_status", std::to_string(e.http_status)}},
                 status::error());
+      plan_retry(d, e, s);
       break;
     }
     case outcome::deadline_exceeded:
@@ -81,7 +95,7 @@ settlement settle(const delivery_facts& d, job_result<run_value>&& r,
       return hand_back();  // refused by the executor (full, shutting down): back to the fleet at once
     default: return hand_back();
   }
-  if (s.fields.front().second != "deadline_exceeded") s.fields.emplace_back("queued_ms", ms_text(d.queued));
+  if (r.st.code != outcome::deadline_exceeded) s.fields.emplace_back("queued_ms", ms_text(d.queued));
   if (d.run) s.fields.emplace_back("run_ms", ms_text(*d.run));
   if (r.timings.committed) s.fields.emplace_back("committed", "1");  // a change may have happened
   return s;

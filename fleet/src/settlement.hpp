@@ -12,15 +12,15 @@
 #include <utility>
 #include <vector>
 
+#include "broker_error.hpp"
 #include "hourglass/fleet/delivery.hpp"
+#include "hourglass/fleet/job_queue.hpp"
 #include "hourglass/job.hpp"
+#include "hourglass/job_retry.hpp"
 
 namespace hourglass::fleet::detail {
 
 using field_list = std::vector<std::pair<std::string, std::string>>;
-
-// Milliseconds with three decimals, as outcomes record them.
-std::string ms_text(duration d);
 
 // What the job's function (the start script, then the handler) returns.
 struct run_value {
@@ -35,12 +35,25 @@ struct run_value {
   job_output out;
 };
 
+// What the retry rule (job_retry.hpp) needs of a job whose attempt ended,
+// on the broker's clock: microseconds since the epoch as time_points.
+struct retry_facts {
+  job_retry_policy policy;      // max_attempts 1: never retried
+  int attempt = 1;              // this attempt's number
+  time_point deadline = never;  // the whole job's, across attempts
+  time_point now{};             // the broker's time now, as we estimate it: never behind it
+  duration predicted_wait{};    // the fleet's, at the last renewal
+  duration min_budget{};
+  double jitter = 0;  // in [0, 1)
+};
+
 // What we knew of the delivery when its job ended.
 struct delivery_facts {
   bool reclaimed = false;       // taken over from a dead holder: late is stage reclaim
   bool started = false;         // the start script said run
   duration queued{};            // the broker's age of the job when it started (or expired)
   std::optional<duration> run;  // how long the handler ran, when it did
+  retry_facts retry;
 };
 
 struct settlement {
@@ -57,6 +70,12 @@ struct settlement {
   // says it was the first; for dead_lettered and cancelled_at_start, at once
   // (the start script recorded it).
   status recorded;
+  // A failed attempt the rule retries: the finish schedules it, or records
+  // `fields` (deadline_exceeded/retry) when it no longer fits on the broker.
+  std::optional<job_queue::outcome::retry_request> retry;
+  // The rule's verdict, for hourglass_job_retries_total: set for a job with
+  // more than one attempt whose attempt ended in a way the rule judges.
+  std::optional<job_retry_verdict> retry_verdict;
 };
 
 // The fields of a job recorded deadline_exceeded before it ran.

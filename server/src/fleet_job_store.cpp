@@ -15,6 +15,7 @@
 #include "hourglass/fleet/consumer.hpp"
 #include "hourglass/fleet/job_queue.hpp"
 #include "hourglass/fleet/redis.hpp"
+#include "hourglass/support/json.hpp"
 #include "hourglass/support/url.hpp"
 #include "job_input.hpp"
 #include "request_rules.hpp"
@@ -34,14 +35,50 @@ double millis_field(std::string_view text) {
   }
 }
 
-// The job object of a job as the broker holds it.
-job_view view_of(const fleet::fleet_job& j) {
+// The earlier attempts of a retried job: the JSON array finish.lua keeps.
+std::vector<attempt_view> attempts_of(std::string_view text) {
+  std::vector<attempt_view> out;
+  const std::optional<boost::json::value> doc = support::parse_json(text);
+  if (!doc || !doc->is_array()) return out;
+  const auto str = [](const boost::json::object& o, std::string_view k) {
+    const boost::json::value* v = o.if_contains(k);
+    return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
+  };
+  for (const boost::json::value& a : doc->get_array()) {
+    if (!a.is_object()) continue;
+    const boost::json::object& o = a.get_object();
+    attempt_view v;
+    v.outcome = str(o, "outcome");
+    v.error = str(o, "error");
+    v.message = str(o, "message");
+    if (const boost::json::value* ms = o.if_contains("run_ms"); ms != nullptr && ms->is_number())
+      v.run_ms = ms->to_number<double>();
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+// The job object of a job as the broker holds it; `broker_now_ms`: the
+// broker's clock as we estimate it, for a scheduled job's due_in_ms.
+job_view view_of(const fleet::fleet_job& j, std::int64_t broker_now_ms) {
   job_view v;
   v.id = j.id;
   v.handler = std::string(j.field("handler"));
   v.state = std::string(j.state());
   if (!j.field("deliveries").empty()) v.deliveries = static_cast<unsigned>(millis_field(j.field("deliveries")));
   v.consumer = std::string(j.field("consumer"));  // the daemon that started it last
+  if (const int max_attempts = static_cast<int>(millis_field(j.field("max_attempts"))); max_attempts > 1) {
+    // Attempts started so far: the broker's `attempt` is the current one's
+    // number, not started yet while its deliveries are 0 (scheduled, queued).
+    const int current = std::max(static_cast<int>(millis_field(j.field("attempt"))), 1);
+    v.attempt = j.field("deliveries") == "0" ? current - 1 : current;
+    v.attempts_left = std::max(max_attempts - *v.attempt, 0);
+  }
+  if (!j.field("attempts").empty()) v.attempts = attempts_of(j.field("attempts"));
+  if (v.state == "scheduled" && !j.field("due_ms").empty()) {
+    const double due = millis_field(j.field("due_ms"));
+    v.due_in_ms = std::max(due - static_cast<double>(broker_now_ms), 0.0);
+  }
   if (!v.finished()) {
     v.cancel_requested = j.field("cancel_requested") == "1";
     return v;
@@ -49,7 +86,7 @@ job_view view_of(const fleet::fleet_job& j) {
   v.stage = std::string(j.field("stage"));
   v.cause = std::string(j.field("cause"));
   v.reason = std::string(j.field("reason"));
-  if (v.state == "error") {
+  if (v.state == "error" || v.stage == "retry") {  // retry: the last attempt's error, kept
     v.error = std::string(j.field("error"));
     v.message = std::string(j.field("message"));
     v.http_status = static_cast<unsigned>(millis_field(j.field("http_status")));
@@ -185,7 +222,7 @@ class fleet_job_store final : public job_store {
                           page.unavailable = true;
                           return done(std::move(page));
                         }
-                        for (const fleet::fleet_job& j : a.value.jobs) page.jobs.push_back(view_of(j));
+                        for (const fleet::fleet_job& j : a.value.jobs) page.jobs.push_back(view_of(j, broker_now_ms()));
                         page.next_cursor = std::move(a.value.next_cursor);
                         done(std::move(page));
                       }));
@@ -197,6 +234,7 @@ class fleet_job_store final : public job_store {
     const fleet::consumer_stats s = consumer_.stats();
     w.gauge("hourglass_fleet_backlog", "Entries of the queue not yet delivered to any daemon.", s.backlog);
     w.gauge("hourglass_fleet_pending", "Entries delivered to a daemon and not finished.", s.pending);
+    w.gauge("hourglass_fleet_scheduled", "Jobs waiting for their due time: delayed jobs and retries.", s.scheduled);
     w.counter("hourglass_fleet_reclaimed_total",
               "Jobs this daemon took over from a dead daemon (or from its own earlier life).", s.reclaimed);
     w.counter("hourglass_fleet_dead_lettered_total",
@@ -268,7 +306,7 @@ class fleet_job_store final : public job_store {
     };
     r.describe_error = [](std::exception_ptr p) {
       const error_info i = describe_error(p);
-      return fleet::error_record{i.http_status, i.code, i.message};
+      return fleet::error_record{i.http_status, i.code, i.message, i.retryable};
     };
     r.run_limit = [&c](std::string_view h) {
       const handler_entry* e = c.find_handler(h);
@@ -286,13 +324,6 @@ class fleet_job_store final : public job_store {
   // The job as the broker takes it; or, when it cannot be sent, the answer.
   std::optional<created> spec_of(const new_job& job, fleet::job_spec& spec) const {
     const job_input& in = *job.in;
-    if (in.msg.count(job_attempts_header) != 0 || in.msg.count(job_deadline_header) != 0) {
-      created bad;  // said, not silently dropped: the fleet's durable retries are not built yet
-      bad.verdict = created::kind::invalid;
-      bad.error = "retries_unsupported";
-      bad.message = "fleet mode does not retry jobs yet: send no Job-Attempts or Job-Deadline";
-      return bad;
-    }
     const std::string_view key = in.msg["Idempotency-Key"];
     if (in.msg.count("Idempotency-Key") != 0 && !valid_idempotency_key(key)) {
       created bad;
@@ -309,11 +340,14 @@ class fleet_job_store final : public job_store {
     spec.min_budget = e.min_budget;
     spec.idempotency_key = std::string(key);
     spec.admission = !c_.fifo();  // fifo: every deadline check off, in the fleet too
-    // The freshness bound counts from the headers' arrival, as for local jobs.
-    if (job.freshness != duration::max()) {
-      const duration spent = elapsed(job.headers_at, c_.clk.now());
+    spec.retry = job.retry;
+    // The freshness bound and the overall deadline count from the headers'
+    // arrival, as for local jobs.
+    const duration spent = elapsed(job.headers_at, c_.clk.now());
+    if (job.freshness != duration::max())
       spec.freshness = spent >= job.freshness ? duration::zero() : job.freshness - spent;
-    }
+    if (job.deadline != never)
+      spec.deadline = job.deadline > c_.clk.now() ? job.deadline - c_.clk.now() : duration::zero();
     return std::nullopt;
   }
 
@@ -367,8 +401,17 @@ class fleet_job_store final : public job_store {
     }
     if (!j) return f;
     f.verdict = found::kind::found;
-    f.job = view_of(*j);
+    f.job = view_of(*j, broker_now_ms());
     return f;
+  }
+
+  // The broker's clock now, as this daemon's consumer last measured it
+  // (--produce-only: our wall clock; a due_in_ms only, never a decision).
+  std::int64_t broker_now_ms() const {
+    const auto ours = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+    return (ours + consumer_.stats().broker_clock_offset_us) / 1000;
   }
 
   static std::string what(const std::exception_ptr& e) {

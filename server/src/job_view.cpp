@@ -54,7 +54,8 @@ std::string job_json(const job_view& j) {
   if (j.state == "deadline_exceeded") o.add("stage", j.stage);
   if (j.state == "cancelled" || j.state == "dead") o.add("cause", j.cause);
   if (j.state == "rejected") o.add("reason", j.reason);  // circuit_open: a call it made
-  if (j.state == "error")
+  // deadline_exceeded/retry keeps the error of its last attempt
+  if (j.state == "error" || (j.state == "deadline_exceeded" && !j.error.empty()))
     o.add("error", j.error).add("message", j.message).add("http_status", j.http_status.value_or(0));
   if (j.queued_ms) o.add("queued_ms", *j.queued_ms);
   if (j.run_ms) o.add("run_ms", *j.run_ms);

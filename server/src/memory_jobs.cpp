@@ -222,8 +222,8 @@ job_view view_of(const async_record& r, time_point now) {
   if (st.code == outcome::deadline_exceeded) j.stage = to_string(st.stage);
   if (st.code == outcome::cancelled) j.cause = to_string(st.cause);
   if (st.code == outcome::rejected) j.reason = to_string(st.reason);
-  if (st.code == outcome::error) {
-    j.error = r.error_code;
+  if (st.code == outcome::error || (st.code == outcome::deadline_exceeded && st.stage == expiry_stage::retry)) {
+    j.error = r.error_code;  // retry: the last attempt's error, kept
     j.message = r.error_message;
     j.http_status = r.error_http;
   }

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "hourglass/fleet/freshness.hpp"
-#include "redis_server.hpp"
+#include "lua_script_fixture.hpp"
 
 namespace hourglass::fleet::testing {
 namespace {
@@ -152,8 +152,13 @@ TEST(ScriptReplies, StartReadsTheBrokersTimeAndEachJobsVerdict) {
   };
   const auto short_answer = [](const char* v, long long n) { return arr({str(v), num(n)}); };
   const std::vector<row> rows{
-      {"run", arr({str("run"), num(2), str("echo"), str("body"), str("text/plain"), str("k")}), verdict::run, 2,
-       "body"},
+      {"run",
+       arr({str("run"), num(2), str("echo"), str("body"), str("text/plain"), str("k"), str("3"), str("5"),
+            str("1000000"), str("60000000"), str("1700000009000000")}),
+       verdict::run, 2, "body"},
+      {"run without a retry policy",
+       arr({str("run"), num(1), str("echo"), str(""), str(""), str(""), str(""), str(""), str(""), str(""), str("")}),
+       verdict::run, 1, ""},
       {"not_owner", short_answer("not_owner", 0), verdict::not_owner, 0, ""},
       {"finished", short_answer("finished", 0), verdict::finished, 0, ""},
       {"cancelled", short_answer("cancelled", 0), verdict::cancelled, 0, ""},
@@ -177,15 +182,23 @@ TEST(ScriptReplies, StartReadsTheBrokersTimeAndEachJobsVerdict) {
   EXPECT_EQ(b.jobs[0].handler, "echo");
   EXPECT_EQ(b.jobs[0].content_type, "text/plain");
   EXPECT_EQ(b.jobs[0].idempotency_key, "k");
+  EXPECT_EQ(b.jobs[0].attempt, 3);
+  EXPECT_EQ(b.jobs[0].retry.max_attempts, 5);
+  EXPECT_EQ(b.jobs[0].retry.base, 1s);
+  EXPECT_EQ(b.jobs[0].retry.cap, 60s);
+  EXPECT_EQ(b.jobs[0].deadline_us, std::optional<std::int64_t>(1'700'000'009'000'000));
+  EXPECT_EQ(b.jobs[1].attempt, 1) << "no policy: attempt 1 of 1, no deadline";
+  EXPECT_EQ(b.jobs[1].retry.max_attempts, 1);
+  EXPECT_FALSE(b.jobs[1].deadline_us.has_value());
 }
 
-TEST(ScriptReplies, RenewReadsFencedOrItsEightElements) {
+TEST(ScriptReplies, RenewReadsFencedOrItsElevenElements) {
   const renew_reply fenced = decode_renew(arr({str("fenced")}));
   EXPECT_TRUE(fenced.fenced);
   EXPECT_TRUE(fenced.marked.empty() && fenced.lost.empty() && fenced.deleted.empty());
 
-  const renew_reply ok = decode_renew(
-      arr({str("ok"), ids({"1-0"}), ids({"2-0", "3-0"}), time_s, time_us, num(5), num(4), ids({"4-0"})}));
+  const renew_reply ok = decode_renew(arr({str("ok"), ids({"1-0"}), ids({"2-0", "3-0"}), time_s, time_us, num(5),
+                                           num(4), ids({"4-0"}), num(2500), num(8), num(3)}));
   EXPECT_FALSE(ok.fenced);
   EXPECT_EQ(ok.marked, std::vector<std::string>{"1-0"});
   EXPECT_EQ(ok.lost, (std::vector<std::string>{"2-0", "3-0"}));
@@ -193,9 +206,12 @@ TEST(ScriptReplies, RenewReadsFencedOrItsEightElements) {
   EXPECT_EQ(ok.backlog, 5);
   EXPECT_EQ(ok.pending, 4);
   EXPECT_EQ(ok.deleted, std::vector<std::string>{"4-0"});
+  EXPECT_EQ(ok.mean_run, 2500us);
+  EXPECT_EQ(ok.live_slots, 8);
+  EXPECT_EQ(ok.scheduled, 3);
 
   const renew_reply negative = decode_renew(
-      arr({str("ok"), ids({}), ids({}), time_s, time_us, num(-1), num(-3), ids({})}));
+      arr({str("ok"), ids({}), ids({}), time_s, time_us, num(-1), num(-3), ids({}), num(-1), num(-1), num(-1)}));
   EXPECT_EQ(negative.backlog, 0) << "negative counts read as 0";
   EXPECT_EQ(negative.pending, 0);
 }
@@ -253,14 +269,15 @@ TEST(ScriptReplies, AReplyOfTheWrongShapeIsABrokerError) {
       {"finish: an error reply", [] { decode_finish(err("ERR boom"), 1); }, "redis: finish: ERR boom"},
       {"renew: nil", [] { decode_renew(nil()); }, "redis: renew" + unexpected},
       {"renew: empty", [] { decode_renew(arr({})); }, "redis: renew" + unexpected},
-      {"renew: seven elements (no deleted entries)",
+      {"renew: eight elements (no counts)",
        [] {
-         decode_renew(arr({str("ok"), ids({}), ids({}), time_s, time_us, num(0), num(0)}));
+         decode_renew(arr({str("ok"), ids({}), ids({}), time_s, time_us, num(0), num(0), ids({})}));
        },
        "redis: renew" + unexpected},
       {"renew: TIME not a time",
        [] {
-         decode_renew(arr({str("ok"), ids({}), ids({}), str("-1"), time_us, num(0), num(0), ids({})}));
+         decode_renew(
+             arr({str("ok"), ids({}), ids({}), str("-1"), time_us, num(0), num(0), ids({}), num(0), num(0), num(0)}));
        },
        "redis: TIME is not a time"},
       {"hand back: a string", [] { decode_hand_back(str("3")); }, "redis: hand back" + unexpected},
@@ -272,55 +289,7 @@ TEST(ScriptReplies, AReplyOfTheWrongShapeIsABrokerError) {
   }
 }
 
-// ---- each script's text through EVAL, on the keys of queue "t" ----
-
-struct LuaScript : ::testing::Test {
-  LuaScript() { call({"XGROUP", "CREATE", stream, group, "0", "MKSTREAM"}); }
-
-  redis_reply call(std::vector<std::string> args) { return redis.call(context(), std::move(args)); }
-  // What `redis-cli --eval fleet/lua/<name>.lua KEYS... , ARGV...` sends.
-  redis_reply eval(std::string_view script, const std::vector<std::string>& keys,
-                   const std::vector<std::string>& args) {
-    std::vector<std::string> cmd{"EVAL", std::string(script), std::to_string(keys.size())};
-    cmd.insert(cmd.end(), keys.begin(), keys.end());
-    cmd.insert(cmd.end(), args.begin(), args.end());
-    return call(std::move(cmd));
-  }
-  static std::string job(const std::string& id) { return "hg:{t}:job:" + id; }
-  // A job as enqueue adds it (no idempotency key): its stream entry id.
-  std::string enqueue(const std::string& id, const std::string& payload = "p") {
-    const redis_reply r = eval(enqueue_script, {stream, slots, stats, job(id), "hg:{t}:idem:"},
-                               {group, "60000", id, "echo", payload, "text/plain", "-1", "0", "", "1"});
-    return decode_enqueue(r, 1).jobs.at(0).id;
-  }
-  // enqueue.lua's keys and arguments for these jobs, each {id, freshness_ms, min_budget_ms, idempotency_key}.
-  struct job_args {
-    std::string id, freshness_ms = "-1", min_budget_ms = "0", idempotency_key, admission = "1";
-  };
-  enqueue_batch_reply enqueue_batch(const std::vector<job_args>& jobs) {
-    std::vector<std::string> keys{stream, slots, stats}, args{group, "60000"};
-    for (const job_args& j : jobs) {
-      keys.push_back(job(j.id));
-      keys.push_back("hg:{t}:idem:" + j.idempotency_key);
-      for (const std::string& a : {j.id, std::string("echo"), std::string("body"), std::string("text/plain"),
-                                   j.freshness_ms, j.min_budget_ms, j.idempotency_key, j.admission})
-        args.push_back(a);
-    }
-    return decode_enqueue(eval(enqueue_script, keys, args), jobs.size());
-  }
-  // Delivers the next `n` entries to `consumer`.
-  void deliver(const std::string& consumer, int n) {
-    call({"XREADGROUP", "GROUP", group, consumer, "COUNT", std::to_string(n), "STREAMS", stream, ">"});
-  }
-  std::string field(const std::string& key, const std::string& name) { return call({"HGET", key, name}).str; }
-
-  const std::string group = "hourglass";
-  const std::string stream = "hg:{t}:stream", slots = "hg:{t}:slots", stats = "hg:{t}:stats";
-  const std::string dead = "hg:{t}:dead", lease = "hg:{t}:lease:c1";
-  redis_server server;
-  io_thread io;
-  redis_connection redis{io.io, server.endpoint()};
-};
+// ---- each script's text through EVAL (lua_script_fixture.hpp) ----
 
 TEST_F(LuaScript, EnqueueAdmitsEachJobAgainstTheCountsAndTheJobsBeforeIt) {
   for (int i = 0; i < 3; ++i) enqueue(new_job_id());
@@ -359,14 +328,14 @@ TEST_F(LuaScript, FinishRecordsTheFirstOutcomeOfEachJobInTheBatch) {
   enqueue(id);
   enqueue(second);
   const auto finish = [&](const std::vector<std::string>& ids, const std::vector<std::vector<std::string>>& jobs) {
-    std::vector<std::string> keys{stream, stats}, args{group, "60000"};
+    std::vector<std::string> keys{stream, stats, delayed}, args{group, "60000"};
     for (const std::string& j : ids) keys.push_back(job(j));
     for (const auto& j : jobs) args.insert(args.end(), j.begin(), j.end());
     return eval(finish_script, keys, args);
   };
-  const redis_reply first = finish(
-      {id, second, other},
-      {{"2000", "4", "state", "ok", "result", "done"}, {"-1", "2", "state", "error"}, {"-1", "2", "state", "ok"}});
+  const redis_reply first = finish({id, second, other}, {{"", "2000", "final", "4", "state", "ok", "result", "done"},
+                                                         {"", "-1", "final", "2", "state", "error"},
+                                                         {"", "-1", "final", "2", "state", "ok"}});
   ASSERT_TRUE(first.is_array());
   const std::vector<finish_result> got = decode_finish(first, 3);
   EXPECT_EQ(got, (std::vector<finish_result>{finish_result::first, finish_result::first, finish_result::unknown}));
@@ -379,14 +348,14 @@ TEST_F(LuaScript, FinishRecordsTheFirstOutcomeOfEachJobInTheBatch) {
   EXPECT_EQ(field(stats, "mean_run_us"), "2000") << "only the job that ran moves the mean";
 
   const std::vector<finish_result> again = decode_finish(
-      finish({id, id}, {{"-1", "2", "state", "error"}, {"-1", "2", "state", "error"}}), 2);
+      finish({id, id}, {{"", "-1", "final", "2", "state", "error"}, {"", "-1", "final", "2", "state", "error"}}), 2);
   EXPECT_EQ(again, (std::vector<finish_result>{finish_result::duplicate, finish_result::duplicate}));
   EXPECT_EQ(field(stats, "duplicate_outcomes"), "2");
   EXPECT_EQ(field(job(id), "state"), "ok");
 
   const std::string third = new_job_id();
   enqueue(third);
-  decode_finish(finish({third}, {{"3600", "2", "state", "ok"}}), 1);
+  decode_finish(finish({third}, {{"", "3600", "final", "2", "state", "ok"}}), 1);
   EXPECT_EQ(field(stats, "mean_run_us"), "2100") << "1/16 of the way from 2000 to 3600";
 }
 
@@ -396,7 +365,7 @@ TEST_F(LuaScript, CancelFinishesAQueuedJobAndMarksARunningOne) {
   enqueue(running);
   call({"HSET", job(running), "state", "running"});
   const auto cancel = [&](const std::string& id) {
-    return decode_cancel(eval(cancel_script, {stream, job(id)}, {group, "60000"}));
+    return decode_cancel(eval(cancel_script, {stream, job(id), delayed}, {group, "60000"}));
   };
   EXPECT_EQ(cancel(queued), cancel_reply::cancelled);
   EXPECT_EQ(field(job(queued), "state"), "cancelled");
@@ -429,7 +398,7 @@ TEST_F(LuaScript, StartRunsAHeldJobOnceAndDeadLettersOneStartedTooOften) {
   ASSERT_TRUE(run.is_array());
   ASSERT_EQ(run.elements.size(), 5u);
   EXPECT_TRUE(run.elements[0].is_string() && run.elements[1].is_string());
-  ASSERT_EQ(run.elements[2].elements.size(), 6u);
+  ASSERT_EQ(run.elements[2].elements.size(), 11u);
   EXPECT_TRUE(run.elements[2].elements[1].is_integer());
   const start_batch_reply b = decode_start(run, 3);
   EXPECT_GT(b.broker_now_us, 0);
@@ -451,17 +420,20 @@ TEST_F(LuaScript, StartRunsAHeldJobOnceAndDeadLettersOneStartedTooOften) {
   EXPECT_EQ(call({"XLEN", dead}).integer, 1);
 }
 
-// The contract the design review found stale: a renewal answers eight elements.
-TEST_F(LuaScript, RenewAnswersEightElementsOrFenced) {
+// The contract the design review found stale: a renewal answers eleven elements.
+TEST_F(LuaScript, RenewAnswersElevenElementsOrFenced) {
   const std::string a = new_job_id(), b = new_job_id(), c = new_job_id(), gone = new_job_id();
   const std::string ea = enqueue(a), eb = enqueue(b);
   enqueue(c);
   deliver("c1", 2);
   call({"HSET", job(b), "cancel_requested", "1"});
-  const redis_reply r = eval(renew_script, {lease, slots, stream, job(a), job(b), job(gone)},
+  call({"HSET", stats, "mean_run_us", "1500.5"});
+  call({"ZADD", delayed, "1", new_job_id()});
+  const redis_reply r = eval(renew_script, {lease, slots, stream, stats, delayed, job(a), job(b), job(gone)},
                              {group, "c1", "tok", "1", "30000", "4", ea, eb, "0-1"});
   ASSERT_TRUE(r.is_array());
-  ASSERT_EQ(r.elements.size(), 8u);
+  ASSERT_EQ(r.elements.size(), 11u);
+  EXPECT_TRUE(r.elements[8].is_integer() && r.elements[9].is_integer() && r.elements[10].is_integer());
   EXPECT_EQ(r.elements[0].str, "ok");
   EXPECT_TRUE(r.elements[1].is_array() && r.elements[2].is_array() && r.elements[7].is_array());
   EXPECT_TRUE(r.elements[3].is_string() && r.elements[4].is_string());
@@ -476,14 +448,18 @@ TEST_F(LuaScript, RenewAnswersEightElementsOrFenced) {
   EXPECT_GT(ok.broker_now_us, 0);
   EXPECT_EQ(call({"GET", lease}).str, "tok:1");
   EXPECT_EQ(field(slots, "c1").rfind("4:", 0), 0u) << field(slots, "c1");
+  EXPECT_EQ(ok.mean_run, 1500us) << "floored";
+  EXPECT_EQ(ok.live_slots, 4) << "its own, just renewed";
+  EXPECT_EQ(ok.scheduled, 1);
 
   call({"XDEL", stream, ea});  // behind the daemon's back: the loss alarm
   const renew_reply lost_data = decode_renew(
-      eval(renew_script, {lease, slots, stream, job(a)}, {group, "c1", "tok", "2", "30000", "4", ea}));
+      eval(renew_script, {lease, slots, stream, stats, delayed, job(a)}, {group, "c1", "tok", "2", "30000", "4", ea}));
   EXPECT_EQ(lost_data.deleted, std::vector<std::string>{ea});
   EXPECT_EQ(call({"GET", lease}).str, "tok:2");
 
-  const redis_reply fenced = eval(renew_script, {lease, slots, stream}, {group, "c1", "other", "1", "30000", "4"});
+  const redis_reply fenced = eval(renew_script, {lease, slots, stream, stats, delayed},
+                                  {group, "c1", "other", "1", "30000", "4"});
   ASSERT_TRUE(fenced.is_array());
   ASSERT_EQ(fenced.elements.size(), 1u);
   EXPECT_TRUE(decode_renew(fenced).fenced);

@@ -168,5 +168,88 @@ TEST(Settle, DeadLetteredOrNotOursLeavesNothingToWrite) {
   EXPECT_EQ(skipped.counted, settlement::tally::none);
 }
 
+// ---- a failed attempt of a job with a retry policy ----
+
+// A 503 from the handler (retryable), as the daemon describes it.
+error_record as_upstream_down(std::exception_ptr) { return {503, "upstream_down", "the upstream is down", true}; }
+error_record as_permanent(std::exception_ptr) { return {503, "upstream_down", "gone for good", false}; }
+
+job_result<run_value> failed_attempt() {
+  job_result<run_value> r = ended(status::error());
+  r.error = std::make_exception_ptr(std::runtime_error("down"));
+  return r;
+}
+
+// Attempt `attempt` of 3 (backoff 100 ms to 1 s), on the broker's clock at 1000 s.
+delivery_facts attempt_facts(int attempt, time_point deadline) {
+  delivery_facts d = started;
+  d.retry.policy = {.max_attempts = 3, .base = 100ms, .cap = 1s};
+  d.retry.attempt = attempt;
+  d.retry.deadline = deadline;
+  d.retry.now = time_point(1000s);
+  d.retry.predicted_wait = 50ms;
+  d.retry.min_budget = 20ms;
+  d.retry.jitter = 0.5;
+  return d;
+}
+
+TEST(SettleRetry, AFailedAttemptWithAttemptsLeftAsksTheFinishForARetry) {
+  const settlement s = settle(attempt_facts(1, time_point(1010s)), failed_attempt(), as_upstream_down);
+  ASSERT_EQ(s.what, settlement::action::write);
+  ASSERT_TRUE(s.retry.has_value());
+  EXPECT_EQ(s.retry->delay, 50ms) << "half (the jitter) of the first backoff, 100 ms";
+  EXPECT_EQ(s.retry->need, 70ms) << "the predicted wait and the minimum budget, due before the deadline";
+  EXPECT_EQ(s.retry->error, "upstream_down");
+  EXPECT_EQ(s.retry->message, "the upstream is down");
+  EXPECT_EQ(s.retry->run_time, 7500us);
+  EXPECT_EQ(s.retry_verdict, job_retry_verdict::scheduled);
+  // Should the retry no longer fit on the broker's own clock, this is recorded:
+  const auto f = as_map(s.fields);
+  EXPECT_EQ(s.fields.front(), (std::pair<std::string, std::string>{"state", "deadline_exceeded"}));
+  EXPECT_EQ(f.at("stage"), "retry");
+  EXPECT_EQ(f.at("error"), "upstream_down") << "the last attempt's error is kept";
+  EXPECT_EQ(f.at("queued_ms"), "40.000");
+  EXPECT_EQ(s.recorded, status::expired(expiry_stage::retry));
+}
+
+TEST(SettleRetry, ARetryLandingExactlyOnTheDeadlineEndsTheJobAndOneNanosecondEarlierIsScheduled) {
+  // due 1000.050 s + wait 50 ms + min budget 20 ms = 1000.120 s
+  const time_point edge = time_point(1000s) + 120ms;
+  const settlement at_edge = settle(attempt_facts(1, edge), failed_attempt(), as_upstream_down);
+  EXPECT_FALSE(at_edge.retry.has_value());
+  EXPECT_EQ(at_edge.retry_verdict, job_retry_verdict::no_budget);
+  EXPECT_EQ(as_map(at_edge.fields).at("state"), "deadline_exceeded");
+  EXPECT_EQ(as_map(at_edge.fields).at("stage"), "retry");
+  EXPECT_EQ(at_edge.recorded, status::expired(expiry_stage::retry));
+
+  const settlement inside = settle(attempt_facts(1, edge + 1ns), failed_attempt(), as_upstream_down);
+  ASSERT_TRUE(inside.retry.has_value());
+  EXPECT_EQ(inside.retry_verdict, job_retry_verdict::scheduled);
+}
+
+TEST(SettleRetry, TheLastAttemptOrAPermanentErrorIsRecordedAsTheError) {
+  const settlement last = settle(attempt_facts(3, never), failed_attempt(), as_upstream_down);
+  EXPECT_FALSE(last.retry.has_value());
+  EXPECT_EQ(last.retry_verdict, job_retry_verdict::exhausted);
+  EXPECT_EQ(as_map(last.fields).at("state"), "error");
+  EXPECT_EQ(last.recorded, status::error());
+
+  const settlement permanent = settle(attempt_facts(1, never), failed_attempt(), as_permanent);
+  EXPECT_FALSE(permanent.retry.has_value());
+  EXPECT_EQ(permanent.retry_verdict, job_retry_verdict::not_retryable);
+  EXPECT_EQ(as_map(permanent.fields).at("message"), "gone for good");
+
+  const settlement no_policy = settle(started, failed_attempt(), as_upstream_down);
+  EXPECT_FALSE(no_policy.retry.has_value());
+  EXPECT_FALSE(no_policy.retry_verdict.has_value()) << "a job of one attempt is not counted as retried";
+}
+
+TEST(SettleRetry, AnAttemptThatRanOutOfTheJobsDeadlineIsNeverRetried) {
+  const settlement s = settle(attempt_facts(1, time_point(1010s)), ended(status::expired(expiry_stage::run)),
+                              as_upstream_down);
+  EXPECT_FALSE(s.retry.has_value());
+  EXPECT_EQ(as_map(s.fields).at("stage"), "run");
+}
+
 }  // namespace
 }  // namespace hourglass::fleet::detail::testing

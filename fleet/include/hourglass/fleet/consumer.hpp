@@ -80,6 +80,7 @@ struct consumer_stats {
   std::uint64_t reclaimed = 0;           // entries taken over from a dead holder (or our own earlier life)
   std::uint64_t started = 0;             // handlers run
   std::uint64_t outcomes_written = 0;    // first outcomes recorded
+  std::uint64_t retries_scheduled = 0;   // failed attempts whose retry the finish scheduled
   std::uint64_t duplicate_outcomes = 0;  // a second completion: counted, not stored
   std::uint64_t expired_queue = 0;       // deadline_exceeded/queue, never run
   std::uint64_t expired_reclaim = 0;     // deadline_exceeded/reclaim, never run
@@ -96,6 +97,9 @@ struct consumer_stats {
   std::int64_t broker_clock_offset_us = 0;  // broker wall clock - ours: informational only
   std::int64_t backlog = 0;                 // the queue's, at the last renewal: not yet delivered
   std::int64_t pending = 0;                 // the queue's, at the last renewal: delivered, not finished
+  std::int64_t scheduled = 0;               // the queue's, at the last renewal: delayed jobs and retries waiting
+  std::uint64_t promoted = 0;               // due jobs this daemon moved to the stream
+  std::uint64_t expired_admission = 0;      // due jobs this daemon recorded deadline_exceeded/admission
 };
 
 // Another live process renews this consumer name's lease.

@@ -28,6 +28,7 @@ struct error_record {
   unsigned http_status = 500;
   std::string code = "handler_error";
   std::string message;
+  bool retryable = true;  // another attempt may succeed (a job with a retry policy gets one)
 };
 
 }  // namespace hourglass::fleet

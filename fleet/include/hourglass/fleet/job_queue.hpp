@@ -44,6 +44,7 @@
 #include "hourglass/context.hpp"
 #include "hourglass/fleet/lease.hpp"
 #include "hourglass/fleet/redis.hpp"
+#include "hourglass/job_retry.hpp"
 #include "hourglass/time.hpp"
 
 namespace hourglass::fleet {
@@ -67,8 +68,11 @@ struct job_spec {
   std::string content_type = "application/octet-stream";
   duration freshness = duration::max();  // how long it may wait to start
   duration min_budget = duration::zero();
-  std::string idempotency_key;  // empty: none
-  bool admission = true;        // false (--policy fifo): never refused by the fleet's predicted wait
+  std::string idempotency_key;          // empty: none
+  bool admission = true;                // false (--policy fifo): never refused by the fleet's predicted wait
+  job_retry_policy retry;               // attempts after a retryable error (the consumer plans them)
+  duration deadline = duration::max();  // what is left of the whole job's deadline, across attempts
+  duration delay = duration::zero();    // > 0: waits in the delayed set this long (broker's clock) first
 };
 
 struct enqueued {
@@ -121,7 +125,13 @@ struct job_list {
 };
 
 // How a finish was recorded.
-enum class finish_result { first, duplicate, unknown };
+enum class finish_result {
+  first,      // the job's outcome
+  scheduled,  // a retry waits in the delayed set
+  no_budget,  // a retry would come too late for the job's deadline: its fallback outcome recorded
+  duplicate,  // an outcome (or a retry) was recorded already
+  unknown,    // no such job
+};
 
 class job_queue {
  public:
@@ -164,7 +174,18 @@ class job_queue {
   struct outcome {
     std::string job_id;
     std::optional<duration> run_time;
-    std::vector<std::pair<std::string, std::string>> fields;
+    std::vector<std::pair<std::string, std::string>> fields;  // the outcome (a retry's: if it does not fit)
+    std::string entry;  // the stream entry that ran it; "" any. An earlier attempt's: a duplicate
+    // A failed attempt to retry: scheduled `delay` from the broker's TIME
+    // when due + `need` (predicted wait + min budget) is before the job's
+    // deadline, else `fields` are recorded (finish_result::no_budget).
+    struct retry_request {
+      duration delay{};
+      duration need{};
+      std::string error, message;  // the failed attempt, for the job's `attempts`
+      duration run_time{};
+    };
+    std::optional<retry_request> retry;
   };
   std::vector<finish_result> finish_batch(const context& ctx, const std::vector<outcome>& outcomes);
 
@@ -184,6 +205,11 @@ class job_queue {
     std::int64_t broker_now_us = 0;  // the broker's TIME, in the same script
     unsigned deliveries = 0;         // starts so far, this one included
     std::string handler, payload, content_type, idempotency_key;
+    // The job's retry policy (max_attempts 1: none), this attempt's number,
+    // and its overall deadline on the broker's clock (nullopt: none).
+    job_retry_policy retry;
+    int attempt = 1;
+    std::optional<std::int64_t> deadline_us;
   };
   // `token` names this delivery (e.g. the consumer's lease token and the
   // entry): called again with it after a lost reply, the start is counted once.
@@ -201,6 +227,9 @@ class job_queue {
     std::int64_t broker_now_us = 0;
     std::int64_t backlog = 0;  // the queue's entries not yet delivered
     std::int64_t pending = 0;  // delivered, not finished
+    duration mean_run{};       // the fleet's mean run time
+    std::int64_t live_slots = 0;
+    std::int64_t scheduled = 0;  // jobs in the delayed set
   };
   renew_answer renew(const context& ctx, std::string_view consumer, const lease_value& lease_v, duration lease,
                      std::size_t slots, const std::vector<held_entry>& held);
@@ -214,6 +243,24 @@ class job_queue {
   void release(const context& ctx, std::string_view consumer, std::string_view token);
   // The lease key's value ("" when there is none).
   std::string lease_of(const context& ctx, std::string_view consumer);
+
+  // ---- the delayed set (delayed jobs and retries) ----
+
+  // The earliest jobs of the delayed set, by due time (ms on the broker's clock).
+  struct delayed_job {
+    std::string job_id;
+    std::int64_t due_ms = 0;
+  };
+  std::vector<delayed_job> first_delayed(const context& ctx, std::size_t count);
+  // Moves those of `job_ids` that are due to the stream (fleet/lua/promote.lua),
+  // each admitted again against `predicted_wait` (nullopt: not judged, --policy fifo).
+  struct promoted {
+    std::size_t moved = 0;
+    std::vector<std::string> expired_handlers;  // recorded deadline_exceeded/admission
+    std::optional<std::int64_t> next_due_ms;    // the set's earliest left
+    std::int64_t broker_now_us = 0;
+  };
+  promoted promote(const context& ctx, const std::vector<std::string>& job_ids, std::optional<duration> predicted_wait);
 
   // "hg:{name}:suffix": every key of this queue, in one hash slot.
   std::string key(std::string_view suffix) const;

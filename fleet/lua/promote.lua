@@ -1,0 +1,81 @@
+-- promote: moves due jobs from the delayed set to the stream. Any daemon's
+-- reader runs it with the ids it saw due (the fleet needs no leader); each
+-- move is atomic and checks the job is still due and still in the set, so
+-- two daemons racing move a job once. A due job is admitted again, as at
+-- enqueue, its freshness counted from its due time: when the fleet's
+-- predicted wait leaves less than its minimum budget (or the overall
+-- deadline would pass first), its outcome is deadline_exceeded, stage
+-- admission, and it never runs.
+--
+-- KEYS[1] stream_key      hg:{Q}:stream
+-- KEYS[2] delayed_key     hg:{Q}:delayed
+-- KEYS[2 + i]             job i's hg:{Q}:job:<id> (i = 1..n)
+-- ARGV[1] wait_us         the fleet's predicted wait; '-1' unbounded; '' no admission (--policy fifo)
+-- ARGV[2] result_ttl_ms   how long an outcome recorded here is kept
+-- ARGV[2 + i]             job i's id
+--
+-- Reply: {'nostream'} (no stream: nothing moved, the set as it was), or
+-- {moved, expired, next_due_ms, TIME s, TIME us}
+--   moved        integer: jobs added to the stream
+--   expired      array of the handlers of jobs recorded deadline_exceeded/admission
+--   next_due_ms  integer: the earliest due time left in the set; -1 when it is empty
+local stream_key = KEYS[1]
+local delayed_key = KEYS[2]
+local wait_arg = ARGV[1]
+local result_ttl_ms = ARGV[2]
+
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+if redis.call('EXISTS', stream_key) == 0 then return {'nostream'} end
+
+-- Whether a job due at due_ms can still start in time, judged now.
+local function admitted(freshness_ms, min_budget_ms, deadline_us, due_ms)
+  if wait_arg == '' then return true end
+  local wait = tonumber(wait_arg)
+  local need = math.max(tonumber(min_budget_ms or '0') * 1000, 1)
+  local freshness = tonumber(freshness_ms or '-1')
+  if freshness >= 0 then
+    if wait < 0 then return false end
+    local left = freshness * 1000 - math.max(now_us - due_ms * 1000, 0)
+    if left - wait < need then return false end
+  end
+  if deadline_us and deadline_us ~= '' then
+    if wait < 0 or now_us + wait + need >= tonumber(deadline_us) then return false end
+  end
+  return true
+end
+
+local moved, expired = 0, {}
+for i = 3, #KEYS do
+  local job_key = KEYS[i]
+  local job_id = ARGV[i]
+  local score = redis.call('ZSCORE', delayed_key, job_id)
+  if score and tonumber(score) * 1000 <= now_us then
+    redis.call('ZREM', delayed_key, job_id)
+    local f = redis.call('HMGET', job_key, 'state', 'handler', 'freshness_ms', 'min_budget_ms', 'deadline_us')
+    local state, handler, freshness_ms, min_budget_ms, deadline_us = f[1], f[2], f[3], f[4], f[5]
+    if state == 'scheduled' then
+      if admitted(freshness_ms, min_budget_ms, deadline_us, tonumber(score)) then
+        local fields = {'id', job_id, 'handler', handler, 'freshness_ms', freshness_ms, 'min_budget_ms', min_budget_ms,
+          'due_ms', score}
+        if deadline_us and deadline_us ~= '' then
+          table.insert(fields, 'deadline_us')
+          table.insert(fields, deadline_us)
+        end
+        local entry = redis.call('XADD', stream_key, '*', unpack(fields))
+        redis.call('HSET', job_key, 'state', 'queued', 'entry', entry)
+        moved = moved + 1
+      else
+        local waited_ms = math.max(now_us / 1000 - tonumber(score), 0)
+        redis.call('HSET', job_key, 'state', 'deadline_exceeded', 'stage', 'admission', 'queued_ms',
+          string.format('%.3f', waited_ms), 'payload', '')
+        redis.call('PEXPIRE', job_key, result_ttl_ms)
+        table.insert(expired, handler or '')
+      end
+    end
+  end
+end
+local first = redis.call('ZRANGE', delayed_key, 0, 0, 'WITHSCORES')
+local next_due = -1
+if #first == 2 then next_due = tonumber(first[2]) end
+return {moved, expired, next_due, t[1], t[2]}

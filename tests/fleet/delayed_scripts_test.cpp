@@ -1,0 +1,168 @@
+// The delayed set's scripts on a real redis-server: a delayed job held at
+// enqueue, a failed attempt's retry scheduled (or refused) by the finish on
+// the broker's clock, due jobs moved to the stream once by promote, and a
+// scheduled job cancelled. Times come from the broker's TIME, read here too.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "lua_script_fixture.hpp"
+
+namespace hourglass::fleet::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct DelayedSet : LuaScript {
+  long long broker_ms() {
+    const redis_reply t = call({"TIME"});
+    return std::stoll(t.elements[0].str) * 1000 + std::stoll(t.elements[1].str) / 1000;
+  }
+  double score(const std::string& id) {
+    const redis_reply r = call({"ZSCORE", delayed, id});
+    return r.is_nil() ? -1 : std::stod(r.str);
+  }
+  // One job's finish: {entry, run_us, kind, [retry args], field_count, fields...}.
+  finish_result finish_one(const std::string& id, const std::vector<std::string>& args) {
+    std::vector<std::string> a{group, "60000"};
+    a.insert(a.end(), args.begin(), args.end());
+    return detail::decode_finish(eval(detail::finish_script, {stream, stats, delayed, job(id)}, a), 1).at(0);
+  }
+  detail::promote_reply promote(const std::vector<std::string>& ids, const std::string& wait_us = "0") {
+    std::vector<std::string> keys{stream, delayed}, args{wait_us, "60000"};
+    for (const std::string& id : ids) {
+      keys.push_back(job(id));
+      args.push_back(id);
+    }
+    return detail::decode_promote(eval(detail::promote_script, keys, args));
+  }
+  std::string entry_field(const std::string& entry, const std::string& name) {
+    const redis_reply r = call({"XRANGE", stream, entry, entry});
+    if (r.elements.size() != 1) return "<no entry>";
+    const auto& f = r.elements[0].elements[1].elements;
+    for (std::size_t i = 0; i + 1 < f.size(); i += 2) {
+      if (f[i].str == name) return f[i + 1].str;
+    }
+    return "";
+  }
+};
+
+TEST_F(DelayedSet, EnqueueHoldsADelayedJobInTheDelayedSetUntilItsDueTimeOnTheBrokersClock) {
+  const std::string id = new_job_id();
+  const long long before = broker_ms();
+  const auto r = enqueue_batch({{.id = id,
+                                 .freshness_ms = "100",
+                                 .max_attempts = "3",
+                                 .retry_base_us = "100000",
+                                 .retry_cap_us = "1000000",
+                                 .deadline_us = "60000000",
+                                 .delay_us = "5000000"}});
+  const long long after = broker_ms();
+  ASSERT_EQ(r.jobs.at(0).verdict, detail::enqueue_reply::kind::accepted);
+  EXPECT_EQ(r.jobs[0].id, "") << "no stream entry yet";
+  EXPECT_EQ(call({"XLEN", stream}).integer, 0);
+  const double due = score(id);
+  EXPECT_GE(due, static_cast<double>(before + 5000));
+  EXPECT_LE(due, static_cast<double>(after + 5001));
+  EXPECT_EQ(field(job(id), "state"), "scheduled");
+  EXPECT_EQ(std::stod(field(job(id), "due_ms")), due);
+  EXPECT_EQ(field(job(id), "attempt"), "1");
+  EXPECT_EQ(field(job(id), "max_attempts"), "3");
+  EXPECT_EQ(field(job(id), "retry_cap_us"), "1000000");
+  const long long deadline_ms = std::stoll(field(job(id), "deadline_us")) / 1000;
+  EXPECT_GE(deadline_ms, before + 60000);
+  EXPECT_LE(deadline_ms, after + 60000);
+
+  const std::string plain = new_job_id();
+  enqueue(plain);
+  EXPECT_EQ(call({"HEXISTS", job(plain), "max_attempts"}).integer, 0) << "no retry fields without a policy";
+}
+
+TEST_F(DelayedSet, FinishSchedulesARetryThatFitsTheDeadlineAndRecordsTheFallbackWhenItDoesNot) {
+  const std::string fits = new_job_id(), late = new_job_id();
+  enqueue_batch({{.id = fits, .max_attempts = "3", .deadline_us = "10000000"},
+                 {.id = late, .max_attempts = "3", .deadline_us = "1000000"}});
+  const std::string entry = field(job(fits), "entry");
+  const std::vector<std::string> fallback{"4", "state", "deadline_exceeded", "stage", "retry"};
+  const auto retry = [&](const std::string& e, const std::string& delay_us) {
+    std::vector<std::string> a{e,      "2500", "retry", delay_us, "100000", "upstream_down", "the upstream is down",
+                               "2.500"};
+    a.insert(a.end(), fallback.begin(), fallback.end());
+    return a;
+  };
+  const long long before = broker_ms();
+  EXPECT_EQ(finish_one(fits, retry(entry, "1000000")), finish_result::scheduled) << "now + 1 s + 0.1 s < 10 s";
+  EXPECT_EQ(field(job(fits), "state"), "scheduled");
+  EXPECT_EQ(field(job(fits), "attempt"), "2");
+  EXPECT_EQ(field(job(fits), "deliveries"), "0") << "a new attempt: its deliveries count afresh";
+  EXPECT_EQ(field(job(fits), "entry"), "");
+  EXPECT_GE(score(fits), static_cast<double>(before + 1000));
+  EXPECT_NE(field(job(fits), "payload"), "") << "kept for the next attempt";
+  // cjson's text: an array of one object, its keys in any order
+  const std::string attempts = field(job(fits), "attempts");
+  EXPECT_EQ(attempts.front(), '[') << attempts;
+  EXPECT_NE(attempts.find(R"("error":"upstream_down")"), std::string::npos) << attempts;
+  EXPECT_NE(attempts.find(R"("outcome":"error")"), std::string::npos) << attempts;
+  EXPECT_EQ(attempts.find("outcome"), attempts.rfind("outcome")) << "one attempt: " << attempts;
+  EXPECT_EQ(call({"XLEN", stream}).integer, 1) << "its entry acknowledged and deleted; the other's left";
+  EXPECT_EQ(finish_one(fits, retry(entry, "0")), finish_result::duplicate) << "the same attempt again";
+
+  EXPECT_EQ(finish_one(late, retry("", "2000000")), finish_result::no_budget) << "now + 2 s is past the 1 s";
+  EXPECT_EQ(field(job(late), "state"), "deadline_exceeded");
+  EXPECT_EQ(field(job(late), "stage"), "retry");
+  EXPECT_EQ(score(late), -1) << "never in the delayed set";
+  EXPECT_GT(call({"PTTL", job(late)}).integer, 0);
+}
+
+TEST_F(DelayedSet, PromoteMovesEachDueJobOnceAndJudgesItsFreshnessFromItsDueTime) {
+  const std::string fresh = new_job_id(), stale = new_job_id(), later = new_job_id();
+  enqueue_batch({{.id = fresh, .freshness_ms = "60000", .delay_us = "1000"},
+                 {.id = stale, .freshness_ms = "100", .delay_us = "1000"},
+                 {.id = later, .delay_us = "600000000"}});
+  const long long now = broker_ms();
+  call({"ZADD", delayed, "XX", std::to_string(now - 10), fresh});
+  call({"ZADD", delayed, "XX", std::to_string(now - 10000), stale});  // due 10 s ago, fresh for 0.1 s
+  const detail::promote_reply p = promote({fresh, stale, later});
+  ASSERT_FALSE(p.nostream);
+  EXPECT_EQ(p.moved, 1u);
+  EXPECT_EQ(p.expired_handlers, std::vector<std::string>{"echo"});
+  ASSERT_TRUE(p.next_due_ms.has_value());
+  EXPECT_EQ(static_cast<double>(*p.next_due_ms), score(later)) << "not due: left where it is";
+  EXPECT_GT(p.broker_now_us, 0);
+
+  EXPECT_EQ(field(job(fresh), "state"), "queued");
+  const std::string entry = field(job(fresh), "entry");
+  EXPECT_EQ(entry_field(entry, "due_ms"), std::to_string(now - 10)) << "its freshness counts from here";
+  EXPECT_EQ(field(job(stale), "state"), "deadline_exceeded");
+  EXPECT_EQ(field(job(stale), "stage"), "admission");
+  EXPECT_EQ(score(fresh), -1);
+  EXPECT_EQ(score(stale), -1);
+
+  const detail::promote_reply again = promote({fresh, stale});
+  EXPECT_EQ(again.moved, 0u) << "a job is moved once, whoever asks";
+  EXPECT_TRUE(again.expired_handlers.empty());
+  EXPECT_EQ(call({"XLEN", stream}).integer, 1);
+
+  const std::string unbounded = new_job_id();
+  enqueue_batch({{.id = unbounded, .freshness_ms = "60000", .delay_us = "1000"}});
+  call({"ZADD", delayed, "XX", std::to_string(now - 10), unbounded});
+  EXPECT_EQ(promote({unbounded}, "-1").expired_handlers.size(), 1u) << "no live worker: it cannot start in time";
+  const std::string fifo = new_job_id();
+  enqueue_batch({{.id = fifo, .freshness_ms = "1", .delay_us = "1000"}});
+  call({"ZADD", delayed, "XX", std::to_string(now - 10000), fifo});
+  EXPECT_EQ(promote({fifo}, "").moved, 1u) << "--policy fifo: never judged";
+}
+
+TEST_F(DelayedSet, ADeleteTakesAScheduledJobOutOfTheDelayedSet) {
+  const std::string id = new_job_id();
+  enqueue_batch({{.id = id, .delay_us = "600000000"}});
+  const redis_reply r = eval(detail::cancel_script, {stream, job(id), delayed}, {group, "60000"});
+  EXPECT_EQ(detail::decode_cancel(r), detail::cancel_reply::cancelled);
+  EXPECT_EQ(field(job(id), "state"), "cancelled");
+  EXPECT_EQ(score(id), -1);
+  EXPECT_EQ(promote({id}).moved, 0u);
+}
+
+}  // namespace
+}  // namespace hourglass::fleet::testing
