@@ -1,13 +1,15 @@
-// The budget codec: gRPC timeout syntax, the Envoy header and human durations.
-// Properties: parsers never throw; formatting for the wire never grows a
-// budget and never writes more than 8 digits; parse(format(x)) <= x; human
-// durations round-trip exactly.
+// The budget codec: gRPC timeout syntax, the Envoy header and human
+// durations; and RFC 3339 times (Job-Not-Before). Properties: parsers never
+// throw; formatting for the wire never grows a budget and never writes more
+// than 8 digits; parse(format(x)) <= x; human durations and RFC 3339 times
+// round-trip exactly.
 #include <cstdint>
 #include <cstring>
 #include <string_view>
 
 #include "fuzz_check.hpp"
 #include "hourglass/budget_codec.hpp"
+#include "hourglass/support/rfc3339.hpp"
 
 using hourglass::duration;
 
@@ -41,6 +43,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string again = hourglass::format_human_duration(*h.value);
     const hourglass::duration_parse back = hourglass::parse_human_duration(again);
     FUZZ_CHECK(back.value == h.value);  // the shortest exact form parses to the same value
+  }
+  if (const auto t = hourglass::support::parse_rfc3339(text)) {
+    FUZZ_CHECK(hourglass::support::parse_rfc3339(hourglass::support::format_rfc3339(*t)) == t);
   }
   // Any 64-bit count of nanoseconds, negative and huge included.
   if (size >= sizeof(std::int64_t)) {

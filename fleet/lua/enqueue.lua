@@ -22,7 +22,7 @@
 -- KEYS[3 + 2i], KEYS[4 + 2i]  job i's hg:{Q}:job:<id> and hg:{Q}:idem:<key> (i = 1..n)
 -- ARGV[1] group             the consumer group, 'hourglass'
 -- ARGV[2] idem_ttl_ms       how long an idem_key is kept
--- ARGV[3 + 13(i-1)] ...     job i's thirteen fields:
+-- ARGV[3 + 14(i-1)] ...     job i's fourteen fields:
 --   job_id           32 hex digits
 --   handler
 --   payload
@@ -36,6 +36,7 @@
 --   retry_cap_us
 --   deadline_us      what is left of the job's overall deadline; '-1': none
 --   delay_us         how long before it may start; '0': at once
+--   not_before_us    nor before this time (us since the epoch, the broker's clock); '0': none
 --
 -- Reply: {'nostream'} (no stream: nothing written), or n three-element
 -- arrays, in the jobs' order:
@@ -51,7 +52,7 @@ local stats_key = KEYS[3]
 local delayed_key = KEYS[4]
 local group = ARGV[1]
 local idem_ttl_ms = ARGV[2]
-local fields_per_job = 13
+local fields_per_job = 14
 
 local now_us  -- the broker's TIME, read on first need
 local function broker_now_us()
@@ -91,7 +92,11 @@ for i = 1, n do
   local job_id, handler, payload, content_type = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   local freshness_ms, min_budget_ms, idempotency_key = ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
   local admission, max_attempts, retry_base_us, retry_cap_us = ARGV[a + 7], ARGV[a + 8], ARGV[a + 9], ARGV[a + 10]
-  local deadline_left_us, delay_us = tonumber(ARGV[a + 11]), tonumber(ARGV[a + 12])
+  local deadline_left_us, delay_us, not_before_us = tonumber(ARGV[a + 11]), tonumber(ARGV[a + 12]),
+    tonumber(ARGV[a + 13])
+  local due_us = 0
+  if delay_us > 0 or not_before_us > 0 then due_us = math.max(broker_now_us() + delay_us, not_before_us) end
+  local delayed = due_us > 0 and due_us > broker_now_us()  -- a time already past: at once
   local job_key, idem_key = KEYS[3 + 2 * i], KEYS[4 + 2 * i]
   local prior = false
   if idempotency_key ~= '' then prior = redis.call('GET', idem_key) end
@@ -100,7 +105,7 @@ for i = 1, n do
   else
     local wait, admitted = 0, true
     local freshness = tonumber(freshness_ms)
-    if admission == '1' and freshness >= 0 and delay_us <= 0 then
+    if admission == '1' and freshness >= 0 and not delayed then
       counts = counts or read_counts()
       wait = predicted_wait_us()
       -- freshness >= wait + max(min_budget, 1 us)
@@ -114,9 +119,9 @@ for i = 1, n do
       -- '%.0f': every digit of a microsecond time (tostring keeps 14)
       if deadline_left_us >= 0 then deadline_us = string.format('%.0f', broker_now_us() + deadline_left_us) end
       local entry, state = '', 'queued'
-      if delay_us > 0 then
+      if delayed then
         -- never early: the due time rounds up to the next millisecond
-        local due_ms = string.format('%.0f', math.ceil((broker_now_us() + delay_us) / 1000))
+        local due_ms = string.format('%.0f', math.ceil(due_us / 1000))
         redis.call('ZADD', delayed_key, due_ms, job_id)
         redis.call('HSET', job_key, 'due_ms', due_ms)
         state = 'scheduled'

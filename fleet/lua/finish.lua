@@ -12,7 +12,9 @@
 -- job's outcome is the fallback fields instead (deadline_exceeded, stage
 -- retry). A scheduled retry starts a new attempt: attempt + 1, deliveries 0
 -- (a worker's death is a delivery, not an attempt), the ended attempt
--- appended to the job's `attempts` (a JSON array of the last 10).
+-- appended to the job's `attempts` (a JSON array of the last 10). A job
+-- with a retry policy that ends after it ran appends its last attempt too:
+-- every attempt is listed.
 --
 -- KEYS[1] stream_key      hg:{Q}:stream
 -- KEYS[2] stats_key       hg:{Q}:stats
@@ -46,6 +48,15 @@ local group = ARGV[1]
 local result_ttl_ms = ARGV[2]
 local max_attempts_listed = 10
 
+-- Appends `attempt` to job_key's `attempts` (the last max_attempts_listed).
+local function list_attempt(job_key, attempts, attempt)
+  local list = {}
+  if attempts and attempts ~= '' then list = cjson.decode(attempts) end
+  table.insert(list, attempt)
+  while #list > max_attempts_listed do table.remove(list, 1) end
+  redis.call('HSET', job_key, 'attempts', cjson.encode(list))
+end
+
 local now_us  -- the broker's TIME, read on first need
 local function broker_now_us()
   if not now_us then
@@ -62,12 +73,9 @@ local function schedule_retry(job_key, delay_us, need_us, ended)
   local due_us = broker_now_us() + delay_us
   if deadline_us and due_us + need_us >= deadline_us then return false end
   local due_ms = string.format('%.0f', math.ceil(due_us / 1000))  -- never early; every digit
-  local list = {}
-  if attempts and attempts ~= '' then list = cjson.decode(attempts) end
-  table.insert(list, ended)
-  while #list > max_attempts_listed do table.remove(list, 1) end
+  list_attempt(job_key, attempts, ended)
   redis.call('HSET', job_key, 'state', 'scheduled', 'due_ms', due_ms, 'attempt', tostring(attempt + 1),
-    'deliveries', '0', 'attempts', cjson.encode(list), 'entry', '')
+    'deliveries', '0', 'entry', '')
   redis.call('HDEL', job_key, 'start_token')
   redis.call('ZADD', delayed_key, due_ms, job_id)
   return true
@@ -91,8 +99,8 @@ for i = 4, #KEYS do
   local field_count = tonumber(ARGV[a])
   local first_field = a + 1
   a = first_field + field_count
-  local f = redis.call('HMGET', job_key, 'state', 'entry')
-  local state, entry = f[1], f[2]
+  local f = redis.call('HMGET', job_key, 'state', 'entry', 'max_attempts', 'attempts')
+  local state, entry, max_attempts, attempts = f[1], f[2], f[3], f[4]
   if not state then
     out[i - 3] = 'unknown'
   elseif (state ~= 'queued' and state ~= 'running') or (ran_entry ~= '' and ran_entry ~= entry) then
@@ -108,6 +116,19 @@ for i = 4, #KEYS do
       redis.call('HSET', job_key, 'payload', '', unpack(ARGV, first_field, a - 1))
       redis.call('PEXPIRE', job_key, result_ttl_ms)
       out[i - 3] = retry and 'no_budget' or 'first'
+      if max_attempts and max_attempts ~= '1' and run_us >= 0 then
+        local last = {run_ms = run_us / 1000}
+        for k = first_field, a - 2, 2 do
+          local name = ARGV[k]
+          if name == 'state' then last.outcome = ARGV[k + 1] end
+          if name == 'stage' or name == 'error' or name == 'message' then last[name] = ARGV[k + 1] end
+        end
+        if retry then  -- it failed; the job then ran out of time for another
+          last.outcome = 'error'
+          last.stage = nil
+        end
+        list_attempt(job_key, attempts, last)
+      end
     end
   end
 end

@@ -114,7 +114,7 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
   std::vector<std::string> keys{key("stream"), key("slots"), key("stats"), key("delayed")};
   std::vector<std::string> args{std::string(group), millis(options_.idempotency_ttl)};
   keys.reserve(4 + 2 * batch.size());
-  args.reserve(2 + 13 * batch.size());
+  args.reserve(2 + 14 * batch.size());
   for (const auto& c : batch) {
     const job_spec& job = c->job;
     // Its wait for this batch, counted twice: once spent, once for the trip ahead.
@@ -135,6 +135,7 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
     args.push_back(micros(job.retry.cap));
     args.push_back(deadline == duration::max() ? "-1" : micros(deadline));
     args.push_back(micros_up(std::max(job.delay, duration::zero())));
+    args.push_back(std::to_string(std::max<std::int64_t>(job.not_before_us, 0)));
   }
   // A completion holds the queue's liveness lock: a caller answered early
   // may have destroyed the queue, and then its calls are only answered.
@@ -183,6 +184,7 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
                           : j.verdict == added::refused ? std::string()
                                                         : batch[i]->id;
                  out.predicted_wait = j.predicted_wait;
+                 out.scheduled = j.verdict == added::accepted && j.id.empty();  // no stream entry yet
                  batch[i]->finish(answer(std::move(out)));
                }
                next_enqueues();

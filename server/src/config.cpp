@@ -257,6 +257,7 @@ struct command_line_parser::impl {
     t_.time("metrics-cache", o_.metrics_cache,
             "GET /metrics renders at most once per this; other scrapes get that page (0s: every scrape renders)");
     t_.time("async-ttl", o_.async_ttl, "how long a finished async job's result is kept");
+    t_.time("max-delay", o_.max_delay, "the furthest Job-Delay or Job-Not-Before may put an async job's start");
     t_.count("async-max-jobs", o_.async_max_jobs, "async jobs remembered at once (finished or not)", 1, 100'000'000);
     t_.text("broker", o_.broker, "redis://HOST:PORT[/DB]: fleet mode, async jobs on a durable Redis queue")
         ->type_name("URL")

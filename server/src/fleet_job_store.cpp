@@ -49,6 +49,7 @@ std::vector<attempt_view> attempts_of(std::string_view text) {
     const boost::json::object& o = a.get_object();
     attempt_view v;
     v.outcome = str(o, "outcome");
+    v.stage = str(o, "stage");
     v.error = str(o, "error");
     v.message = str(o, "message");
     if (const boost::json::value* ms = o.if_contains("run_ms"); ms != nullptr && ms->is_number())
@@ -348,6 +349,18 @@ class fleet_job_store final : public job_store {
       spec.freshness = spent >= job.freshness ? duration::zero() : job.freshness - spent;
     if (job.deadline != never)
       spec.deadline = job.deadline > c_.clk.now() ? job.deadline - c_.clk.now() : duration::zero();
+    // A delay counts from the headers' arrival too; a Job-Not-Before is
+    // compared with the broker's TIME by the enqueue script.
+    spec.delay = job.delay > spent ? job.delay - spent : duration::zero();
+    if (job.not_before) spec.not_before_us = job.not_before->time_since_epoch().count();
+    if (spec.delay > duration::zero() && spec.deadline != duration::max() &&
+        (spec.deadline <= spec.delay || spec.deadline - spec.delay <= spec.min_budget)) {
+      created refused;  // it could never start in time
+      refused.verdict = created::kind::refused;
+      refused.refusal = status::expired(expiry_stage::admission);
+      refused.note = "its delay leaves less than its minimum budget before Job-Deadline";
+      return refused;
+    }
     return std::nullopt;
   }
 
@@ -372,7 +385,7 @@ class fleet_job_store final : public job_store {
       return done(std::move(out));
     }
     out.job.id = r.id;
-    out.job.state = "queued";
+    out.job.state = r.scheduled ? "scheduled" : "queued";
     if (r.verdict == fleet::enqueued::kind::accepted) {
       // Admitted here, on the daemon that promised it; its outcome is counted
       // by the daemon that records it (fleet-wide: admitted = finished + in flight).

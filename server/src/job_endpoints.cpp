@@ -43,6 +43,20 @@ response response_of(const found& r, bool cancel) {
   return store_unavailable();
 }
 
+std::optional<terms_error> read_job_terms(const core& c, const http::fields& headers, const handler_entry& e,
+                                          new_job& job) {
+  const job_retry_reading retry = read_job_retry(headers, e.retry);
+  if (!retry.ok) return terms_error{retry.error, retry.message};
+  const auto wall_now = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+  const job_delay_reading delay = read_job_delay(headers, c.opts.max_delay, wall_now);
+  if (!delay.ok) return terms_error{"invalid_delay", delay.message};
+  job.retry = retry.policy;
+  job.deadline = retry.deadline == duration::max() ? never : saturating_add(job.headers_at, retry.deadline);
+  job.delay = delay.delay;
+  job.not_before = delay.not_before;
+  return std::nullopt;
+}
+
 void submit_async_job(core& c, new_job job, answer_fn done) {
   auto kept = std::make_shared<new_job>(job);
   c.store->create(std::move(job), [&c, kept, done = std::move(done)](created r) { done(response_of(c, *kept, r)); });
@@ -105,13 +119,16 @@ void submit_bulk_jobs(core& c, bulk_submission s, answer_fn done) {
       p->answers[i] = {400, error_response(400, item.error, item.message).body()};
     } else if (e == nullptr) {
       p->answers[i] = {404, error_response(404, "not_found", "no such handler").body()};
-    } else if (const job_retry_reading retry = read_job_retry(s.msg, e->retry); !retry.ok) {
-      p->answers[i] = {400, error_response(400, retry.error, retry.message).body()};
     } else {
-      const duration freshness = item.freshness ? std::min(*item.freshness, c.opts.max_budget) : s.freshness;
-      const time_point deadline = retry.deadline == duration::max() ? never
-                                                                    : saturating_add(s.headers_at, retry.deadline);
-      p->jobs.push_back({input_of(s, *e, item), s.headers_at, freshness, retry.policy, deadline});
+      new_job job;
+      job.headers_at = s.headers_at;
+      job.freshness = item.freshness ? std::min(*item.freshness, c.opts.max_budget) : s.freshness;
+      if (const std::optional<terms_error> bad = read_job_terms(c, s.msg, *e, job)) {
+        p->answers[i] = {400, error_response(400, bad->error, bad->message).body()};
+        continue;
+      }
+      job.in = input_of(s, *e, item);
+      p->jobs.push_back(std::move(job));
       p->where.push_back(i);
     }
   }

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "job_input.hpp"
@@ -18,6 +19,16 @@
 namespace hourglass::server::detail {
 
 using answer_fn = std::function<void(response)>;
+
+// A malformed header of an async job's terms: answer 400 `error`, `message`.
+struct terms_error {
+  std::string error, message;
+};
+// Sets `job`'s retry policy and overall deadline (read_job_retry) and its
+// delay (read_job_delay) from the request's headers over handler `e`'s
+// policy; job.headers_at must be set. nullopt: all well.
+std::optional<terms_error> read_job_terms(const core& c, const boost::beast::http::fields& headers,
+                                          const handler_entry& e, new_job& job);
 
 // 202 once the store holds the job; its refusal, booked (core::refuse),
 // otherwise: 503 queue_full or broker_unavailable, 504 at admission.

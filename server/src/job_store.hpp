@@ -15,11 +15,13 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "hourglass/exposition.hpp"
 #include "hourglass/outcome.hpp"
+#include "hourglass/support/rfc3339.hpp"
 #include "job_view.hpp"
 
 namespace hourglass::server::detail {
@@ -34,6 +36,11 @@ struct new_job {
   duration freshness = duration::max();  // how long it may wait to start (each attempt, from its due time)
   job_retry_policy retry;                // attempts after a retryable error (one: none)
   time_point deadline = never;           // the whole job's, across attempts (Job-Deadline); never: none
+  // When its first attempt may start (Job-Delay, Job-Not-Before): `delay`
+  // after headers_at, or not before a wall-clock time (in a fleet, the
+  // broker's). Its freshness counts from then.
+  duration delay = duration::zero();
+  std::optional<support::wall_time> not_before;
 };
 
 // What create() did.

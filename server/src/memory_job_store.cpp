@@ -26,10 +26,10 @@ async_outcome outcome_of(job_result<handler_result>& r, const error_info& err) {
   return o;
 }
 
-// Retry timers on the daemon's clock, and whether the store still lives to
-// act on them: the destructor cancels them all and shuts the gate, so a
+// Timers of attempts due later (retries, delayed jobs) on the daemon's
+// clock, and whether the store still lives to act on them: the destructor cancels them all and shuts the gate, so a
 // timer firing meanwhile does nothing.
-struct retry_timers {
+struct attempt_timers {
   std::mutex mu;
   bool open = true;
   std::map<std::string, timer_id> by_job;
@@ -38,7 +38,7 @@ struct retry_timers {
 class memory_job_store final : public job_store {
  public:
   explicit memory_job_store(core& c)
-      : c_(c), jobs_(c.opts.async_max_jobs, c.opts.async_ttl), timers_(std::make_shared<retry_timers>()) {}
+      : c_(c), jobs_(c.opts.async_max_jobs, c.opts.async_ttl), timers_(std::make_shared<attempt_timers>()) {}
 
   ~memory_job_store() override {
     std::lock_guard lock(timers_->mu);
@@ -51,7 +51,17 @@ class memory_job_store final : public job_store {
   void create(new_job job, callback<created> done) override {
     const handler_entry& e = *job.in->entry;
     created out;
-    const std::optional<std::string> id = jobs_.create(e.name, c_.clk.now(), job.retry.max_attempts);
+    const time_point now = c_.clk.now();
+    const time_point due = due_time(job, now);
+    const bool delayed = due > now;
+    if (delayed && (job.deadline <= due || job.deadline - due <= e.min_budget)) {
+      out.verdict = created::kind::refused;  // it could never start in time
+      out.refusal = status::expired(expiry_stage::admission);
+      out.note = "its delay leaves less than its minimum budget before Job-Deadline";
+      return done(std::move(out));
+    }
+    const std::optional<std::string> id = jobs_.create(e.name, now, job.retry.max_attempts,
+                                                       delayed ? std::optional<time_point>(due) : std::nullopt);
     if (!id) {
       out.verdict = created::kind::refused;
       out.refusal = status::rejected(reject_reason::queue_full);
@@ -59,6 +69,12 @@ class memory_job_store final : public job_store {
       return done(std::move(out));
     }
     auto run = std::make_shared<const job_run>(job_run{*id, std::move(job)});
+    out.job.id = *id;
+    if (delayed) {
+      arm_attempt(run, due);
+      out.job.state = "scheduled";
+      return done(std::move(out));
+    }
     if (std::optional<status> refused = submit_attempt(run, run->job.headers_at)) {
       out.verdict = created::kind::refused;  // the executor refused it, and booked it
       out.refusal = *refused;
@@ -102,6 +118,19 @@ class memory_job_store final : public job_store {
     std::string id;
     new_job job;
   };
+
+  // When a new job's first attempt is due: after its Job-Delay, or at its
+  // Job-Not-Before (a wall-clock time: how far ahead is read on the system
+  // clock, the wait on the daemon's).
+  static time_point due_time(const new_job& job, time_point now) {
+    if (job.not_before) {
+      const auto wall = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+      if (*job.not_before <= wall) return now;
+      const auto ahead = *job.not_before - wall;  // within --max-delay: fits in nanoseconds
+      return saturating_add(now, std::chrono::duration_cast<duration>(ahead));
+    }
+    return saturating_add(job.headers_at, job.delay);
+  }
 
   // Submits an attempt that became due at `due`: it may start by due +
   // freshness (and before the job's overall deadline). The refusal when the
@@ -152,7 +181,7 @@ class memory_job_store final : public job_store {
     if (run->job.retry.max_attempts > 1) c_.jobs->stats().on_job_retry(*e.metrics, plan.verdict);
     if (plan.verdict == job_retry_verdict::scheduled &&
         jobs_.retry_scheduled(run->id, {r.st, o.error_code, o.error_message, r.timings.run_time}, plan.due)) {
-      arm_retry(run, plan.due);
+      arm_attempt(run, plan.due);
       return;
     }
     if (plan.verdict == job_retry_verdict::no_budget) o.st = status::expired(expiry_stage::retry);  // error fields kept
@@ -160,7 +189,7 @@ class memory_job_store final : public job_store {
   }
 
   // At `due`, on the daemon's clock, the next attempt is submitted.
-  void arm_retry(const std::shared_ptr<const job_run>& run, time_point due) {
+  void arm_attempt(const std::shared_ptr<const job_run>& run, time_point due) {
     std::lock_guard lock(timers_->mu);
     if (!timers_->open) return;
     timers_->by_job[run->id] = c_.clk.schedule(due, [this, run, due, timers = timers_]() noexcept {
@@ -184,7 +213,7 @@ class memory_job_store final : public job_store {
 
   core& c_;
   memory_jobs jobs_;
-  std::shared_ptr<retry_timers> timers_;
+  std::shared_ptr<attempt_timers> timers_;
 };
 
 }  // namespace

@@ -32,7 +32,8 @@ bool state_matches(const async_record& r, std::string_view filter) {
 
 }  // namespace
 
-std::optional<std::string> memory_jobs::create(std::string_view handler, time_point now, int max_attempts) {
+std::optional<std::string> memory_jobs::create(std::string_view handler, time_point now, int max_attempts,
+                                               std::optional<time_point> due) {
   std::lock_guard lock(mu_);
   purge_locked(now);
   if (jobs_.size() >= max_jobs_ && !evict_one_locked()) return std::nullopt;
@@ -45,6 +46,10 @@ std::optional<std::string> memory_jobs::create(std::string_view handler, time_po
   e.rec.handler = std::string(handler);
   e.rec.created = now;
   e.rec.max_attempts = max_attempts;
+  if (due) {
+    e.rec.state = async_state::scheduled;
+    e.rec.due = *due;
+  }
   return id;
 }
 
@@ -54,7 +59,8 @@ after_submit memory_jobs::submitted(const std::string& id, job_ref ref) {
   const auto it = jobs_.find(id);
   if (it == jobs_.end()) return next;
   entry& e = it->second;
-  if (e.rec.state == async_state::finished && refused_at_admission(e.rec.st) && e.rec.attempts.empty()) {
+  if (e.rec.state == async_state::finished && refused_at_admission(e.rec.st) && e.rec.attempts.empty() &&
+      e.rec.due == time_point{}) {
     next.refused = e.rec.st;  // nothing ran and nothing will: no job to poll (a retry's record stays)
     jobs_.erase(it);
     return next;

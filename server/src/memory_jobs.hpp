@@ -4,9 +4,9 @@
 //
 // The table owns its jobs' state transitions:
 //   create -> queued -> (started) running -> (finish) finished -> expired
-//                                    |  (retry_scheduled)
-//                                    v
-//                                scheduled -> (retry_due) queued -> ...
+//     |                              |  (retry_scheduled)
+//     | (a delayed job)              v
+//     +------------------------> scheduled -> (retry_due) queued -> ...
 // with cancel() as a request that reaches the job through its job_ref (a
 // scheduled job is cancelled on the spot). The rest of the daemon reads
 // copies (async_record) and never writes a job's fields.
@@ -87,12 +87,15 @@ class memory_jobs {
   // each finished job kept for `ttl`.
   memory_jobs(std::size_t max_jobs, duration ttl) : max_jobs_(max_jobs), ttl_(ttl) {}
 
-  // A new queued job's id, or nullopt when the table is full and no finished
-  // job can be evicted to make room.
-  std::optional<std::string> create(std::string_view handler, time_point now, int max_attempts = 1);
+  // A new queued job's id (scheduled, when a `due` time is given: a delayed
+  // job), or nullopt when the table is full and no finished job can be
+  // evicted to make room.
+  std::optional<std::string> create(std::string_view handler, time_point now, int max_attempts = 1,
+                                    std::optional<time_point> due = std::nullopt);
   // The executor has the job: DELETE reaches it through `ref` from now on.
   // A job refused at admission (its outcome already in) is removed here,
-  // unless an earlier attempt ran (a retry's refusal is its outcome).
+  // unless an earlier attempt ran or it was delayed (a 202 was given: the
+  // refusal is its outcome).
   after_submit submitted(const std::string& id, job_ref ref);
   // queued -> running (the job's function started): attempt one more.
   void started(const std::string& id);

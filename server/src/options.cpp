@@ -64,8 +64,8 @@ void validate(const server_options& o) {
   if (o.call_reserve < duration::zero()) fail("--call-reserve must not be negative");
   if (o.drain_timeout < duration::zero()) fail("--drain-timeout must not be negative");
   if (o.metrics_cache < duration::zero()) fail("--metrics-cache must not be negative");
-  for (const auto* d : {&o.header_timeout, &o.body_timeout, &o.idle_timeout, &o.async_ttl}) {
-    if (*d <= duration::zero()) fail("timeouts and --async-ttl must be positive");
+  for (const auto* d : {&o.header_timeout, &o.body_timeout, &o.idle_timeout, &o.async_ttl, &o.max_delay}) {
+    if (*d <= duration::zero()) fail("timeouts, --async-ttl and --max-delay must be positive");
   }
   for (const auto& [name, url] : o.upstreams) {
     if (!valid_handler_name(name)) fail("upstream name '" + name + "' must be 1-64 of [A-Za-z0-9._-]");

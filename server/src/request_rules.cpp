@@ -198,4 +198,34 @@ job_retry_reading read_job_retry(const http::fields& req, const job_retry_policy
   return r;
 }
 
+job_delay_reading read_job_delay(const http::fields& req, duration max_delay, support::wall_time wall_now) {
+  job_delay_reading r;
+  const auto refuse = [&r](std::string_view header, std::string_view why) {
+    r.ok = false;
+    r.message = std::string(header) + " " + std::string(why);
+    return r;
+  };
+  bool dup = false;
+  const auto delay = single_header(req, job_delay_header, dup);
+  const auto not_before = single_header(req, job_not_before_header, dup);
+  if (dup) return refuse("a delay header", "appears more than once");
+  if (delay && not_before) return refuse(job_delay_header, "and Job-Not-Before both say when: send one");
+  const std::string too_far = "is past --max-delay from now";
+  if (delay) {
+    const std::optional<duration> d = parse_grpc_timeout(trim(*delay));
+    if (!d) return refuse(job_delay_header, "is not a duration (grpc-timeout syntax: 30S, 500m)");
+    if (*d > max_delay) return refuse(job_delay_header, too_far);
+    r.delay = *d;
+  }
+  if (not_before) {
+    const std::optional<support::wall_time> t = support::parse_rfc3339(trim(*not_before));
+    if (!t) return refuse(job_not_before_header, "is not an RFC 3339 time (2026-12-05T10:00:00Z)");
+    // In microseconds: centuries ahead overflow nanoseconds.
+    if (*t > wall_now && *t - wall_now > std::chrono::duration_cast<std::chrono::microseconds>(max_delay))
+      return refuse(job_not_before_header, too_far);
+    r.not_before = *t;
+  }
+  return r;
+}
+
 }  // namespace hourglass::server::detail

@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "hourglass/job_retry.hpp"
+#include "hourglass/support/rfc3339.hpp"
 #include "hourglass/time.hpp"
 
 namespace hourglass::server::detail {
@@ -123,6 +124,25 @@ struct job_retry_reading {
   duration deadline = duration::max();  // max: none stated
 };
 job_retry_reading read_job_retry(const boost::beast::http::fields& headers, const job_retry_policy& handler_policy);
+
+// ---- delayed async jobs ---------------------------------------------------------
+
+inline constexpr std::string_view job_delay_header = "Job-Delay";
+inline constexpr std::string_view job_not_before_header = "Job-Not-Before";
+
+// When an async job may start, from its headers (one of the two):
+//   Job-Delay: DURATION         this long after the request's arrival (grpc-timeout syntax)
+//   Job-Not-Before: TIMESTAMP   an RFC 3339 wall-clock time (in a fleet, judged on the broker's clock)
+// Either past `max_delay` from `wall_now` is refused (400 invalid_delay); a
+// time already past means at once.
+struct job_delay_reading {
+  bool ok = true;
+  std::string message;                           // !ok: which header, and why (error invalid_delay)
+  duration delay = duration::zero();             // Job-Delay
+  std::optional<support::wall_time> not_before;  // Job-Not-Before
+};
+job_delay_reading read_job_delay(const boost::beast::http::fields& headers, duration max_delay,
+                                 support::wall_time wall_now);
 
 // ---- reading a request ----------------------------------------------------------
 

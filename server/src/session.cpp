@@ -254,14 +254,16 @@ void session::on_body(error_code ec) {
   in->budget = bounds.budget;
   in->idle_limit = bounds.idle_limit;
   if (async_) {
-    const job_retry_reading retry = read_job_retry(in->msg, entry_->retry);
-    if (!retry.ok) {
-      return send(core_.refuse({*entry_, "async", status::invalid(), duration::max(), retry.error},
-                               error_response(400, retry.error, retry.message)));
+    new_job job;
+    job.headers_at = headers_at_;
+    job.freshness = freshness_;
+    if (const std::optional<terms_error> bad = read_job_terms(core_, in->msg, *entry_, job)) {
+      return send(core_.refuse({*entry_, "async", status::invalid(), duration::max(), bad->error},
+                               error_response(400, bad->error, bad->message)));
     }
     phase_ = phase::job;
-    const time_point deadline = retry.deadline == duration::max() ? never : saturating_add(headers_at_, retry.deadline);
-    return submit_async_job(core_, {std::move(in), headers_at_, freshness_, retry.policy, deadline}, answer_later());
+    job.in = std::move(in);
+    return submit_async_job(core_, std::move(job), answer_later());
   }
   submit_sync(std::move(in));
 }

@@ -310,29 +310,10 @@ std::vector<std::string> decisions(std::uint16_t port, int blockers = 1) {
   return out;
 }
 
-// The command prefix that runs a daemon with its wall clock `skew` off
-// ("-10m"), the monotonic clock untouched: our deadlines are on the monotonic
-// clock, as they must be. libfaketime is preloaded by env, which execs, so
-// the daemon keeps the pid the test kills (the faketime wrapper forks, and
-// its child outlived the test). Under AddressSanitizer it comes before the
-// ASan runtime: allowed here. And ASan's allocator must not read the clock
-// while it fills a size class (it does, to time its release of memory to
-// the OS): under faketime that read is the first clock_gettime, whose lazy
-// set-up calls dlsym, which mallocs, which re-enters the allocator and
-// deadlocks before main (seen in libstdc++'s start-up allocation).
-std::vector<std::string> skewed(const std::string& skew) {
-  if (skew.empty()) return {};
-  const char* asan = std::getenv("ASAN_OPTIONS");
-  return {"/usr/bin/env", "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1", "FAKETIME=" + skew,
-          "FAKETIME_DONT_FAKE_MONOTONIC=1",
-          "ASAN_OPTIONS=" + std::string(asan != nullptr ? asan : "") +
-              ":verify_asan_link_order=0:allocator_release_to_os_interval_ms=-1"};
-}
-
 TEST_F(FleetFaults, DaemonsWhoseWallClocksAreTenMinutesOffDecideExactlyAsOnesWithoutSkew) {
   const std::vector<std::string> expected{"ok/", "deadline_exceeded/queue", "ok/"};
   for (const std::string skew : {"", "-10m", "+10m"}) {
-    const std::vector<std::string> prefix = skewed(skew);
+    const std::vector<std::string> prefix = skewed_clock(skew);
     std::vector<std::string> a = args("skew" + skew, "3");
     a.insert(a.end(), {"--queue",
                        "q" + std::string(skew.empty()               ? "0"
@@ -363,8 +344,8 @@ TEST_F(FleetFaults, AFleetWhoseHostsDisagreeByTwentyMinutesDecidesAsAnUnskewedOn
       a.insert(a.end(), {"--queue", queue, "--workers", "1"});
       return a;
     };
-    daemon_process p(member("early"), skewed(early));
-    daemon_process c(member("late"), skewed(late));
+    daemon_process p(member("early"), skewed_clock(early));
+    daemon_process c(member("late"), skewed_clock(late));
     const std::uint16_t pp = p.wait_for_port();
     ASSERT_NE(pp, 0) << p.output();
     ASSERT_NE(c.wait_for_port(), 0) << c.output();

@@ -14,6 +14,7 @@
 #include "fleet/redis_server.hpp"
 #include "hourglass/fleet/redis.hpp"
 #include "hourglass/support/json.hpp"
+#include "hourglass/support/rfc3339.hpp"
 #include "test_support.hpp"
 
 namespace hourglass::server::testing {
@@ -111,11 +112,12 @@ TEST_F(FleetRetry, AFlakyJobIsRetriedThroughRedisAndEndsOkOnAttemptThree) {
   EXPECT_EQ(done.at("attempt").to_number<int>(), 3);
   EXPECT_EQ(done.at("attempts_left").to_number<int>(), 2);
   const json::array& tries = done.at("attempts").as_array();
-  ASSERT_EQ(tries.size(), 2u);
-  for (const json::value& t : tries) {
-    EXPECT_EQ(t.at("outcome").as_string(), "error");
-    EXPECT_EQ(t.at("error").as_string(), "upstream_down");
+  ASSERT_EQ(tries.size(), 3u) << "every attempt listed, the last one too";
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(tries[i].at("outcome").as_string(), "error");
+    EXPECT_EQ(tries[i].at("error").as_string(), "upstream_down");
   }
+  EXPECT_EQ(tries[2].at("outcome").as_string(), "ok");
   EXPECT_EQ(f.calls.load(), 3);
   {
     std::lock_guard lock(f.mu);
@@ -229,8 +231,50 @@ TEST_F(FleetRetry, RetriesWaitingInRedisSurviveSigkillOfEveryDaemon) {
   EXPECT_EQ(done.at("error").as_string(), "upstream_unreachable");
   EXPECT_EQ(done.at("attempt").to_number<int>(), 3) << "both retries ran, on the new daemon";
   EXPECT_EQ(done.at("attempts_left").to_number<int>(), 0);
-  EXPECT_EQ(done.at("attempts").as_array().size(), 2u);
+  EXPECT_EQ(done.at("attempts").as_array().size(), 3u);
   EXPECT_FALSE(in_delayed_set(id));
+}
+
+// Daemons whose wall clocks are ten minutes off, either way, delay and retry
+// exactly as an unskewed one: every due time is the broker's TIME plus the
+// delay (or a Job-Not-Before compared with the broker's TIME). Were a
+// daemon's own clock used, the job at +10 min would wait ten minutes more,
+// and the one at -10 min would run at once.
+TEST_F(FleetRetry, SkewedDaemonsDelayAndRetryOnTheBrokersClock) {
+  for (const std::string skew : {"", "-10m", "+10m"}) {
+    SCOPED_TRACE("skew " + (skew.empty() ? std::string("none") : skew));
+    const std::string queue = skew.empty() ? "q0" : skew.substr(0, 1) == "-" ? "qm" : "qp";
+    daemon_process d({"--listen", "127.0.0.1:0", "--broker", "redis://127.0.0.1:" + std::to_string(redis.port()),
+                      "--queue", queue, "--consumer", "skew" + queue, "--workers", "2", "--upstream",
+                      "down=http://127.0.0.1:9", "--breaker-failures", "1000"},
+                     skewed_clock(skew));
+    const std::uint16_t port = d.wait_for_port();
+    ASSERT_NE(port, 0) << d.output();
+    const auto wall = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+    const auto began = std::chrono::steady_clock::now();
+    const std::string by_delay = submit(port, "echo", {{"Job-Delay", "1500m"}});
+    const std::string by_time = submit(
+        port, "echo", {{"Job-Not-Before", support::format_rfc3339(wall + std::chrono::milliseconds(1500))}});
+    const std::string retried = submit(port, "call", {{"Job-Attempts", "2"}, {"Job-Backoff", "200m"}},
+                                       R"({"upstream": "down", "handler": "echo"})");
+    for (const std::string& id : {by_delay, by_time}) {
+      const json::value waiting = job(port, id);
+      EXPECT_EQ(state_of(waiting), "scheduled") << support::serialize_json(waiting);
+      if (state_of(waiting) != "scheduled") continue;
+      EXPECT_GT(waiting.at("due_in_ms").to_number<double>(), 500.0) << "judged on the broker's clock";
+      EXPECT_LE(waiting.at("due_in_ms").to_number<double>(), 1500.0);
+    }
+    for (const std::string& id : {by_delay, by_time}) {
+      const json::value done = wait_job(port, id, "ok", 10s);
+      EXPECT_EQ(state_of(done), "ok") << support::serialize_json(done) << d.output();
+    }
+    EXPECT_GE(std::chrono::steady_clock::now() - began, 1400ms) << "neither ran before its due time";
+    const json::value failed = wait_job(port, retried, "error", 10s);
+    EXPECT_EQ(state_of(failed), "error") << support::serialize_json(failed);
+    if (state_of(failed) == "error") {
+      EXPECT_EQ(failed.at("attempt").to_number<int>(), 2);
+    }
+  }
 }
 
 }  // namespace

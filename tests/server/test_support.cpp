@@ -292,6 +292,15 @@ std::optional<int> daemon_process::wait_exit(std::chrono::milliseconds limit) {
   return exit_code_;
 }
 
+std::vector<std::string> skewed_clock(const std::string& skew) {
+  if (skew.empty()) return {};
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  return {"/usr/bin/env", "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1", "FAKETIME=" + skew,
+          "FAKETIME_DONT_FAKE_MONOTONIC=1",
+          "ASAN_OPTIONS=" + std::string(asan != nullptr ? asan : "") +
+              ":verify_asan_link_order=0:allocator_release_to_os_interval_ms=-1"};
+}
+
 std::pair<std::string, int> run_command(const std::string& command) {
   FILE* p = ::popen(command.c_str(), "r");
   if (p == nullptr) return {"", -1};

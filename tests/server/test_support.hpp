@@ -161,6 +161,18 @@ class daemon_process {
   std::optional<int> exit_code_;
 };
 
+// The daemon_process prefix that runs a daemon with its wall clock `skew` off
+// ("-10m"), the monotonic clock untouched: our deadlines are on the monotonic
+// clock, as they must be. libfaketime is preloaded by env, which execs, so
+// the daemon keeps the pid the test kills (the faketime wrapper forks, and
+// its child outlived the test). Under AddressSanitizer it comes before the
+// ASan runtime: allowed here. And ASan's allocator must not read the clock
+// while it fills a size class (it does, to time its release of memory to
+// the OS): under faketime that read is the first clock_gettime, whose lazy
+// set-up calls dlsym, which mallocs, which re-enters the allocator and
+// deadlocks before main (seen in libstdc++'s start-up allocation).
+std::vector<std::string> skewed_clock(const std::string& skew);
+
 // Runs a shell command (test-controlled text only) and returns its stdout and exit status.
 std::pair<std::string, int> run_command(const std::string& command);
 

@@ -73,6 +73,7 @@ struct job_spec {
   job_retry_policy retry;               // attempts after a retryable error (the consumer plans them)
   duration deadline = duration::max();  // what is left of the whole job's deadline, across attempts
   duration delay = duration::zero();    // > 0: waits in the delayed set this long (broker's clock) first
+  std::int64_t not_before_us = 0;       // > 0: and until this time (us since the epoch, the broker's clock)
 };
 
 struct enqueued {
@@ -80,6 +81,7 @@ struct enqueued {
   kind verdict = kind::accepted;
   std::string id;             // accepted: the new job; duplicate: the first one
   duration predicted_wait{};  // what admission judged
+  bool scheduled = false;     // accepted into the delayed set (a delay or a Not-Before), not the stream
 };
 
 // A job as the broker holds it: the fields of its hash, as written.

@@ -66,6 +66,8 @@ struct server_options {
   // this many jobs (finished or not) are remembered.
   duration async_ttl = std::chrono::minutes(5);
   std::size_t async_max_jobs = 10000;
+  // The furthest Job-Delay / Job-Not-Before may put an async job's start.
+  duration max_delay = std::chrono::hours(24 * 30);
 
   // Fleet mode (docs/fleet.md): with a broker, async jobs live
   // on a durable Redis Streams queue that many daemons share.
