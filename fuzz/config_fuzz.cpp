@@ -1,7 +1,8 @@
 // hourglassd's configuration: a TOML file (--config, its text handed over
 // from memory by a config_file_reader), then a command line of
 // newline-separated arguments. Property: every input is options or a clear
-// refusal (exit code and a message); nothing throws, nothing crashes.
+// refusal (exit code and a message); nothing throws, nothing crashes. Periodic
+// jobs ([[schedule]], --schedule) bring the cron reader in.
 #include <cstdint>
 #include <sstream>
 #include <string>

@@ -188,6 +188,33 @@ job_queue::promoted job_queue::promote(const context& ctx, const std::vector<std
   return std::move(static_cast<promoted&>(p));
 }
 
+job_queue::schedule_record job_queue::look_schedule(const context& ctx, std::string_view name) {
+  const redis_reply r = eval(ctx, detail::schedule_script, {key("schedule:" + std::string(name))}, {"look"});
+  if (!r.is_array() || r.elements.size() != 6 || !r.elements[0].is_integer()) broker_error("schedule", r);
+  schedule_record s;
+  s.settled_ms = r.elements[0].integer;
+  s.last_fire_ms = detail::number_or(r.elements[1].str, 0);
+  s.last_job = r.elements[2].str;
+  s.missed = static_cast<std::uint64_t>(std::max<std::int64_t>(detail::number_or(r.elements[3].str, 0), 0));
+  const auto now = parse_broker_time(r.elements[4].str, r.elements[5].str);
+  if (!now) throw redis_unavailable("redis: TIME is not a time");
+  s.broker_now_us = *now;
+  return s;
+}
+
+bool job_queue::settle_schedule(const context& ctx, std::string_view name, std::int64_t fire_ms, std::uint64_t missed) {
+  const redis_reply r = eval(ctx, detail::schedule_script, {key("schedule:" + std::string(name))},
+                             {"settle", std::to_string(fire_ms), std::to_string(missed)});
+  if (!r.is_integer()) broker_error("schedule", r);
+  return r.integer == 1;
+}
+
+void job_queue::schedule_ran(const context& ctx, std::string_view name, std::string_view job_id) {
+  const redis_reply r = eval(ctx, detail::schedule_script, {key("schedule:" + std::string(name))},
+                             {"ran", std::string(job_id)});
+  if (!r.is_integer()) broker_error("schedule", r);
+}
+
 std::string job_queue::lease_of(const context& ctx, std::string_view consumer) {
   const redis_reply r = redis_.call(ctx, {"GET", key("lease:" + std::string(consumer))});
   if (r.is_error()) broker_error("GET lease", r);

@@ -17,14 +17,13 @@ std::int64_t broker_us(const redis_reply& s, const redis_reply& us) {
 
 long long at_least_zero(const redis_reply& r) noexcept { return std::max<long long>(0, r.integer); }
 
-// A decimal integer field as a script returns it; `fallback` when empty or not one.
+}  // namespace
+
 std::int64_t number_or(std::string_view text, std::int64_t fallback) noexcept {
   std::int64_t v = 0;
   const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   return text.empty() || ec != std::errc() || p != text.data() + text.size() ? fallback : v;
 }
-
-}  // namespace
 
 std::string millis(duration d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());

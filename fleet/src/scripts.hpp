@@ -83,6 +83,10 @@ struct promote_reply : job_queue::promoted {
 // TIME us}; any other shape: "promote".
 promote_reply decode_promote(const redis_reply& r);
 
+// ---- schedule_script: a periodic job's record (job_queue.cpp reads its replies) ----
+// A decimal integer as a script returns it in a string; `fallback` when empty or not one.
+std::int64_t number_or(std::string_view text, std::int64_t fallback) noexcept;
+
 // ---- hand_back_script: drain, the held entries back for reclaim ----
 // How many entries were still held. Not an integer: "hand back".
 std::size_t decode_hand_back(const redis_reply& r);

@@ -17,6 +17,7 @@
 
 #include "hourglass/budget_codec.hpp"
 #include "hourglass/support/cli.hpp"
+#include "schedule_config.hpp"
 
 namespace hourglass::server {
 
@@ -151,6 +152,26 @@ class option_table {
         ->default_str("");
   }
 
+  // Repeatable NAME|CRON|HANDLER[|BODY] on the command line; in the file an
+  // array of tables ([[schedule]]) with every field (schedule_config.hpp).
+  // Both kinds are kept, the file's first.
+  CLI::Option* schedules(const std::string& key, std::vector<std::string>& from_command_line,
+                         std::vector<schedule_options>& field, const std::string& help) {
+    readers_[key] = [key, &field](const toml::node& n) {
+      const auto* arr = n.as_array();
+      if (arr == nullptr) throw type_error(key, "an array of tables ([[" + key + "]])", n);
+      for (const auto& item : *arr) {
+        const auto* tbl = item.as_table();
+        if (tbl == nullptr) throw type_error(key, "an array of tables ([[" + key + "]])", item);
+        field.push_back(detail::schedule_from_toml(*tbl));
+      }
+    };
+    merged_.insert(key);
+    return app_.add_option("--" + key, from_command_line, help)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+        ->default_str("");
+  }
+
   // Sets the fields from a TOML file: every key must be one of the options,
   // of the right type. A key also given on the command line is left as the
   // command line set it, except upstreams, which merge (the command line's
@@ -258,6 +279,9 @@ struct command_line_parser::impl {
             "GET /metrics renders at most once per this; other scrapes get that page (0s: every scrape renders)");
     t_.time("async-ttl", o_.async_ttl, "how long a finished async job's result is kept");
     t_.time("max-delay", o_.max_delay, "the furthest Job-Delay or Job-Not-Before may put an async job's start");
+    t_.schedules("schedule", schedules_, o_.schedules,
+                 "NAME|CRON|HANDLER[|BODY]: a periodic job (repeatable; CRON five fields, @hourly or @every 30s)")
+        ->type_name("SCHEDULE");
     t_.count("async-max-jobs", o_.async_max_jobs, "async jobs remembered at once (finished or not)", 1, 100'000'000);
     t_.text("broker", o_.broker, "redis://HOST:PORT[/DB]: fleet mode, async jobs on a durable Redis queue")
         ->type_name("URL")
@@ -288,6 +312,7 @@ struct command_line_parser::impl {
   server_options o_;
   std::string config_;
   std::vector<std::string> upstreams_;
+  std::vector<std::string> schedules_;
   CLI::App app_;
   option_table t_;
 };
@@ -301,10 +326,12 @@ command_line_result command_line_parser::parse(int argc, const char* const* argv
   p.o_ = server_options{};
   p.config_.clear();
   p.upstreams_.clear();
+  p.schedules_.clear();
   try {
     p.app_.parse(argc, argv);
     if (!p.config_.empty()) p.t_.read_file(p.config_, read_file);
     for (const auto& u : p.upstreams_) add_upstream(p.o_.upstreams, u);
+    for (const auto& s : p.schedules_) p.o_.schedules.push_back(detail::schedule_from_flag(s));
     validate(p.o_);
   } catch (const CLI::ParseError& e) {
     const int code = p.app_.exit(e, out, err);

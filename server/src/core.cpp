@@ -82,7 +82,8 @@ core::core(server_options o, hourglass::clock& c)
       io(opts.io_threads == 1 ? 1 : BOOST_ASIO_CONCURRENCY_HINT_DEFAULT),
       upstreams(std::make_unique<upstream_client>(io, opts.upstreams, client_options(opts, clk))),
       jobs(std::make_unique<executor>(executor_settings(opts, clk))),
-      store(make_memory_job_store(*this)) {}
+      store(make_memory_job_store(*this)),
+      schedules(std::make_unique<schedule_runner>(*this)) {}
 
 boost::asio::any_io_executor core::connection_executor() {
   if (opts.io_threads == 1) return io.get_executor();

@@ -24,6 +24,7 @@
 #include "hourglass/server/upstream_client.hpp"
 #include "job_store.hpp"
 #include "metrics_page.hpp"
+#include "schedule_runner.hpp"
 
 namespace hourglass::server::detail {
 
@@ -109,6 +110,8 @@ struct core {
   // Where async jobs live: memory, or the fleet's broker (set by start()).
   // Destroyed first: the fleet's consumer feeds `jobs`, the memory store's jobs run there.
   std::unique_ptr<job_store> store;
+  // Periodic jobs, through `store`: stopped and destroyed before it.
+  std::unique_ptr<schedule_runner> schedules;
 };
 
 }  // namespace hourglass::server::detail

@@ -7,6 +7,7 @@
 #include "fleet_job_store.hpp"
 
 #include <condition_variable>
+#include <future>
 #include <mutex>
 
 #include <fmt/format.h>
@@ -19,6 +20,7 @@
 #include "hourglass/support/url.hpp"
 #include "job_input.hpp"
 #include "request_rules.hpp"
+#include "schedules.hpp"
 #include "secret_file.hpp"
 
 namespace hourglass::server::detail {
@@ -227,6 +229,58 @@ class fleet_job_store final : public job_store {
                         page.next_cursor = std::move(a.value.next_cursor);
                         done(std::move(page));
                       }));
+  }
+
+  // On the runner's thread, which may wait: each step is one round trip.
+  // The broker's record settles each fire once, fleet-wide; the fire's job
+  // carries an Idempotency-Key of the schedule and fire time as well.
+  void tick_schedule(const schedule& s, callback<schedule_tick> done) override {
+    using namespace std::chrono;
+    schedule_tick t;
+    try {
+      const context ctx;  // each call bounded by the connection's io_timeout
+      const fleet::job_queue::schedule_record rec = queue_.look_schedule(ctx, s.opts.name);
+      const support::wall_time now{microseconds(rec.broker_now_us)};
+      const fire_plan plan = plan_fires(s, support::wall_time{milliseconds(rec.settled_ms)}, now);
+      t.state.next_fire = plan.next;
+      t.state.last_job = rec.last_job;
+      if (rec.last_fire_ms > 0) t.state.last_fire = support::wall_time{milliseconds(rec.last_fire_ms)};
+      if (!plan.last_due) return done(std::move(t));
+      const std::int64_t fire_ms = duration_cast<milliseconds>(plan.last_due->time_since_epoch()).count();
+      if (!queue_.settle_schedule(ctx, s.opts.name, fire_ms, plan.missed)) return done(std::move(t));  // another did
+      t.missed = plan.missed;
+      t.state.last_fire = plan.last_due;
+      if (plan.run) {
+        std::optional<fleet::fleet_job> before;
+        if (!s.opts.allow_overlap && !rec.last_job.empty()) before = queue_.find(ctx, rec.last_job);
+        const std::string_view state = before ? before->state() : std::string_view();
+        if (state == "queued" || state == "running" || state == "scheduled") {
+          t.skipped_overlap = 1;
+        } else if (const handler_entry* e = c_.find_handler(s.opts.handler)) {
+          new_job job;
+          auto in = fire_input(*e, s.opts.body, s.opts.content_type);
+          in->msg.set("Idempotency-Key", "schedule:" + s.opts.name + ":" + std::to_string(fire_ms));
+          job.in = std::move(in);
+          job.headers_at = c_.clk.now();
+          job.freshness = plan.fresh_for;
+          std::promise<created> answer;
+          create(std::move(job), [&answer](created c) { answer.set_value(std::move(c)); });
+          const created c = answer.get_future().get();
+          if (c.verdict == created::kind::accepted || c.verdict == created::kind::duplicate) {
+            queue_.schedule_ran(ctx, s.opts.name, c.job.id);
+            t.enqueued = c.verdict == created::kind::accepted ? 1 : 0;
+            t.state.last_job = c.job.id;
+          } else {
+            t.missed += 1;  // refused at admission, or the broker went away: this fire will not run
+          }
+        }
+      }
+    } catch (const std::exception& e) {
+      ++lookup_errors_;
+      c_.log->warn("fleet: schedule {}: {}", s.opts.name, e.what());
+      t.unavailable = true;
+    }
+    done(std::move(t));
   }
 
   void drain(time_point deadline) override { consumer_.drain(deadline); }

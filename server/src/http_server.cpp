@@ -112,6 +112,7 @@ void http_server::impl::drain(duration grace) {
     // (cause shutdown). Returns when every job has its outcome, which is then
     // on its way to its connection.
     const time_point drain_deadline = saturating_add(c.clk.now(), grace);
+    c.schedules->stop();             // no fire after this
     c.store->drain(drain_deadline);  // fleet: stop consuming, hand unfinished jobs back
     c.jobs->shutdown(drain_deadline);
 
@@ -223,6 +224,7 @@ void http_server::start() {
   }
   auto& c = m.c;
   if (!c.opts.auth_token_file.empty()) c.token = read_token(c.opts.auth_token_file);
+  c.schedules->check_handlers();  // before anything runs: a schedule of no handler is a configuration error
 
   const listen_endpoint ep = parse_listen(c.opts.listen);
   const tcp::endpoint endpoint(net::ip::make_address(ep.address), ep.port);
@@ -267,6 +269,7 @@ void http_server::start() {
       throw;
     }
   }
+  c.schedules->start();  // on the store that will keep the jobs
   net::post(m.acceptor->get_executor(), [&m] { m.accept(); });
   c.log->info("hourglassd listening on {} (workers={}, io-threads={}, policy={}, queue-capacity={}, auth={})",
               m.address, c.jobs->workers(), c.opts.io_threads, c.fifo() ? "fifo" : "hourglass", c.opts.queue_capacity,

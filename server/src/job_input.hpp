@@ -6,6 +6,7 @@
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -36,5 +37,23 @@ struct job_input {
     return v;
   }
 };
+
+// The input of a periodic job's fire: its handler, body and content type,
+// as a request of its own would bring them.
+inline std::shared_ptr<job_input> fire_input(const handler_entry& e, const std::string& body,
+                                             const std::string& content_type) {
+  auto in = std::make_shared<job_input>();
+  in->msg.method(boost::beast::http::verb::post);
+  in->msg.target("/v1/jobs/" + e.name);
+  in->msg.set(boost::beast::http::field::content_type, content_type);
+  in->msg.body() = body;
+  in->msg.prepare_payload();
+  in->entry = &e;
+  in->async = true;
+  in->budget = e.run_limit;
+  in->idle_limit = e.idle_limit;
+  in->remote = "schedule";
+  return in;
+}
 
 }  // namespace hourglass::server::detail

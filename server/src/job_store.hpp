@@ -12,6 +12,7 @@
 // interface: only a store knows when its jobs end. Internal to the server.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -81,6 +82,21 @@ struct job_page {
   std::string next_cursor;  // "" when there is nothing after this page
 };
 
+struct schedule;  // schedules.hpp
+
+// A periodic job's state as its store keeps it (GET /v1/schedules).
+struct schedule_state {
+  std::optional<support::wall_time> last_fire;  // the latest settled fire (run, skipped or missed)
+  std::string last_job;                         // the job of the latest run ("" none)
+  std::optional<support::wall_time> next_fire;
+};
+// What one look at a schedule did.
+struct schedule_tick {
+  std::uint64_t enqueued = 0, missed = 0, skipped_overlap = 0;
+  schedule_state state;
+  bool unavailable = false;  // the store could not be reached: nothing settled
+};
+
 class job_store {
  public:
   template <class T>
@@ -103,6 +119,10 @@ class job_store {
   // held throughout is listed once); the fleet's cursor is Redis SCAN's
   // (job_queue::list_query says what it promises).
   virtual void list(list_request q, callback<job_page> done) = 0;
+  // Settles a periodic job's fires due by now on the store's clock (memory:
+  // the daemon's; fleet: the broker's), each fire at most once however many
+  // daemons look (schedules.hpp says which run and which are missed).
+  virtual void tick_schedule(const schedule& s, callback<schedule_tick> done) = 0;
   // SIGTERM: stop taking jobs; running ones may finish until `deadline`.
   virtual void drain(time_point /*deadline*/) {}
   // Its own families on /metrics (the memory store's size, the fleet's series).

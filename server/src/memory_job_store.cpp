@@ -8,6 +8,7 @@
 #include "job_input.hpp"
 #include "job_store.hpp"
 #include "memory_jobs.hpp"
+#include "schedules.hpp"
 
 namespace hourglass::server::detail {
 
@@ -104,6 +105,52 @@ class memory_job_store final : public job_store {
     // A full page may have more after it; the next walk from its last id says.
     if (page.jobs.size() == limit) page.next_cursor = page.jobs.back().id;
     done(std::move(page));
+  }
+
+  // A schedule's fires on the daemon's wall clock as it reads it through
+  // its own clock (wall_now): settled in this process only, so lost on a
+  // restart as every memory job is.
+  void tick_schedule(const schedule& s, callback<schedule_tick> done) override {
+    const support::wall_time now = wall_now();
+    schedule_tick t;
+    std::unique_lock lock(schedules_mu_);
+    auto [it, first_look] = schedules_.try_emplace(s.opts.name);
+    fire_record& r = it->second;
+    if (first_look) r.settled = now;  // a schedule first seen: its fires from now on
+    const fire_plan plan = plan_fires(s, r.settled, now);
+    if (plan.last_due) {
+      r.settled = *plan.last_due;
+      r.state.last_fire = plan.last_due;
+    }
+    r.state.next_fire = plan.next;
+    t.missed = plan.missed;
+    const std::string previous = r.state.last_job;
+    lock.unlock();
+    if (plan.run) {
+      const std::optional<async_record> before = previous.empty() ? std::nullopt : jobs_.find(previous, c_.clk.now());
+      if (!s.opts.allow_overlap && before && before->state != async_state::finished) {
+        t.skipped_overlap = 1;  // the previous fire's job is still queued, scheduled or running
+      } else if (const handler_entry* e = c_.find_handler(s.opts.handler)) {
+        new_job job;
+        job.in = fire_input(*e, s.opts.body, s.opts.content_type);
+        job.headers_at = c_.clk.now();
+        job.freshness = plan.fresh_for;
+        create(std::move(job), [&](created c) {
+          if (c.verdict == created::kind::accepted) {
+            t.enqueued = 1;
+            lock.lock();
+            it->second.state.last_job = c.job.id;
+            lock.unlock();
+          } else {
+            t.missed += 1;  // refused at admission (or the store is full): this fire will not run
+          }
+        });
+      }
+    }
+    lock.lock();
+    t.state = it->second.state;
+    lock.unlock();
+    done(std::move(t));
   }
 
   // The table's size against its bound: what a soak watches for growth.
@@ -211,7 +258,23 @@ class memory_job_store final : public job_store {
     return f;
   }
 
+  // The wall clock now, read through the daemon's clock since the store
+  // began (a manual clock in tests moves it; a stepped system clock does not).
+  support::wall_time wall_now() const {
+    return wall_at_start_ + std::chrono::duration_cast<std::chrono::microseconds>(elapsed(clk_at_start_, c_.clk.now()));
+  }
+
+  struct fire_record {
+    support::wall_time settled{};
+    schedule_state state;
+  };
+
   core& c_;
+  const time_point clk_at_start_ = c_.clk.now();
+  const support::wall_time wall_at_start_ = std::chrono::time_point_cast<std::chrono::microseconds>(
+      std::chrono::system_clock::now());
+  std::mutex schedules_mu_;
+  std::map<std::string, fire_record, std::less<>> schedules_;
   memory_jobs jobs_;
   std::shared_ptr<attempt_timers> timers_;
 };

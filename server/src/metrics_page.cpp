@@ -16,6 +16,7 @@ std::string core::metrics_page() {
     exposition_writer w(page);
     render_prometheus(snapshot, w);
     store->write_metrics(w);
+    schedules->write_metrics(w);
     upstreams->write_metrics(w);
     w.gauge("hourglass_http_connections_open", "Client connections open now.", connections->size());
     w.gauge("hourglass_http_connections_limit",

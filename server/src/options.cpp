@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <array>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
 #include "hourglass/server/handler.hpp"
 #include "hourglass/support/url.hpp"
+#include "schedules.hpp"
 
 namespace hourglass::server {
 
@@ -70,6 +72,13 @@ void validate(const server_options& o) {
   for (const auto& [name, url] : o.upstreams) {
     if (!valid_handler_name(name)) fail("upstream name '" + name + "' must be 1-64 of [A-Za-z0-9._-]");
     (void)parse_upstream_url(url);
+  }
+  std::set<std::string, std::less<>> schedule_names;
+  for (const schedule_options& s : o.schedules) {
+    if (!valid_handler_name(s.name)) fail("schedule name '" + s.name + "' must be 1-64 of [A-Za-z0-9._-]");
+    if (!schedule_names.insert(s.name).second) fail("two schedules are named '" + s.name + "'");
+    if (!valid_handler_name(s.handler)) fail("schedule '" + s.name + "': handler '" + s.handler + "' is not a name");
+    (void)detail::read_schedule(s);  // its cron expression, zone and freshness
   }
   if (o.produce_only && o.broker.empty())
     fail("--produce-only needs --broker: in memory, jobs run where they are taken");

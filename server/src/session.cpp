@@ -154,6 +154,11 @@ void session::route() {
     }
     case route_kind::metrics:
       return send(make_response(200, core_.metrics_page(), "text/plain; version=0.0.4; charset=utf-8"));
+    case route_kind::schedules: {
+      response res = make_response(200, core_.schedules->json(), json_type);
+      res.set(http::field::cache_control, "no-store");
+      return send(std::move(res));
+    }
     case route_kind::submit_job: return start_job(r.name);
     case route_kind::submit_bulk: bulk_ = true; return start_job({});
     case route_kind::get_job:

@@ -264,6 +264,22 @@ class job_queue {
   };
   promoted promote(const context& ctx, const std::vector<std::string>& job_ids, std::optional<duration> predicted_wait);
 
+  // ---- periodic jobs' records (fleet/lua/schedule.lua) ----
+
+  struct schedule_record {
+    std::int64_t settled_ms = 0;    // fires up to here are settled (run or missed)
+    std::int64_t last_fire_ms = 0;  // 0: none yet
+    std::string last_job;           // the job of the latest run; "" none
+    std::uint64_t missed = 0;       // fires never run, fleet-wide
+    std::int64_t broker_now_us = 0;
+  };
+  // The record of schedule `name`, made on first sight (settled at the broker's TIME).
+  schedule_record look_schedule(const context& ctx, std::string_view name);
+  // Settles the fires up to `fire_ms` and counts `missed`, unless another
+  // daemon did: true when this call did (then it runs the fire, if any).
+  bool settle_schedule(const context& ctx, std::string_view name, std::int64_t fire_ms, std::uint64_t missed);
+  void schedule_ran(const context& ctx, std::string_view name, std::string_view job_id);
+
   // "hg:{name}:suffix": every key of this queue, in one hash slot.
   std::string key(std::string_view suffix) const;
   const queue_options& options() const noexcept { return options_; }

@@ -7,7 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "hourglass/time.hpp"
 
@@ -17,6 +19,19 @@ enum class policy { hourglass, fifo };
 
 // One per CPU (at least 1): server_options' default worker count.
 std::size_t default_workers() noexcept;
+
+// A periodic job: `handler` run with `body` at every fire of `cron` (five
+// fields, or a macro such as @hourly) in `zone` (a tzdata name, or UTC).
+struct schedule_options {
+  std::string name;
+  std::string cron;
+  std::string zone = "UTC";
+  std::string handler;
+  std::string body;
+  std::string content_type = "application/octet-stream";
+  std::optional<duration> freshness;  // how long a fire is worth starting; none: until the next fire
+  bool allow_overlap = false;         // false: a fire is skipped while the previous one is queued or running
+};
 
 struct server_options {
   // --listen ADDR:PORT. IPv4 "a.b.c.d:p" or IPv6 "[::1]:p"; port 0 picks a free one.
@@ -68,6 +83,8 @@ struct server_options {
   std::size_t async_max_jobs = 10000;
   // The furthest Job-Delay / Job-Not-Before may put an async job's start.
   duration max_delay = std::chrono::hours(24 * 30);
+  // Periodic jobs (--schedule; [[schedule]] in the config file).
+  std::vector<schedule_options> schedules;
 
   // Fleet mode (docs/fleet.md): with a broker, async jobs live
   // on a durable Redis Streams queue that many daemons share.
