@@ -22,6 +22,9 @@
 -- KEYS[3 + i]             job i's hg:{Q}:job:<id> (i = 1..n)
 -- ARGV[1] group           the consumer group, 'hourglass'
 -- ARGV[2] result_ttl_ms   how long an outcome is kept
+-- ARGV[3] token           the finishing consumer's lease token ('' none): the
+--                         same finish sent again (its reply was lost) is
+--                         answered as the first time, not as a duplicate
 -- then, per job in KEYS' order:
 --   entry                 the stream entry that ran it; '' any. A finish of an
 --                         earlier attempt's entry (a retry is scheduled or
@@ -46,6 +49,7 @@ local stats_key = KEYS[2]
 local delayed_key = KEYS[3]
 local group = ARGV[1]
 local result_ttl_ms = ARGV[2]
+local token = ARGV[3]
 local max_attempts_listed = 10
 
 -- Appends `attempt` to job_key's `attempts` (the last max_attempts_listed).
@@ -83,7 +87,7 @@ end
 
 local out, entries, runs = {}, {}, {}
 local duplicates = 0
-local a = 3
+local a = 4
 for i = 4, #KEYS do
   local job_key = KEYS[i]
   local ran_entry = ARGV[a]
@@ -99,10 +103,14 @@ for i = 4, #KEYS do
   local field_count = tonumber(ARGV[a])
   local first_field = a + 1
   a = first_field + field_count
-  local f = redis.call('HMGET', job_key, 'state', 'entry', 'max_attempts', 'attempts')
+  local f = redis.call('HMGET', job_key, 'state', 'entry', 'max_attempts', 'attempts', 'finish_token', 'finish_reply')
   local state, entry, max_attempts, attempts = f[1], f[2], f[3], f[4]
+  local this_finish = ''
+  if token ~= '' and ran_entry ~= '' then this_finish = token .. '/' .. ran_entry end
   if not state then
     out[i - 3] = 'unknown'
+  elseif this_finish ~= '' and f[5] == this_finish then
+    out[i - 3] = f[6]  -- ours, sent again: its first answer
   elseif (state ~= 'queued' and state ~= 'running') or (ran_entry ~= '' and ran_entry ~= entry) then
     duplicates = duplicates + 1
     out[i - 3] = 'duplicate'
@@ -130,6 +138,7 @@ for i = 4, #KEYS do
         list_attempt(job_key, attempts, last)
       end
     end
+    if this_finish ~= '' then redis.call('HSET', job_key, 'finish_token', this_finish, 'finish_reply', out[i - 3]) end
   end
 end
 if #entries > 0 then

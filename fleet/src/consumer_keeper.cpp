@@ -110,7 +110,7 @@ bool consumer::impl::flush(const context& ctx) {
     for (const outcome_to_write& o : batch) outcomes.push_back({o.job_id, o.run_time, o.fields, o.entry, o.retry});
     std::vector<finish_result> results;
     try {
-      results = queue.finish_batch(ctx, outcomes);
+      results = queue.finish_batch(ctx, outcomes, lease_v.token);  // a batch sent again is answered as before
     } catch (const std::exception&) {
       std::lock_guard lock(mu);
       ++st.broker_errors;

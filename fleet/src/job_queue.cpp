@@ -77,10 +77,11 @@ void job_queue::ensure_group(const context& ctx) {
   if (r.is_error() && r.str.rfind("BUSYGROUP", 0) != 0) broker_error("XGROUP CREATE", r);
 }
 
-std::vector<finish_result> job_queue::finish_batch(const context& ctx, const std::vector<outcome>& outcomes) {
+std::vector<finish_result> job_queue::finish_batch(const context& ctx, const std::vector<outcome>& outcomes,
+                                                   std::string_view token) {
   if (outcomes.empty()) return {};
   std::vector<std::string> keys{key("stream"), key("stats"), key("delayed")};
-  std::vector<std::string> args{std::string(group), millis(options_.result_ttl)};
+  std::vector<std::string> args{std::string(group), millis(options_.result_ttl), std::string(token)};
   for (const outcome& o : outcomes) {
     // The outcome must name a final state, or the job would leave the stream unfinished.
     bool final_state = false;

@@ -114,9 +114,12 @@ class memory_job_store final : public job_store {
     const support::wall_time now = wall_now();
     schedule_tick t;
     std::unique_lock lock(schedules_mu_);
-    auto [it, first_look] = schedules_.try_emplace(s.opts.name);
+    const auto it = schedules_.try_emplace(s.opts.name).first;  // no structured binding: the lambda below uses it
     fire_record& r = it->second;
-    if (first_look) r.settled = now;  // a schedule first seen: its fires from now on
+    if (!r.seen) {  // a schedule first seen: its fires from now on
+      r.seen = true;
+      r.settled = now;
+    }
     const fire_plan plan = plan_fires(s, r.settled, now);
     if (plan.last_due) {
       r.settled = *plan.last_due;
@@ -265,6 +268,7 @@ class memory_job_store final : public job_store {
   }
 
   struct fire_record {
+    bool seen = false;
     support::wall_time settled{};
     schedule_state state;
   };

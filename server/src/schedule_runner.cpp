@@ -88,7 +88,7 @@ std::string schedule_runner::json() const {
     w.end_object();
   }
   w.end_array().end_object();
-  return w.take();
+  return w.take() + "\n";  // as every JSON body the daemon writes
 }
 
 void schedule_runner::write_metrics(exposition_writer& w) const {

@@ -24,8 +24,8 @@ struct DelayedSet : LuaScript {
     return r.is_nil() ? -1 : std::stod(r.str);
   }
   // One job's finish: {entry, run_us, kind, [retry args], field_count, fields...}.
-  finish_result finish_one(const std::string& id, const std::vector<std::string>& args) {
-    std::vector<std::string> a{group, "60000"};
+  finish_result finish_one(const std::string& id, const std::vector<std::string>& args, const std::string& token = "") {
+    std::vector<std::string> a{group, "60000", token};
     a.insert(a.end(), args.begin(), args.end());
     return detail::decode_finish(eval(detail::finish_script, {stream, stats, delayed, job(id)}, a), 1).at(0);
   }
@@ -113,6 +113,23 @@ TEST_F(DelayedSet, FinishSchedulesARetryThatFitsTheDeadlineAndRecordsTheFallback
   EXPECT_EQ(field(job(late), "stage"), "retry");
   EXPECT_EQ(score(late), -1) << "never in the delayed set";
   EXPECT_GT(call({"PTTL", job(late)}).integer, 0);
+}
+
+TEST_F(DelayedSet, AFinishSentAgainAfterItsReplyWasLostGetsItsFirstAnswer) {
+  const std::string done = new_job_id(), retried = new_job_id();
+  enqueue(done);
+  enqueue_batch({{.id = retried, .max_attempts = "3"}});
+  const std::string e1 = field(job(done), "entry"), e2 = field(job(retried), "entry");
+  const std::vector<std::string> ok{e1, "100", "final", "2", "state", "ok"};
+  EXPECT_EQ(finish_one(done, ok, "life-1"), finish_result::first);
+  EXPECT_EQ(finish_one(done, ok, "life-1"), finish_result::first) << "the same finish: answered as before";
+  EXPECT_EQ(field(stats, "duplicate_outcomes"), "") << "and not counted a duplicate";
+  EXPECT_EQ(finish_one(done, ok, "life-2"), finish_result::duplicate) << "another life's finish is one";
+  const std::vector<std::string> retry{e2,      "100", "retry", "1000000",           "0",     "down", "it is down",
+                                       "0.100", "4",   "state", "deadline_exceeded", "stage", "retry"};
+  EXPECT_EQ(finish_one(retried, retry, "life-1"), finish_result::scheduled);
+  EXPECT_EQ(finish_one(retried, retry, "life-1"), finish_result::scheduled);
+  EXPECT_EQ(field(job(retried), "attempt"), "2") << "scheduled once";
 }
 
 TEST_F(DelayedSet, PromoteMovesEachDueJobOnceAndJudgesItsFreshnessFromItsDueTime) {

@@ -328,7 +328,7 @@ TEST_F(LuaScript, FinishRecordsTheFirstOutcomeOfEachJobInTheBatch) {
   enqueue(id);
   enqueue(second);
   const auto finish = [&](const std::vector<std::string>& ids, const std::vector<std::vector<std::string>>& jobs) {
-    std::vector<std::string> keys{stream, stats, delayed}, args{group, "60000"};
+    std::vector<std::string> keys{stream, stats, delayed}, args{group, "60000", ""};
     for (const std::string& j : ids) keys.push_back(job(j));
     for (const auto& j : jobs) args.insert(args.end(), j.begin(), j.end());
     return eval(finish_script, keys, args);

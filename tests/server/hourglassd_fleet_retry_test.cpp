@@ -200,7 +200,7 @@ TEST_F(FleetRetry, RetriesWaitingInRedisSurviveSigkillOfEveryDaemon) {
                                       "down=http://127.0.0.1:9",
                                       "--breaker-failures",  // every attempt reaches the (dead) upstream
                                       "1000"};
-  std::string id;
+  std::string id, delayed;
   {
     std::vector<std::string> first = args;
     first.insert(first.end(), {"--consumer", "a"});
@@ -217,10 +217,12 @@ TEST_F(FleetRetry, RetriesWaitingInRedisSurviveSigkillOfEveryDaemon) {
       if (state_of(waiting) == "scheduled" && waiting.at("due_in_ms").to_number<double>() > 1000) break;
     }
     ASSERT_EQ(state_of(waiting), "scheduled") << support::serialize_json(waiting) << a.output();
+    delayed = submit(pa, "echo", {{"Job-Delay", "2S"}, {"Job-Freshness", "30S"}}, "later");
     a.signal(SIGKILL);
     a.wait_exit(5s);
   }
   EXPECT_TRUE(in_delayed_set(id)) << "held by Redis, not by the dead daemon";
+  EXPECT_TRUE(in_delayed_set(delayed)) << "and the delayed job";
   std::vector<std::string> second = args;
   second.insert(second.end(), {"--consumer", "b"});
   daemon_process b(second);
@@ -233,6 +235,11 @@ TEST_F(FleetRetry, RetriesWaitingInRedisSurviveSigkillOfEveryDaemon) {
   EXPECT_EQ(done.at("attempts_left").to_number<int>(), 0);
   EXPECT_EQ(done.at("attempts").as_array().size(), 3u);
   EXPECT_FALSE(in_delayed_set(id));
+  const json::value later = wait_job(pb, delayed, "ok");
+  EXPECT_EQ(state_of(later), "ok") << support::serialize_json(later);
+  if (state_of(later) == "ok") {
+    EXPECT_EQ(later.at("result").as_string(), "later");
+  }
 }
 
 // Daemons whose wall clocks are ten minutes off, either way, delay and retry
@@ -246,7 +253,7 @@ TEST_F(FleetRetry, SkewedDaemonsDelayAndRetryOnTheBrokersClock) {
     const std::string queue = skew.empty() ? "q0" : skew.substr(0, 1) == "-" ? "qm" : "qp";
     daemon_process d({"--listen", "127.0.0.1:0", "--broker", "redis://127.0.0.1:" + std::to_string(redis.port()),
                       "--queue", queue, "--consumer", "skew" + queue, "--workers", "2", "--upstream",
-                      "down=http://127.0.0.1:9", "--breaker-failures", "1000"},
+                      "down=http://127.0.0.1:9", "--breaker-failures", "1000", "--schedule", "tick|@every 1s|echo"},
                      skewed_clock(skew));
     const std::uint16_t port = d.wait_for_port();
     ASSERT_NE(port, 0) << d.output();
@@ -269,6 +276,17 @@ TEST_F(FleetRetry, SkewedDaemonsDelayAndRetryOnTheBrokersClock) {
       EXPECT_EQ(state_of(done), "ok") << support::serialize_json(done) << d.output();
     }
     EXPECT_GE(std::chrono::steady_clock::now() - began, 1400ms) << "neither ran before its due time";
+    // The schedule fired on the broker's clock: its last fire is now, not ten minutes off.
+    const auto sched = support::parse_json(get(port, "/v1/schedules").body);
+    ASSERT_TRUE(sched.has_value());
+    const json::object& tick = sched->at("schedules").as_array().at(0).as_object();
+    EXPECT_GE(tick.at("fires").at("enqueued").to_number<int>(), 1) << support::serialize_json(*sched);
+    if (tick.contains("last_fire")) {
+      const auto fired = support::parse_rfc3339(tick.at("last_fire").as_string());
+      ASSERT_TRUE(fired.has_value());
+      const auto now = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+      EXPECT_LT(std::chrono::abs(now - *fired), std::chrono::seconds(5)) << support::serialize_json(*sched);
+    }
     const json::value failed = wait_job(port, retried, "error", 10s);
     EXPECT_EQ(state_of(failed), "error") << support::serialize_json(failed);
     if (state_of(failed) == "error") {

@@ -330,5 +330,22 @@ TEST(Hourglassd, ReadmeFleetExampleRunsAsWritten) {
   EXPECT_NE(out.find(R"("deliveries": 2)"), std::string::npos) << "finished by another daemon: " << out;
 }
 
+TEST(Hourglassd, ReadmeRetryDelayAndScheduleExampleRunsAsWritten) {
+  std::string script = readme_block("<!-- schedule-example -->");
+  ASSERT_FALSE(script.empty());
+  ASSERT_EQ(replace_all(script, "build/release/tools/hourglassd", HOURGLASSD_PATH), 1);
+  ASSERT_GT(replace_all(script, "127.0.0.1:8093", "127.0.0.1:" + std::to_string(free_port())), 4)
+      << "the README's port lines changed";
+  const auto [out, rc] = run_script(script, 60);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find(R"("attempt": 3, "attempts_left": 0)"), std::string::npos) << out;
+  EXPECT_NE(out.find(R"("error": "upstream_unreachable")"), std::string::npos) << out;
+  EXPECT_NE(out.find(R"("state": "scheduled")"), std::string::npos) << out;
+  EXPECT_NE(out.find(R"("result": "hello")"), std::string::npos) << out;
+  EXPECT_NE(out.find(R"("name": "tick")"), std::string::npos) << out;
+  EXPECT_NE(out.find(R"("next_fire": ")"), std::string::npos) << out;
+  EXPECT_EQ(out.find(R"("enqueued": 0)"), std::string::npos) << "it fired: " << out;
+}
+
 }  // namespace
 }  // namespace hourglass::server::testing

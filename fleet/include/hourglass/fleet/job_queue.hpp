@@ -172,7 +172,10 @@ class job_queue {
   // fleet's mean run time (nullopt: it did not run).
   finish_result finish(const context& ctx, std::string_view id, std::optional<duration> run_time,
                        const std::vector<std::pair<std::string, std::string>>& fields);
-  // Many at once, in one script call: each recorded on its own, answers in order.
+  // Many at once, in one script call: each recorded on its own, answers in
+  // order. With a `token` (the consumer's lease token) and each outcome's
+  // entry, the same batch sent again after its reply was lost gets the
+  // first answers again, not duplicates.
   struct outcome {
     std::string job_id;
     std::optional<duration> run_time;
@@ -189,7 +192,8 @@ class job_queue {
     };
     std::optional<retry_request> retry;
   };
-  std::vector<finish_result> finish_batch(const context& ctx, const std::vector<outcome>& outcomes);
+  std::vector<finish_result> finish_batch(const context& ctx, const std::vector<outcome>& outcomes,
+                                          std::string_view token = {});
 
   // ---- the consumer's side (fleet::consumer) ----
 
