@@ -172,6 +172,25 @@ class option_table {
         ->default_str("");
   }
 
+  // Repeatable NAME=ATTEMPTS[,BASE[,CAP]] on the command line; in the file a
+  // table NAME = "ATTEMPTS[,BASE[,CAP]]". A later one of a name wins.
+  CLI::Option* retries(const std::string& key, std::vector<std::string>& from_command_line,
+                       std::map<std::string, job_retry_policy>& field, const std::string& help) {
+    readers_[key] = [key, &field](const toml::node& n) {
+      const auto* tbl = n.as_table();
+      if (tbl == nullptr) throw type_error(key, "a table NAME = \"ATTEMPTS[,BASE[,CAP]]\"", n);
+      for (const auto& [name, value] : *tbl) {
+        const auto* s = value.as_string();
+        if (s == nullptr) throw std::invalid_argument("table '" + key + "': values must be \"ATTEMPTS[,BASE[,CAP]]\"");
+        field[std::string(name.str())] = detail::retry_from_text(std::string(name.str()), s->get());
+      }
+    };
+    merged_.insert(key);
+    return app_.add_option("--" + key, from_command_line, help)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+        ->default_str("");
+  }
+
   // Sets the fields from a TOML file: every key must be one of the options,
   // of the right type. A key also given on the command line is left as the
   // command line set it, except upstreams, which merge (the command line's
@@ -282,6 +301,9 @@ struct command_line_parser::impl {
     t_.schedules("schedule", schedules_, o_.schedules,
                  "NAME|CRON|HANDLER[|BODY]: a periodic job (repeatable; CRON five fields, @hourly or @every 30s)")
         ->type_name("SCHEDULE");
+    t_.retries("retry", retries_, o_.handler_retries,
+               "NAME=ATTEMPTS[,BASE[,CAP]]: async jobs of handler NAME are retried (repeatable; e.g. call=5,200ms,30s)")
+        ->type_name("NAME=POLICY");
     t_.count("async-max-jobs", o_.async_max_jobs, "async jobs remembered at once (finished or not)", 1, 100'000'000);
     t_.text("broker", o_.broker, "redis://HOST:PORT[/DB]: fleet mode, async jobs on a durable Redis queue")
         ->type_name("URL")
@@ -313,6 +335,7 @@ struct command_line_parser::impl {
   std::string config_;
   std::vector<std::string> upstreams_;
   std::vector<std::string> schedules_;
+  std::vector<std::string> retries_;
   CLI::App app_;
   option_table t_;
 };
@@ -327,11 +350,18 @@ command_line_result command_line_parser::parse(int argc, const char* const* argv
   p.config_.clear();
   p.upstreams_.clear();
   p.schedules_.clear();
+  p.retries_.clear();
   try {
     p.app_.parse(argc, argv);
     if (!p.config_.empty()) p.t_.read_file(p.config_, read_file);
     for (const auto& u : p.upstreams_) add_upstream(p.o_.upstreams, u);
     for (const auto& s : p.schedules_) p.o_.schedules.push_back(detail::schedule_from_flag(s));
+    for (const auto& r : p.retries_) {
+      const auto eq = r.find('=');
+      if (eq == std::string::npos || eq == 0)
+        throw std::invalid_argument("--retry must be NAME=ATTEMPTS[,BASE[,CAP]], got '" + r + "'");
+      p.o_.handler_retries[r.substr(0, eq)] = detail::retry_from_text(r.substr(0, eq), r.substr(eq + 1));
+    }
     validate(p.o_);
   } catch (const CLI::ParseError& e) {
     const int code = p.app_.exit(e, out, err);

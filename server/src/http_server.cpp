@@ -225,6 +225,11 @@ void http_server::start() {
   auto& c = m.c;
   if (!c.opts.auth_token_file.empty()) c.token = read_token(c.opts.auth_token_file);
   c.schedules->check_handlers();  // before anything runs: a schedule of no handler is a configuration error
+  for (const auto& [name, policy] : c.opts.handler_retries) {  // --retry: over the registered policy
+    const auto it = c.handlers.find(name);
+    if (it == c.handlers.end()) throw std::invalid_argument("--retry: no handler '" + name + "'");
+    it->second.retry = policy;
+  }
 
   const listen_endpoint ep = parse_listen(c.opts.listen);
   const tcp::endpoint endpoint(net::ip::make_address(ep.address), ep.port);

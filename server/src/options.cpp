@@ -73,6 +73,9 @@ void validate(const server_options& o) {
     if (!valid_handler_name(name)) fail("upstream name '" + name + "' must be 1-64 of [A-Za-z0-9._-]");
     (void)parse_upstream_url(url);
   }
+  for (const auto& [name, policy] : o.handler_retries) {
+    if (!valid_handler_name(name)) fail("--retry: handler name '" + name + "' must be 1-64 of [A-Za-z0-9._-]");
+  }
   std::set<std::string, std::less<>> schedule_names;
   for (const schedule_options& s : o.schedules) {
     if (!valid_handler_name(s.name)) fail("schedule name '" + s.name + "' must be 1-64 of [A-Za-z0-9._-]");

@@ -1,7 +1,9 @@
 #include "schedule_config.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string_view>
+#include <vector>
 
 #include "hourglass/budget_codec.hpp"
 
@@ -71,6 +73,46 @@ schedule_options schedule_from_toml(const toml::table& t) {
   }
   o.allow_overlap = overlap == "allow";
   return o;
+}
+
+job_retry_policy retry_from_text(const std::string& handler, const std::string& text) {
+  const std::string which = "retry policy of '" + handler + "': ";
+  job_retry_policy p;
+  std::vector<std::string> parts;
+  for (std::size_t at = 0;;) {
+    const std::size_t comma = text.find(',', at);
+    std::string part = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    const auto first = part.find_first_not_of(" \t");
+    part = first == std::string::npos ? "" : part.substr(first, part.find_last_not_of(" \t") - first + 1);
+    parts.push_back(part);
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  if (parts.size() > 3) throw std::invalid_argument(which + "must be ATTEMPTS[,BASE[,CAP]], got '" + text + "'");
+  try {
+    std::size_t end = 0;
+    p.max_attempts = std::stoi(parts[0], &end);
+    if (end != parts[0].size()) throw std::invalid_argument("");
+  } catch (const std::exception&) {
+    throw std::invalid_argument(which + "ATTEMPTS must be a whole number, got '" + parts[0] + "'");
+  }
+  const auto dur = [&](std::size_t i, duration& field) {
+    const duration_parse d = parse_human_duration(parts[i]);
+    if (!d.value) throw std::invalid_argument(which + d.error);
+    field = *d.value;
+  };
+  if (parts.size() > 1) dur(1, p.base);
+  if (parts.size() > 2) {
+    dur(2, p.cap);
+  } else {
+    p.cap = std::max(p.cap, p.base);
+  }
+  try {
+    validate(p);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(which + e.what());
+  }
+  return p;
 }
 
 }  // namespace hourglass::server::detail

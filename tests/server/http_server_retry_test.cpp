@@ -186,5 +186,27 @@ TEST(HttpServerRetry, DeleteEndsAJobWaitingForItsRetryAndItNeverRunsAgain) {
   EXPECT_EQ(retry_state(c, loc), "cancelled");
 }
 
+TEST(HttpServerRetry, TheRetryOptionSetsAHandlersPolicyOverItsRegistration) {
+  manual_clock clk;
+  flaky f;
+  f.failures = 1;
+  server_options o = test_options();
+  o.handler_retries["flaky"] = {.max_attempts = 2, .base = 0ms, .cap = 0ms};  // --retry flaky=2,0s,0s
+  test_server srv(
+      o, [&](http_server& s) { s.add_handler("flaky", f.fn()); }, clk);
+  client c(srv.port());
+  const std::string loc = submit_job(c);
+  clk.advance(1ms);  // the retry's timer, due at once
+  ASSERT_TRUE(wait_until([&] {
+    clk.run_due();
+    return retry_state(c, loc) == "ok";
+  })) << c.get(loc).body;
+  EXPECT_EQ(job_of(c, loc).at("attempt").to_number<int>(), 2);
+
+  server_options unknown = test_options();
+  unknown.handler_retries["ghost"] = {.max_attempts = 2};
+  EXPECT_THROW(test_server bad(unknown), std::invalid_argument) << "a policy for no handler stops the start";
+}
+
 }  // namespace
 }  // namespace hourglass::server::testing

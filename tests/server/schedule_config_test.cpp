@@ -96,5 +96,28 @@ TEST(ScheduleConfig, AWrongScheduleIsRefusedNamingIt) {
   }
 }
 
+TEST(RetryConfig, HandlersPoliciesFromTheFileAndTheCommandLine) {
+  const auto p = parse_schedules({"--retry", "call=5,200ms,30s", "--retry", "echo=3"},
+                                 "[retry]\nsleep = \"2,1s\"\ncall = \"9\"\n");
+  ASSERT_TRUE(p.result.options) << p.err;
+  const auto& r = p.result.options->handler_retries;
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r.at("call").max_attempts, 5) << "the command line wins";
+  EXPECT_EQ(r.at("call").base, 200ms);
+  EXPECT_EQ(r.at("call").cap, 30s);
+  EXPECT_EQ(r.at("echo").max_attempts, 3);
+  EXPECT_EQ(r.at("echo").base, 1s) << "the default base";
+  EXPECT_EQ(r.at("sleep").base, 1s);
+  EXPECT_EQ(r.at("sleep").cap, 5min);
+  for (const char* bad : {"call", "call=", "call=many", "call=0", "call=101", "call=3,soon", "call=3,2s,1s",
+                          "call=3,1s,2s,4s", "=3", "a b=3"}) {
+    SCOPED_TRACE(bad);
+    const auto refused = parse_schedules({"--retry", bad});
+    EXPECT_FALSE(refused.result.options);
+    EXPECT_EQ(refused.result.exit_code, 2);
+    EXPECT_NE(refused.err.find("retry"), std::string::npos) << refused.err;
+  }
+}
+
 }  // namespace
 }  // namespace hourglass::server

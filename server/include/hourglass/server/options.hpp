@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "hourglass/job_retry.hpp"
 #include "hourglass/time.hpp"
 
 namespace hourglass::server {
@@ -85,6 +86,9 @@ struct server_options {
   duration max_delay = std::chrono::hours(24 * 30);
   // Periodic jobs (--schedule; [[schedule]] in the config file).
   std::vector<schedule_options> schedules;
+  // Async jobs' retry policies by handler (--retry NAME=ATTEMPTS[,BASE[,CAP]];
+  // [retry] NAME = "..." in the file): over the one it was registered with.
+  std::map<std::string, job_retry_policy> handler_retries;
 
   // Fleet mode (docs/fleet.md): with a broker, async jobs live
   // on a durable Redis Streams queue that many daemons share.
