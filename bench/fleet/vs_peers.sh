@@ -65,15 +65,9 @@ celery_pkgs=(python3-celery python3-redis)
 case ${CELERY_POOL:-eventlet} in eventlet | gevent) celery_pkgs+=("python3-${CELERY_POOL:-eventlet}") ;; esac
 tools/install-deps ruby-sidekiq ruby-hiredis "${celery_pkgs[@]}"
 python_celery=/usr/bin/python3  # Debian's, where python3-celery is (a pyenv python3 may come first on PATH)
-bullmq_dir=$PWD/build/peers/bullmq
-bullmq_major() { node -p "require('$bullmq_dir/node_modules/bullmq/package.json').version.split('.')[0]" 2>/dev/null; }
-if [ "$(bullmq_major)" != 6 ] || [ ! -f "$bullmq_dir/node_modules/ioredis/package.json" ]; then
-  mkdir -p "$bullmq_dir"
-  [ -f "$bullmq_dir/package.json" ] || echo '{"private": true}' >"$bullmq_dir/package.json"
-  # BullMQ 6 no longer brings its Redis client: ioredis is a peer dependency.
-  (cd "$bullmq_dir" && npm install --no-audit --no-fund --loglevel=error bullmq@6 ioredis@5)
-fi
-export BULLMQ_DIR=$bullmq_dir PYTHONDONTWRITEBYTECODE=1
+# shellcheck source=bench/fleet/bullmq_install.sh
+source bench/fleet/bullmq_install.sh
+export PYTHONDONTWRITEBYTECODE=1
 
 # shellcheck source=bench/fleet/own_redis.sh
 source bench/fleet/own_redis.sh
