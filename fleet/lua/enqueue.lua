@@ -100,11 +100,15 @@ for i = 1, n do
   local job_key, idem_key = KEYS[3 + 2 * i], KEYS[4 + 2 * i]
   local prior = false
   if idempotency_key ~= '' then prior = redis.call('GET', idem_key) end
-  if prior then
+  if prior and prior ~= job_id then  -- (its own id: this batch sent again after 'nostream')
     out[i] = {'duplicate', prior, 0}
   else
     local wait, admitted = 0, true
+    -- judged by what comes first: its freshness, or the job's overall deadline
     local freshness = tonumber(freshness_ms)
+    if deadline_left_us >= 0 and (freshness < 0 or deadline_left_us / 1000 < freshness) then
+      freshness = deadline_left_us / 1000
+    end
     if admission == '1' and freshness >= 0 and not delayed then
       counts = counts or read_counts()
       wait = predicted_wait_us()

@@ -42,6 +42,8 @@
 --   'first'      recorded as its outcome (a retry's fallback included: 'no_budget' says so)
 --   'scheduled'  a retry: waits in the delayed set
 --   'no_budget'  a retry that would come too late: the fallback recorded
+--   'cancelled'  a retry of a job a DELETE marked while it ran: recorded
+--                cancelled (cause requested) instead, never retried
 --   'duplicate'  an outcome (or a retry) is recorded already: counted, nothing else
 --   'unknown'    no job hash: nothing written
 local stream_key = KEYS[1]
@@ -103,7 +105,8 @@ for i = 4, #KEYS do
   local field_count = tonumber(ARGV[a])
   local first_field = a + 1
   a = first_field + field_count
-  local f = redis.call('HMGET', job_key, 'state', 'entry', 'max_attempts', 'attempts', 'finish_token', 'finish_reply')
+  local f = redis.call('HMGET', job_key, 'state', 'entry', 'max_attempts', 'attempts', 'finish_token', 'finish_reply',
+    'cancel_requested')
   local state, entry, max_attempts, attempts = f[1], f[2], f[3], f[4]
   local this_finish = ''
   if token ~= '' and ran_entry ~= '' then this_finish = token .. '/' .. ran_entry end
@@ -117,7 +120,12 @@ for i = 4, #KEYS do
   else
     if entry and entry ~= '' then table.insert(entries, entry) end
     if run_us >= 0 then table.insert(runs, run_us) end
-    if retry and schedule_retry(job_key, retry[1], retry[2], retry[3]) then
+    if retry and f[7] == '1' then
+      redis.call('HSET', job_key, 'state', 'cancelled', 'cause', 'requested', 'payload', '')
+      redis.call('PEXPIRE', job_key, result_ttl_ms)
+      list_attempt(job_key, attempts, retry[3])
+      out[i - 3] = 'cancelled'
+    elseif retry and schedule_retry(job_key, retry[1], retry[2], retry[3]) then
       out[i - 3] = 'scheduled'
     else
       -- The payload emptied in the same write: its memory goes, the field stays.

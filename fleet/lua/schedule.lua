@@ -9,8 +9,10 @@
 --   (fires before a schedule is first seen are neither run nor counted).
 --   Reply {settled_ms, last_fire_ms, last_job, missed, TIME s, TIME us};
 --   settled_ms an integer, the rest strings ('' when none).
--- settle ARGV[2] fire_ms, ARGV[3] missed: fires up to fire_ms are settled by
---   this call, unless a call settled them already (compare and set).
+-- settle ARGV[2] fire_ms, ARGV[3] missed, ARGV[4] settled_ms as the caller's
+--   look read it: fires up to fire_ms are settled by this call, unless the
+--   record moved since that look (compare and set: another daemon settled,
+--   and the caller's count of missed fires may be wrong).
 --   Reply 1: settled here (the caller runs the fire, counts the missed); 0: not.
 -- ran ARGV[2] job id: the job of the latest run. Reply 1.
 local schedule_key = KEYS[1]
@@ -25,7 +27,7 @@ if op == 'look' then
 elseif op == 'settle' then
   local fire_ms = tonumber(ARGV[2])
   local settled = tonumber(redis.call('HGET', schedule_key, 'settled_ms') or '0')
-  if settled >= fire_ms then return 0 end
+  if settled >= fire_ms or settled ~= tonumber(ARGV[4]) then return 0 end
   redis.call('HSET', schedule_key, 'settled_ms', ARGV[2], 'last_fire_ms', ARGV[2])
   if tonumber(ARGV[3]) > 0 then redis.call('HINCRBY', schedule_key, 'missed', ARGV[3]) end
   return 1

@@ -122,7 +122,11 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
   // The retry rule's verdict on a failed attempt (hourglass_job_retries_total).
   void count_retry(const std::string& handler, job_retry_verdict v);
   // Microseconds of the broker's clock since the epoch, as the retry rule takes them.
-  static time_point broker_time_point(std::int64_t us) { return time_point(std::chrono::microseconds(us)); }
+  // Saturating: a deadline centuries ahead is no deadline, never one in the past.
+  static time_point broker_time_point(std::int64_t us) {
+    constexpr std::int64_t most = std::chrono::duration_cast<std::chrono::microseconds>(duration::max()).count();
+    return us >= most ? never : time_point(std::chrono::microseconds(us));
+  }
   // Stops reading (drain, or the name taken): the reader wakes if it waits for room.
   void stop_reading_locked();
 
@@ -142,8 +146,8 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
   std::int64_t broker_time();
   std::int64_t time_of(const redis_reply& t);
   void note_offset(std::int64_t broker_now_us);
-  std::size_t wait_for_room();                 // 0: reading stopped
-  time_point promote_due(const context& ctx);  // when to look again
+  std::size_t wait_for_room(time_point until);  // 0: no room by then, or reading stopped
+  time_point promote_due(const context& ctx);   // when to look again
   void read_loop();
 
   // ---- a job's life (worker threads): consumer.cpp ----

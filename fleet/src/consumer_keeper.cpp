@@ -123,6 +123,10 @@ bool consumer::impl::flush(const context& ctx) {
         ++st.outcomes_written;
         count_recorded(o.handler, o.recorded);
       }
+      if (results[i] == finish_result::cancelled) {  // marked by a DELETE while it ran: not retried
+        ++st.outcomes_written;
+        count_recorded(o.handler, status::cancelled(cancel_cause::requested));
+      }
       if (results[i] == finish_result::scheduled) ++st.retries_scheduled;
       if (results[i] == finish_result::scheduled || results[i] == finish_result::no_budget) {
         count_retry(o.handler, results[i] == finish_result::scheduled ? job_retry_verdict::scheduled

@@ -189,12 +189,15 @@ time_point consumer::impl::promote_due(const context& ctx) {
 }
 
 // Woken by a slot freed (feed_locked), a renewal after a fence (renew) or
-// the stop (stop_reading_locked): no time limit.
-std::size_t consumer::impl::wait_for_room() {
+// the stop (stop_reading_locked); gives up at `until` (0: no room by then,
+// or reading stopped).
+std::size_t consumer::impl::wait_for_room(time_point until) {
   std::unique_lock lock(mu);
   const std::size_t held_at_most = opts.slots + opts.prefetch;
-  slot_freed.wait(lock, [&] { return stop_reading.get().done() || (!self_fenced && busy_locked() < held_at_most); });
-  return stop_reading.get().done() ? 0 : held_at_most - busy_locked();
+  clk.wait_until(lock, slot_freed, until,
+                 [&] { return stop_reading.get().done() || (!self_fenced && busy_locked() < held_at_most); });
+  if (stop_reading.get().done() || self_fenced || busy_locked() >= held_at_most) return 0;
+  return held_at_most - busy_locked();
 }
 
 void consumer::impl::read_loop() {
@@ -208,10 +211,16 @@ void consumer::impl::read_loop() {
   const std::string group(job_queue::group);
   duration backoff = 50ms;
   while (!ctx.done()) {
-    const std::size_t room = wait_for_room();
-    if (room == 0) break;
+    // Full, due jobs still move on time: judged when due, and in the stream
+    // ahead of work enqueued after them.
+    const std::size_t room = wait_for_room(next_promote);
+    if (ctx.done()) break;
     const std::string count = std::to_string(room);
     try {
+      if (room == 0) {
+        next_promote = promote_due(ctx);
+        continue;
+      }
       if (!own_done) {
         const redis_reply r = reader.call(
             ctx, {"XREADGROUP", "GROUP", group, opts.name, "COUNT", count, "STREAMS", stream, own_from});

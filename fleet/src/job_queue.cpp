@@ -203,9 +203,11 @@ job_queue::schedule_record job_queue::look_schedule(const context& ctx, std::str
   return s;
 }
 
-bool job_queue::settle_schedule(const context& ctx, std::string_view name, std::int64_t fire_ms, std::uint64_t missed) {
-  const redis_reply r = eval(ctx, detail::schedule_script, {key("schedule:" + std::string(name))},
-                             {"settle", std::to_string(fire_ms), std::to_string(missed)});
+bool job_queue::settle_schedule(const context& ctx, std::string_view name, const schedule_record& looked,
+                                std::int64_t fire_ms, std::uint64_t missed) {
+  const redis_reply r = eval(
+      ctx, detail::schedule_script, {key("schedule:" + std::string(name))},
+      {"settle", std::to_string(fire_ms), std::to_string(missed), std::to_string(looked.settled_ms)});
   if (!r.is_integer()) broker_error("schedule", r);
   return r.integer == 1;
 }

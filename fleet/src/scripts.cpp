@@ -77,6 +77,7 @@ std::vector<finish_result> decode_finish(const redis_reply& r, std::size_t jobs)
     out.push_back(j.str == "first"       ? finish_result::first
                   : j.str == "scheduled" ? finish_result::scheduled
                   : j.str == "no_budget" ? finish_result::no_budget
+                  : j.str == "cancelled" ? finish_result::cancelled
                   : j.str == "duplicate" ? finish_result::duplicate
                                          : finish_result::unknown);
   }

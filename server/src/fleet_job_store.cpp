@@ -247,10 +247,26 @@ class fleet_job_store final : public job_store {
       if (rec.last_fire_ms > 0) t.state.last_fire = support::wall_time{milliseconds(rec.last_fire_ms)};
       if (!plan.last_due) return done(std::move(t));
       const std::int64_t fire_ms = duration_cast<milliseconds>(plan.last_due->time_since_epoch()).count();
-      if (!queue_.settle_schedule(ctx, s.opts.name, fire_ms, plan.missed)) return done(std::move(t));  // another did
+      if (!queue_.settle_schedule(ctx, s.opts.name, rec, fire_ms, plan.missed)) return done(std::move(t));  // moved
       t.missed = plan.missed;
       t.state.last_fire = plan.last_due;
-      if (plan.run) {
+      if (plan.run) run_fire(s, plan, fire_ms, rec, t);
+    } catch (const std::exception& e) {
+      ++lookup_errors_;
+      c_.log->warn("fleet: schedule {}: {}", s.opts.name, e.what());
+      t.unavailable = true;
+    }
+    done(std::move(t));
+  }
+
+  // The settled fire's job (settle_schedule said this daemon runs it). From
+  // here the fire is settled: a broker error counts it missed (or, once its
+  // job is in, loses only the record of which job that is), never undoes it.
+  void run_fire(const schedule& s, const fire_plan& plan, std::int64_t fire_ms,
+                const fleet::job_queue::schedule_record& rec, schedule_tick& t) {
+    const context ctx;
+    try {
+      {
         std::optional<fleet::fleet_job> before;
         if (!s.opts.allow_overlap && !rec.last_job.empty()) before = queue_.find(ctx, rec.last_job);
         const std::string_view state = before ? before->state() : std::string_view();
@@ -267,9 +283,9 @@ class fleet_job_store final : public job_store {
           create(std::move(job), [&answer](created c) { answer.set_value(std::move(c)); });
           const created c = answer.get_future().get();
           if (c.verdict == created::kind::accepted || c.verdict == created::kind::duplicate) {
-            queue_.schedule_ran(ctx, s.opts.name, c.job.id);
             t.enqueued = c.verdict == created::kind::accepted ? 1 : 0;
             t.state.last_job = c.job.id;
+            queue_.schedule_ran(ctx, s.opts.name, c.job.id);
           } else {
             t.missed += 1;  // refused at admission, or the broker went away: this fire will not run
           }
@@ -277,10 +293,9 @@ class fleet_job_store final : public job_store {
       }
     } catch (const std::exception& e) {
       ++lookup_errors_;
-      c_.log->warn("fleet: schedule {}: {}", s.opts.name, e.what());
-      t.unavailable = true;
+      c_.log->warn("fleet: schedule {}, its fire settled here: {}", s.opts.name, e.what());
+      if (t.enqueued == 0 && t.skipped_overlap == 0) t.missed += 1;
     }
-    done(std::move(t));
   }
 
   void drain(time_point deadline) override { consumer_.drain(deadline); }

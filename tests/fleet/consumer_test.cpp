@@ -117,6 +117,30 @@ TEST_F(Consumer, AJobWhoseFreshnessRunsOutWhileEveryWorkerIsBusyIsNeverRun) {
   c.stop();
 }
 
+TEST_F(Consumer, ADelayedJobMovesToTheStreamWhenDueEvenWhileEveryWorkerIsBusy) {
+  const added blocker = add_job("block", broker_ms());
+  executor one{executor_options{.workers = 1}};
+  consumer_options o = named("a", 1);
+  o.prefetch = 0;  // full once the blocker runs
+  consumer c(queue, reads, one, runner.get(), o);
+  c.start(context());
+  ASSERT_TRUE(eventually([&] { return runner.running.load() == 1; }));
+  job_spec spec;
+  spec.handler = "echo";
+  spec.delay = 300ms;
+  const enqueued later = queue.enqueue(context(), spec);
+  ASSERT_TRUE(later.scheduled);
+  EXPECT_EQ(state(later.id), "scheduled");
+  // Its one slot busy, the daemon reads nothing; the due job is promoted all the same.
+  ASSERT_TRUE(eventually([&] { return state(later.id) == "queued"; })) << state(later.id);
+  EXPECT_EQ(runner.running.load(), 1) << "the blocker still holds the one worker";
+  // (counted once promote's reply is back, which may be just after the state reads "queued")
+  EXPECT_TRUE(eventually([&] { return c.stats().promoted == 1u; })) << c.stats().promoted;
+  runner.released = true;
+  EXPECT_TRUE(eventually([&] { return state(later.id) == "ok" && state(blocker.id) == "ok"; }));
+  c.stop();
+}
+
 TEST_F(Consumer, ADeadDaemonsJobIsReclaimedAndRunAgain) {
   const added a = add_job("echo", broker_ms());
   deliver_to("ghost", 1);

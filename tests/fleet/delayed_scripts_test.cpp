@@ -81,8 +81,9 @@ TEST_F(DelayedSet, EnqueueHoldsADelayedJobInTheDelayedSetUntilItsDueTimeOnTheBro
 
 TEST_F(DelayedSet, FinishSchedulesARetryThatFitsTheDeadlineAndRecordsTheFallbackWhenItDoesNot) {
   const std::string fits = new_job_id(), late = new_job_id();
-  enqueue_batch({{.id = fits, .max_attempts = "3", .deadline_us = "10000000"},
-                 {.id = late, .max_attempts = "3", .deadline_us = "1000000"}});
+  // (admission "0": no live slot here, so a deadline would refuse the second)
+  enqueue_batch({{.id = fits, .admission = "0", .max_attempts = "3", .deadline_us = "10000000"},
+                 {.id = late, .admission = "0", .max_attempts = "3", .deadline_us = "1000000"}});
   const std::string entry = field(job(fits), "entry");
   const std::vector<std::string> fallback{"4", "state", "deadline_exceeded", "stage", "retry"};
   const auto retry = [&](const std::string& e, const std::string& delay_us) {
@@ -179,6 +180,69 @@ TEST_F(DelayedSet, ADeleteTakesAScheduledJobOutOfTheDelayedSet) {
   EXPECT_EQ(field(job(id), "state"), "cancelled");
   EXPECT_EQ(score(id), -1);
   EXPECT_EQ(promote({id}).moved, 0u);
+}
+
+TEST_F(DelayedSet, AFailedAttemptOfAJobADeleteMarkedIsRecordedCancelledNotRetried) {
+  const std::string id = new_job_id();
+  enqueue_batch({{.id = id, .max_attempts = "3", .deadline_us = "60000000"}});
+  const std::string entry = field(job(id), "entry");
+  call({"HSET", job(id), "state", "running"});  // as start.lua leaves it
+  const redis_reply mark = eval(detail::cancel_script, {stream, job(id), delayed}, {group, "60000"});
+  EXPECT_EQ(detail::decode_cancel(mark), detail::cancel_reply::marked) << "it is running";
+  const std::vector<std::string> retry{
+      entry,   "100",  "retry", "1000", "0", "down", "it is down", "0.100", "4", "state", "deadline_exceeded",
+      "stage", "retry"};
+  EXPECT_EQ(finish_one(id, retry), finish_result::cancelled);
+  EXPECT_EQ(field(job(id), "state"), "cancelled");
+  EXPECT_EQ(field(job(id), "cause"), "requested");
+  EXPECT_EQ(field(job(id), "payload"), "");
+  EXPECT_NE(field(job(id), "attempts").find(R"("error":"down")"), std::string::npos) << "its failed attempt listed";
+  EXPECT_EQ(score(id), -1) << "never in the delayed set";
+  EXPECT_GT(call({"PTTL", job(id)}).integer, 0);
+  EXPECT_EQ(call({"XLEN", stream}).integer, 0) << "its entry acknowledged and deleted";
+  EXPECT_EQ(finish_one(id, retry), finish_result::duplicate);
+}
+
+TEST_F(DelayedSet, EnqueueJudgesAJobByItsDeadlineWhenThatComesBeforeItsFreshness) {
+  const std::string runner = new_job_id();
+  enqueue(runner);
+  call({"HSET", slots, "c1", "1:" + std::to_string(broker_ms() + 60000)});
+  call({"HSET", stats, "mean_run_us", "200000"});  // one job waiting, one slot: a 200 ms predicted wait
+  const std::string tight = new_job_id(), roomy = new_job_id(), no_freshness = new_job_id();
+  const auto r = enqueue_batch({{.id = tight, .freshness_ms = "60000", .min_budget_ms = "10", .deadline_us = "150000"},
+                                {.id = roomy, .freshness_ms = "60000", .min_budget_ms = "10", .deadline_us = "5000000"},
+                                {.id = no_freshness, .min_budget_ms = "10", .deadline_us = "100000"}});
+  EXPECT_EQ(r.jobs.at(0).verdict, detail::enqueue_reply::kind::refused) << "150 ms left cannot cover a 200 ms wait";
+  EXPECT_EQ(r.jobs.at(1).verdict, detail::enqueue_reply::kind::accepted);
+  EXPECT_EQ(r.jobs.at(2).verdict, detail::enqueue_reply::kind::refused) << "no freshness: its deadline still bounds it";
+}
+
+TEST_F(DelayedSet, ABatchSentAgainAfterNostreamIsNotADuplicateOfItself) {
+  const std::string id = new_job_id();
+  const job_args delayed_job{.id = id, .idempotency_key = "k1", .delay_us = "600000000"};
+  ASSERT_EQ(enqueue_batch({delayed_job}).jobs.at(0).verdict, detail::enqueue_reply::kind::accepted);
+  const auto again = enqueue_batch({delayed_job});
+  EXPECT_EQ(again.jobs.at(0).verdict, detail::enqueue_reply::kind::accepted) << "its own id under its key";
+  const auto other = enqueue_batch({{.id = new_job_id(), .idempotency_key = "k1"}});
+  EXPECT_EQ(other.jobs.at(0).verdict, detail::enqueue_reply::kind::duplicate);
+  EXPECT_EQ(other.jobs.at(0).id, id);
+}
+
+TEST_F(DelayedSet, AScheduleSettlesAFireOnlyOnTheRecordItsCallerLookedAt) {
+  const std::string key = "hg:{t}:schedule:nightly";
+  const redis_reply look = eval(detail::schedule_script, {key}, {"look"});
+  ASSERT_TRUE(look.elements.at(0).is_integer());
+  const long long settled = look.elements[0].integer;
+  const auto settle = [&](long long fire, const std::string& missed, long long looked) {
+    return eval(detail::schedule_script, {key}, {"settle", std::to_string(fire), missed, std::to_string(looked)})
+        .integer;
+  };
+  EXPECT_EQ(settle(settled + 1000, "2", settled), 1);
+  EXPECT_EQ(settle(settled + 2000, "5", settled), 0) << "another daemon settled since this look: its count is stale";
+  EXPECT_EQ(field(key, "missed"), "2");
+  EXPECT_EQ(field(key, "settled_ms"), std::to_string(settled + 1000));
+  EXPECT_EQ(settle(settled + 2000, "0", settled + 1000), 1) << "a look at the moved record settles the next";
+  EXPECT_EQ(settle(settled + 2000, "0", settled + 2000), 0) << "that fire is settled already";
 }
 
 }  // namespace

@@ -131,6 +131,7 @@ enum class finish_result {
   first,      // the job's outcome
   scheduled,  // a retry waits in the delayed set
   no_budget,  // a retry would come too late for the job's deadline: its fallback outcome recorded
+  cancelled,  // a retry of a job a DELETE marked while it ran: recorded cancelled (requested) instead
   duplicate,  // an outcome (or a retry) was recorded already
   unknown,    // no such job
 };
@@ -279,9 +280,11 @@ class job_queue {
   };
   // The record of schedule `name`, made on first sight (settled at the broker's TIME).
   schedule_record look_schedule(const context& ctx, std::string_view name);
-  // Settles the fires up to `fire_ms` and counts `missed`, unless another
-  // daemon did: true when this call did (then it runs the fire, if any).
-  bool settle_schedule(const context& ctx, std::string_view name, std::int64_t fire_ms, std::uint64_t missed);
+  // Settles the fires up to `fire_ms` and counts `missed`, unless the record
+  // moved since `looked` (its settled_ms): true when this call did (then it
+  // runs the fire, if any).
+  bool settle_schedule(const context& ctx, std::string_view name, const schedule_record& looked, std::int64_t fire_ms,
+                       std::uint64_t missed);
   void schedule_ran(const context& ctx, std::string_view name, std::string_view job_id);
 
   // "hg:{name}:suffix": every key of this queue, in one hash slot.
