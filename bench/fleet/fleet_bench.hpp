@@ -54,6 +54,7 @@ struct fleet_throughput {
   double redis_calls_per_job = 0;   // end to end: Redis commands per job, scripts' inner ones included
   double redis_cpu_us_per_job = 0;  // end to end: Redis's CPU (user + system) per job
   double raw_calls_per_job = 0;
+  std::string commands;       // end to end: each command's calls and Redis time per job, costliest first
   double latency_p50_ms = 0;  // enqueue -> start at half the end-to-end rate
   double latency_p99_ms = 0;
 };

@@ -128,10 +128,15 @@ for i = 4, #KEYS do
     elseif retry and schedule_retry(job_key, retry[1], retry[2], retry[3]) then
       out[i - 3] = 'scheduled'
     else
-      -- The payload emptied in the same write: its memory goes, the field stays.
-      redis.call('HSET', job_key, 'payload', '', unpack(ARGV, first_field, a - 1))
-      redis.call('PEXPIRE', job_key, result_ttl_ms)
       out[i - 3] = retry and 'no_budget' or 'first'
+      -- The payload emptied in the same write: its memory goes, the field stays.
+      if this_finish ~= '' then  -- and the answer for this finish sent again, in that one write too
+        redis.call('HSET', job_key, 'payload', '', 'finish_token', this_finish, 'finish_reply', out[i - 3],
+          unpack(ARGV, first_field, a - 1))
+      else
+        redis.call('HSET', job_key, 'payload', '', unpack(ARGV, first_field, a - 1))
+      end
+      redis.call('PEXPIRE', job_key, result_ttl_ms)
       if max_attempts and max_attempts ~= '1' and run_us >= 0 then
         local last = {run_ms = run_us / 1000}
         for k = first_field, a - 2, 2 do
@@ -146,7 +151,9 @@ for i = 4, #KEYS do
         list_attempt(job_key, attempts, last)
       end
     end
-    if this_finish ~= '' then redis.call('HSET', job_key, 'finish_token', this_finish, 'finish_reply', out[i - 3]) end
+    if this_finish ~= '' and out[i - 3] ~= 'first' and out[i - 3] ~= 'no_budget' then
+      redis.call('HSET', job_key, 'finish_token', this_finish, 'finish_reply', out[i - 3])
+    end
   end
 end
 if #entries > 0 then
