@@ -2,6 +2,7 @@
 // script calls, each a chain of asynchronous broker calls: no thread waits on
 // a round trip, and a daemon pipelines every client's calls on one
 // connection. The blocking forms wait for the same chains.
+#include <algorithm>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -38,11 +39,39 @@ fleet_job job_from(std::string_view id, const redis_reply& r) {
   return j;
 }
 
-// A job's state against a listing's filter.
-bool state_matches(std::string_view state, std::string_view filter) {
-  if (filter.empty()) return true;
-  if (filter == "finished") return !state.empty() && state != "queued" && state != "running";
-  return state == filter;
+// A job against a listing's filters: its state ("finished": any final one;
+// "retrying": scheduled for an attempt after the first) and its handler.
+bool job_matches(const fleet_job& j, const list_query& q) {
+  if (!q.handler.empty() && j.field("handler") != q.handler) return false;
+  const std::string_view state = j.state();
+  if (q.state.empty()) return true;
+  if (q.state == "finished") return !state.empty() && state != "queued" && state != "running" && state != "scheduled";
+  if (q.state == "retrying") return state == "scheduled" && detail::number_or(j.field("attempt"), 1) > 1;
+  if (q.state == "scheduled") return state == "scheduled";
+  return state == q.state;
+}
+
+// The index that holds a state's jobs, walked by list.lua: "" for none (the
+// final states and "any": SCAN over the job hashes).
+std::string_view index_of(std::string_view state) noexcept {
+  if (state == "queued" || state == "running") return "stream";
+  if (state == "scheduled" || state == "retrying") return "delayed";
+  if (state == "dead") return "dead";
+  return "";
+}
+
+bool digits(std::string_view s) noexcept {
+  return !s.empty() && s.size() <= 20 && s.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+// A cursor of the walk `index` ("" for SCAN) could have made.
+bool valid_cursor(std::string_view index, std::string_view c) noexcept {
+  if (c.empty()) return true;
+  if (index.empty()) return digits(c);
+  const char sep = index == "delayed" ? ':' : '-';
+  const auto at = c.find(sep);
+  if (at == std::string_view::npos || !digits(c.substr(0, at))) return false;
+  return sep == ':' ? valid_job_id(c.substr(at + 1)) : digits(c.substr(at + 1));
 }
 
 }  // namespace
@@ -183,13 +212,72 @@ std::optional<fleet_job> job_queue::cancel(const context& ctx, std::string_view 
   return std::move(c.job);
 }
 
-// ---- jobs by state: SCAN over the job hashes, each read in the same pipeline ----
+// ---- jobs by state: ids along an index (list.lua) or SCAN, then each hash ----
+
+namespace {
+
+// Reads the hashes of `ids` in one pipeline and keeps those matching `q`, in
+// the order of `ids`: the page, with `next_cursor`.
+void fetch_page(job_queue& queue, const context& ctx, std::vector<std::string> ids, list_query q,
+                std::string next_cursor, answer_fn<job_list> done) {
+  if (ids.empty()) return done(answer(job_list{{}, std::move(next_cursor)}));
+  struct gather {
+    std::mutex mu;
+    std::vector<std::optional<fleet_job>> jobs;
+    list_query q;
+    std::string next_cursor;
+    std::size_t waiting = 0;
+    std::exception_ptr error;
+    answer_fn<job_list> done;
+  };
+  auto g = std::make_shared<gather>();
+  g->jobs.resize(ids.size());
+  g->q = std::move(q);
+  g->next_cursor = std::move(next_cursor);
+  g->waiting = ids.size();
+  g->done = std::move(done);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    queue.async_find(ctx, std::move(ids[i]), [g, i](async_answer<std::optional<fleet_job>> j) {
+      std::unique_lock lock(g->mu);
+      if (j.error) g->error = j.error;
+      if (!j.error && j.value && job_matches(*j.value, g->q)) g->jobs[i] = std::move(j.value);
+      if (--g->waiting != 0) return;
+      lock.unlock();
+      if (g->error) return g->done(failed<job_list>(g->error));
+      job_list list;
+      list.next_cursor = std::move(g->next_cursor);
+      for (auto& job : g->jobs) {
+        if (job) list.jobs.push_back(std::move(*job));
+      }
+      g->done(answer(std::move(list)));
+    });
+  }
+}
+
+}  // namespace
 
 void job_queue::async_list(const context& ctx, list_query q, answer_fn<job_list> done) {
+  const std::string_view index = index_of(q.state);
+  if (!valid_cursor(index, q.cursor)) return done(answer(job_list{.invalid_cursor = true}));
+  const std::string count = std::to_string(std::clamp<std::size_t>(q.count, 1, 1000));
+  if (!index.empty()) {
+    // (the arguments first: the callback below takes `q`)
+    std::vector<std::string> args{index == "delayed" ? "zset" : "stream", q.cursor, count};
+    async_eval(ctx, detail::list_script, {key(std::string(index))}, std::move(args),
+               [this, ctx, q = std::move(q), done = std::move(done)](async_answer<redis_reply> r) mutable {
+                 if (r.error) return done(failed<job_list>(r.error));
+                 const redis_reply& page = r.value;
+                 if (!page.is_array() || page.elements.empty()) {
+                   return done(failed<job_list>(broker_error_ptr("list", page)));
+                 }
+                 std::vector<std::string> ids;
+                 for (std::size_t i = 1; i < page.elements.size(); ++i) ids.push_back(page.elements[i].str);
+                 fetch_page(*this, ctx, std::move(ids), std::move(q), page.elements[0].str, std::move(done));
+               });
+    return;
+  }
   const std::string prefix = key("job:");
-  std::vector<std::string> scan{"SCAN",  q.cursor.empty() ? "0" : q.cursor,
-                                "MATCH", prefix + "*",
-                                "COUNT", std::to_string(std::max<std::size_t>(q.count, 1))};
+  std::vector<std::string> scan{"SCAN", q.cursor.empty() ? "0" : q.cursor, "MATCH", prefix + "*", "COUNT", count};
   redis_.async_call(ctx, std::move(scan),
                     [this, ctx, q = std::move(q), prefix, done = std::move(done)](redis_result r) mutable {
                       if (auto e = error_of(r)) return done(failed<job_list>(e));
@@ -197,39 +285,14 @@ void job_queue::async_list(const context& ctx, list_query q, answer_fn<job_list>
                       if (!page.is_array() || page.elements.size() != 2 || !page.elements[1].is_array()) {
                         return done(failed<job_list>(broker_error_ptr("SCAN", page)));
                       }
-                      struct gather {
-                        std::mutex mu;
-                        job_list list;
-                        std::string filter;
-                        std::size_t waiting = 0;
-                        std::exception_ptr error;
-                        answer_fn<job_list> done;
-                      };
-                      auto g = std::make_shared<gather>();
-                      g->list.next_cursor = page.elements[0].str == "0" ? std::string() : page.elements[0].str;
-                      g->filter = std::move(q.state);
-                      g->done = std::move(done);
                       std::vector<std::string> ids;
                       for (const redis_reply& k : page.elements[1].elements) {
                         if (k.str.size() > prefix.size() && k.str.compare(0, prefix.size(), prefix) == 0) {
                           ids.push_back(k.str.substr(prefix.size()));
                         }
                       }
-                      if (ids.empty()) return g->done(answer(std::move(g->list)));
-                      g->waiting = ids.size();
-                      for (std::string& id : ids) {
-                        async_find(ctx, std::move(id), [g](async_answer<std::optional<fleet_job>> j) {
-                          std::unique_lock lock(g->mu);
-                          if (j.error) g->error = j.error;
-                          if (!j.error && j.value && state_matches(j.value->state(), g->filter)) {
-                            g->list.jobs.push_back(std::move(*j.value));
-                          }
-                          if (--g->waiting != 0) return;
-                          lock.unlock();
-                          if (g->error) return g->done(failed<job_list>(g->error));
-                          g->done(answer(std::move(g->list)));
-                        });
-                      }
+                      std::string next = page.elements[0].str == "0" ? std::string() : page.elements[0].str;
+                      fetch_page(*this, ctx, std::move(ids), std::move(q), std::move(next), std::move(done));
                     });
 }
 

@@ -216,19 +216,22 @@ class fleet_job_store final : public job_store {
   }
 
   void list(list_request q, callback<job_page> done) override {
-    queue_.async_list(context(), {.state = std::move(q.state), .cursor = std::move(q.cursor), .count = q.limit},
-                      tracked([this, done = std::move(done)](fleet::async_answer<fleet::job_list> a) {
-                        job_page page;
-                        if (a.error) {
-                          ++lookup_errors_;
-                          c_.log->warn("fleet: listing jobs: {}", what(a.error));
-                          page.unavailable = true;
-                          return done(std::move(page));
-                        }
-                        for (const fleet::fleet_job& j : a.value.jobs) page.jobs.push_back(view_of(j, broker_now_ms()));
-                        page.next_cursor = std::move(a.value.next_cursor);
-                        done(std::move(page));
-                      }));
+    queue_.async_list(
+        context(),
+        {.state = std::move(q.state), .cursor = std::move(q.cursor), .count = q.limit, .handler = std::move(q.handler)},
+        tracked([this, done = std::move(done)](fleet::async_answer<fleet::job_list> a) {
+          job_page page;
+          if (a.error) {
+            ++lookup_errors_;
+            c_.log->warn("fleet: listing jobs: {}", what(a.error));
+            page.unavailable = true;
+            return done(std::move(page));
+          }
+          page.invalid_cursor = a.value.invalid_cursor;
+          for (const fleet::fleet_job& j : a.value.jobs) page.jobs.push_back(view_of(j, broker_now_ms()));
+          page.next_cursor = std::move(a.value.next_cursor);
+          done(std::move(page));
+        }));
   }
 
   // On the runner's thread, which may wait: each step is one round trip.

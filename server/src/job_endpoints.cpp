@@ -1,9 +1,11 @@
 #include "job_endpoints.hpp"
 
 #include <algorithm>
+#include <variant>
 
 #include "bulk_jobs.hpp"
 #include "core.hpp"
+#include "job_listing.hpp"
 
 namespace hourglass::server::detail {
 
@@ -141,6 +143,23 @@ void submit_bulk_jobs(core& c, bulk_submission s, answer_fn done) {
       p->answers[p->where[k]] = {r.result_int(), r.body()};
     }
     finish();
+  });
+}
+
+void answer_job_list(core& c, std::string_view target, answer_fn done) {
+  auto q = read_list_query(target);
+  if (const auto* bad = std::get_if<list_query_error>(&q))
+    return done(error_response(400, "invalid_query", bad->message));
+  c.store->list(std::move(std::get<list_request>(q)), [done = std::move(done)](job_page page) {
+    if (page.unavailable) {
+      response res = error_response(503, "broker_unavailable", "the job broker cannot be reached");
+      res.set(http::field::retry_after, "1");
+      return done(std::move(res));
+    }
+    if (page.invalid_cursor) return done(error_response(400, "invalid_cursor", "not a cursor of this state's walk"));
+    response res = make_response(200, job_page_json(page), json_type);
+    res.set(http::field::cache_control, "no-store");
+    done(std::move(res));
   });
 }
 

@@ -52,6 +52,10 @@ void submit_bulk_jobs(core& c, bulk_submission s, answer_fn done);
 // unknown or expired, 503 when the store cannot be read.
 void answer_job_lookup(core& c, std::string id, bool cancel, answer_fn done);
 
+// GET /v1/jobs?...: 200 with a page of jobs; 400 invalid_query (or
+// invalid_cursor); 503 when the store cannot be read.
+void answer_job_list(core& c, std::string_view target, answer_fn done);
+
 // A response for each of the store's answers (pure; `c` books refusals).
 response response_of(core& c, const new_job& job, const created& r);
 response response_of(const found& r, bool cancel);

@@ -70,14 +70,18 @@ struct found {
   job_view job;
 };
 
-// Jobs by state, a page at a time.
+// Jobs by state, a page at a time (job_listing.hpp reads one from a query).
 struct list_request {
-  std::string state;   // "" any; "finished" any final state; else "queued", "running", "ok", ...
+  // "" any; "finished" any final state; "retrying" scheduled for an attempt
+  // after the first; else that state: "queued", "running", "scheduled", "ok", ...
+  std::string state;
   std::string cursor;  // "" from the start; else a page's next_cursor
   std::size_t limit = 100;
+  std::string handler;  // "" any
 };
 struct job_page {
-  bool unavailable = false;  // the store could not be read: no page
+  bool unavailable = false;     // the store could not be read: no page
+  bool invalid_cursor = false;  // not a cursor this store's walk for the state makes: no page
   std::vector<job_view> jobs;
   std::string next_cursor;  // "" when there is nothing after this page
 };
@@ -115,9 +119,10 @@ class job_store {
   // Asks the job to stop: a queued job is cancelled at once, a running one
   // is marked and stops at its next check. The job as it is afterwards.
   virtual void cancel(std::string id, callback<found> done) = 0;
-  // A page of jobs in `state`. The memory store walks ids in order (a job
-  // held throughout is listed once); the fleet's cursor is Redis SCAN's
-  // (job_queue::list_query says what it promises).
+  // A page of jobs in `state`. The memory store walks ids in order; the
+  // fleet walks the index that holds the state (job_queue::list_query):
+  // either way a job that stays in its state is listed exactly once (the
+  // fleet's finished jobs, walked by SCAN, at least once).
   virtual void list(list_request q, callback<job_page> done) = 0;
   // Settles a periodic job's fires due by now on the store's clock (memory:
   // the daemon's; fleet: the broker's), each fire at most once however many

@@ -14,6 +14,11 @@ namespace hourglass::server::detail {
 
 namespace {
 
+// 32 lower-case hex digits, as memory_jobs makes ids.
+bool looks_like_job_id(std::string_view s) noexcept {
+  return s.size() == 32 && s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
 async_outcome outcome_of(job_result<handler_result>& r, const error_info& err) {
   async_outcome o;
   o.st = r.st;
@@ -101,7 +106,13 @@ class memory_job_store final : public job_store {
     const time_point now = c_.clk.now();
     job_page page;
     const std::size_t limit = std::max<std::size_t>(q.limit, 1);
-    for (const async_record& r : jobs_.list(q.state, q.cursor, limit, now)) page.jobs.push_back(view_of(r, now));
+    if (!q.cursor.empty() && !looks_like_job_id(q.cursor)) {  // this walk's cursors are job ids
+      page.invalid_cursor = true;
+      return done(std::move(page));
+    }
+    for (const async_record& r : jobs_.list(q.state, q.cursor, limit, now, q.handler)) {
+      page.jobs.push_back(view_of(r, now));
+    }
     // A full page may have more after it; the next walk from its last id says.
     if (page.jobs.size() == limit) page.next_cursor = page.jobs.back().id;
     done(std::move(page));

@@ -27,6 +27,7 @@ std::string_view state_name(const async_record& r) {
 bool state_matches(const async_record& r, std::string_view filter) {
   if (filter.empty()) return true;
   if (filter == "finished") return r.state == async_state::finished;
+  if (filter == "retrying") return r.state == async_state::scheduled && r.attempt >= 1;
   return state_name(r) == filter;
 }
 
@@ -189,13 +190,14 @@ std::string memory_jobs::new_id_locked() {
 }
 
 std::vector<async_record> memory_jobs::list(std::string_view state, const std::string& after, std::size_t limit,
-                                            time_point now) {
+                                            time_point now, std::string_view handler) {
   std::lock_guard lock(mu_);
   purge_locked(now);
   std::vector<async_record> page;
   for (auto it = after.empty() ? jobs_.begin() : jobs_.upper_bound(after); it != jobs_.end() && page.size() < limit;
        ++it) {
-    if (state_matches(it->second.rec, state)) page.push_back(it->second.rec);
+    const async_record& r = it->second.rec;
+    if (state_matches(r, state) && (handler.empty() || r.handler == handler)) page.push_back(r);
   }
   return page;
 }

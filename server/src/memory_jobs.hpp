@@ -116,7 +116,8 @@ class memory_jobs {
   // Up to `limit` jobs whose state matches `state` ("" any, "finished", or a
   // state's name), in id order from just after `after` ("" from the start).
   // Ids are fixed, so a job held throughout a walk is listed exactly once.
-  std::vector<async_record> list(std::string_view state, const std::string& after, std::size_t limit, time_point now);
+  std::vector<async_record> list(std::string_view state, const std::string& after, std::size_t limit, time_point now,
+                                 std::string_view handler = {});
   std::size_t size() const;
 
  private:

@@ -55,6 +55,7 @@ route route_request(http::verb m, std::string_view target) noexcept {
   if (path == "/readyz") return probe(route_kind::readyz, true);
   if (path == "/metrics") return probe(route_kind::metrics, true);
   if (path == schedules_path) return probe(route_kind::schedules, true);
+  if (path == job_list_path) return probe(route_kind::list_jobs, true);
   if (path == bulk_jobs_path) {
     return m == http::verb::post ? route{route_kind::submit_bulk} : route{route_kind::method_not_allowed, {}, "POST"};
   }

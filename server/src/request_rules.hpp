@@ -25,6 +25,8 @@ namespace hourglass::server::detail {
 // The jobs API's one path prefix: POST jobs_path + {handler} submits a job;
 // GET or DELETE jobs_path + {id} reads or cancels one (and 202's Location).
 inline constexpr std::string_view jobs_path = "/v1/jobs/";
+// GET: jobs by state, a page at a time (job_listing.hpp).
+inline constexpr std::string_view job_list_path = "/v1/jobs";
 // GET: the periodic jobs, their last and next fires.
 inline constexpr std::string_view schedules_path = "/v1/schedules";
 // POST: many async jobs in one request (bulk_jobs.hpp).
@@ -38,6 +40,7 @@ enum class route_kind {
   submit_job,          // POST /v1/jobs/{handler}
   submit_bulk,         // POST /v1/jobs:bulk
   get_job,             // GET /v1/jobs/{id}
+  list_jobs,           // GET/HEAD /v1/jobs
   cancel_job,          // DELETE /v1/jobs/{id}
   not_found,           // 404
   method_not_allowed,  // 405 with `allow`

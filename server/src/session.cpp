@@ -161,6 +161,7 @@ void session::route() {
     }
     case route_kind::submit_job: return start_job(r.name);
     case route_kind::submit_bulk: bulk_ = true; return start_job({});
+    case route_kind::list_jobs: phase_ = phase::job; return answer_job_list(core_, req.target(), answer_later());
     case route_kind::get_job:
     case route_kind::cancel_job:
       phase_ = phase::job;

@@ -177,6 +177,10 @@ TEST_F(FleetRetry, AScheduledRetryIsCancelledByADeleteAndNeverRuns) {
   EXPECT_LE(waiting.at("due_in_ms").to_number<double>(), 60000.0);
   EXPECT_EQ(waiting.at("attempt").to_number<int>(), 1);
   EXPECT_EQ(waiting.at("attempts_left").to_number<int>(), 2);
+  // Listed as retrying (and as scheduled: it waits for a due time), walked along the delayed set.
+  EXPECT_NE(get(a.port(), "/v1/jobs?state=retrying").body.find(id), std::string::npos);
+  EXPECT_NE(get(a.port(), "/v1/jobs?state=scheduled&handler=flaky").body.find(id), std::string::npos);
+  EXPECT_EQ(get(a.port(), "/v1/jobs?state=scheduled&handler=other").body.find(id), std::string::npos);
   const int calls = f.calls.load();
   const reply del = client(a.port()).request("DELETE", "/v1/jobs/" + id);
   EXPECT_EQ(del.status, 200u) << del.body;

@@ -112,18 +112,25 @@ struct cancelled_job {
   bool cancelled_here = false;
 };
 
-// One page of jobs by state. The cursor is Redis's SCAN cursor: a job held
-// for the whole walk is listed at least once; one that changes state or is
-// created meanwhile may be listed twice or not at all, and a page may hold
-// fewer than `count` jobs while more follow.
+// One page of jobs by state. Queued and running jobs are walked along the
+// stream, scheduled (and retrying) ones along the delayed set by due time,
+// dead ones along the dead stream: the cursor is a position there, so a job
+// that stays in its state for the whole walk is listed exactly once. The
+// final states have no index: their walk is Redis's SCAN over the job
+// hashes, where a job that changes meanwhile may be listed twice or not at
+// all. Either way a page may hold fewer than `count` jobs while more follow.
 struct list_query {
-  std::string state;   // "" any; "finished" any final state; else that state ("queued", "ok", "dead", ...)
-  std::string cursor;  // "" from the start; else a page's next_cursor
-  std::size_t count = 100;
+  // "" any; "finished" any final state; "retrying" scheduled for an attempt
+  // after the first; else that state ("queued", "scheduled", "ok", "dead", ...)
+  std::string state;
+  std::string cursor;       // "" from the start; else a page's next_cursor
+  std::size_t count = 100;  // index positions read (1 to 1000)
+  std::string handler;      // "" any
 };
 struct job_list {
   std::vector<fleet_job> jobs;
-  std::string next_cursor;  // "" once the walk is complete
+  std::string next_cursor;      // "" once the walk is complete
+  bool invalid_cursor = false;  // the cursor is not one this state's walk makes: no page
 };
 
 // How a finish was recorded.

@@ -1,0 +1,91 @@
+#include "job_listing.hpp"
+
+#include <boost/url/params_view.hpp>
+#include <boost/url/parse_query.hpp>
+
+#include <array>
+#include <charconv>
+
+#include "hourglass/server/handler.hpp"
+#include "hourglass/support/json.hpp"
+#include "job_view.hpp"
+
+namespace hourglass::server::detail {
+
+namespace {
+
+// The filters a listing takes: the job object's states, plus "finished"
+// (any final state) and "retrying" (scheduled for an attempt after the first).
+constexpr std::array<std::string_view, 11> list_states = {"queued",   "running", "scheduled",         "retrying",
+                                                          "ok",       "error",   "deadline_exceeded", "cancelled",
+                                                          "rejected", "dead",    "finished"};
+
+// A cursor as a page returns it: short and plain (each store checks its form).
+bool cursor_text(std::string_view s) noexcept {
+  if (s.size() > 128) return false;
+  for (const char c : s) {
+    if (c <= ' ' || c > '~') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::variant<list_request, list_query_error> read_list_query(std::string_view target) {
+  list_request q;
+  q.limit = default_list_limit;
+  const auto at = target.find('?');
+  if (at == std::string_view::npos) return q;
+  // A copy: Boost.URL 1.81's params_view reads the last value past the end
+  // of a view that is not followed by a NUL (the request line's " HTTP/1.1").
+  const std::string query(target.substr(at + 1));
+  if (!boost::urls::parse_query(query)) return list_query_error{"the query string is malformed"};
+  // decoded, '+' as a space (as forms send it)
+  for (const boost::urls::param& p : boost::urls::params_view(query, boost::urls::encoding_opts(true))) {
+    const std::string& value = p.value;
+    if (p.key.empty()) continue;  // "?&limit=3", "a=1&&b=2": nothing there
+    if (p.key == "state") {
+      bool known = false;
+      for (const std::string_view s : list_states) known = known || value == s;
+      if (!known) return list_query_error{"state: not a job state, \"finished\" or \"retrying\""};
+      q.state = value;
+    } else if (p.key == "handler") {
+      if (!valid_handler_name(value)) return list_query_error{"handler: 1 to 64 of [A-Za-z0-9._-]"};
+      q.handler = value;
+    } else if (p.key == "cursor") {
+      if (!cursor_text(value)) return list_query_error{"cursor: not one a page returned"};
+      q.cursor = value;
+    } else if (p.key == "limit") {
+      std::size_t n = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (ec != std::errc() || end != value.data() + value.size() || n < 1 || n > max_list_limit) {
+        return list_query_error{"limit: an integer from 1 to 1000"};
+      }
+      q.limit = n;
+    } else {
+      return list_query_error{"unknown parameter " + p.key + " (state, handler, cursor and limit are known)"};
+    }
+  }
+  return q;
+}
+
+std::string job_page_json(const job_page& page) {
+  std::string jobs = "[";
+  for (std::size_t i = 0; i < page.jobs.size(); ++i) {
+    if (i != 0) jobs += ", ";
+    std::string one = job_json(page.jobs[i]);
+    while (!one.empty() && one.back() == '\n') one.pop_back();
+    jobs += one;
+  }
+  jobs += "]";
+  support::json_object o;
+  o.add_raw("jobs", jobs);
+  if (page.next_cursor.empty()) {
+    o.add_raw("next_cursor", "null");
+  } else {
+    o.add("next_cursor", page.next_cursor);
+  }
+  return o.str();
+}
+
+}  // namespace hourglass::server::detail
