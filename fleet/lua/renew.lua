@@ -9,7 +9,8 @@
 -- KEYS[3] stream_key      hg:{Q}:stream
 -- KEYS[4] stats_key       hg:{Q}:stats
 -- KEYS[5] delayed_key     hg:{Q}:delayed
--- KEYS[6], KEYS[7], ...   hg:{Q}:job:<id>, one per held entry, in ARGV's order
+-- KEYS[6] paused_key      hg:{Q}:paused
+-- KEYS[7], KEYS[8], ...   hg:{Q}:job:<id>, one per held entry, in ARGV's order
 -- ARGV[1] group           the consumer group, 'hourglass'
 -- ARGV[2] consumer        this daemon's consumer name
 -- ARGV[3] token           this process's lease token
@@ -19,8 +20,8 @@
 -- ARGV[7], ARGV[8], ...   the held entry ids
 --
 -- Reply: {'fenced'} (another process holds the name: nothing written), or
--- eleven elements:
---   {'ok', marked, lost, TIME s, TIME us, backlog, pending, deleted, mean_run_us, live_slots, scheduled}
+-- twelve elements:
+--   {'ok', marked, lost, TIME s, TIME us, backlog, pending, deleted, mean_run_us, live_slots, scheduled, paused}
 --   marked   array of entry ids: held, and their job has cancel_requested = 1
 --   lost     array of entry ids: no longer pending for this consumer
 --   TIME s, TIME us  strings: the broker's TIME
@@ -30,12 +31,14 @@
 --   mean_run_us  integer: the fleet's mean run time (0 before any run)
 --   live_slots   integer: the worker slots of every daemon whose lease is live
 --   scheduled    integer: jobs in the delayed set (delayed jobs and retries)
+--   paused       string: since when the queue is paused (ms, the broker's clock); '' not paused
 local lease_key = KEYS[1]
 local slots_key = KEYS[2]
 local stream_key = KEYS[3]
 local stats_key = KEYS[4]
 local delayed_key = KEYS[5]
-local first_job_key = 6
+local paused_key = KEYS[6]
+local first_job_key = 7
 local group = ARGV[1]
 local consumer = ARGV[2]
 local token = ARGV[3]
@@ -78,4 +81,4 @@ for i = 1, #all_slots, 2 do
   if n and tonumber(expiry) > now_ms then live = live + tonumber(n) end
 end
 return {'ok', marked, lost, t[1], t[2], len - pending, pending, deleted, math.max(mean, 0), live,
-  redis.call('ZCARD', delayed_key)}
+  redis.call('ZCARD', delayed_key), redis.call('GET', paused_key) or ''}

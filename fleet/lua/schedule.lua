@@ -3,12 +3,13 @@
 -- back from downtime knows which fires it missed.
 --
 -- KEYS[1] schedule_key    hg:{Q}:schedule:<name>
+-- KEYS[2] paused_key      hg:{Q}:paused (look reads it: a paused queue's fires are missed)
 -- ARGV[1] op              'look', 'settle' or 'ran'
 --
 -- look: the record, made on first sight with settled_ms = the broker's TIME
 --   (fires before a schedule is first seen are neither run nor counted).
---   Reply {settled_ms, last_fire_ms, last_job, missed, TIME s, TIME us};
---   settled_ms an integer, the rest strings ('' when none).
+--   Reply {settled_ms, last_fire_ms, last_job, missed, TIME s, TIME us,
+--   paused since ms}; settled_ms an integer, the rest strings ('' when none).
 -- settle ARGV[2] fire_ms, ARGV[3] missed, ARGV[4] settled_ms as the caller's
 --   look read it: fires up to fire_ms are settled by this call, unless the
 --   record moved since that look (compare and set: another daemon settled,
@@ -23,7 +24,7 @@ if op == 'look' then
   local now_ms = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
   redis.call('HSETNX', schedule_key, 'settled_ms', now_ms)
   local f = redis.call('HMGET', schedule_key, 'settled_ms', 'last_fire_ms', 'last_job', 'missed')
-  return {tonumber(f[1]), f[2] or '', f[3] or '', f[4] or '0', t[1], t[2]}
+  return {tonumber(f[1]), f[2] or '', f[3] or '', f[4] or '0', t[1], t[2], redis.call('GET', KEYS[2]) or ''}
 elseif op == 'settle' then
   local fire_ms = tonumber(ARGV[2])
   local settled = tonumber(redis.call('HGET', schedule_key, 'settled_ms') or '0')

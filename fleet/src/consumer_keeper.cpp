@@ -55,6 +55,8 @@ consumer::impl::renewal consumer::impl::renew() {
       st.backlog = a->backlog;
       st.pending = a->pending;
       st.scheduled = a->scheduled;
+      if (st.paused && !a->paused) slot_freed.notify_all();  // resumed: reading goes on
+      st.paused = a->paused;
       predicted_wait = fleet_predicted_wait(static_cast<std::uint64_t>(a->backlog), a->mean_run,
                                             static_cast<std::uint64_t>(a->live_slots));
     }

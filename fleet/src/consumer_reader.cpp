@@ -188,15 +188,15 @@ time_point consumer::impl::promote_due(const context& ctx) {
   return now + std::clamp<duration>(until, duration::zero(), promote_every);
 }
 
-// Woken by a slot freed (feed_locked), a renewal after a fence (renew) or
-// the stop (stop_reading_locked); gives up at `until` (0: no room by then,
-// or reading stopped).
+// Woken by a slot freed (feed_locked), a renewal after a fence or a pause
+// (renew) or the stop (stop_reading_locked); gives up at `until` (0: no
+// room by then, or reading stopped). A paused queue has no room.
 std::size_t consumer::impl::wait_for_room(time_point until) {
   std::unique_lock lock(mu);
   const std::size_t held_at_most = opts.slots + opts.prefetch;
-  clk.wait_until(lock, slot_freed, until,
-                 [&] { return stop_reading.get().done() || (!self_fenced && busy_locked() < held_at_most); });
-  if (stop_reading.get().done() || self_fenced || busy_locked() >= held_at_most) return 0;
+  const auto room = [&] { return !self_fenced && !st.paused && busy_locked() < held_at_most; };
+  clk.wait_until(lock, slot_freed, until, [&] { return stop_reading.get().done() || room(); });
+  if (stop_reading.get().done() || !room()) return 0;
   return held_at_most - busy_locked();
 }
 

@@ -118,8 +118,8 @@ finish_result job_queue::finish(const context& ctx, std::string_view id, std::op
 
 job_queue::renew_answer job_queue::renew(const context& ctx, std::string_view consumer, const lease_value& lease_v,
                                          duration lease, std::size_t slots, const std::vector<held_entry>& held) {
-  std::vector<std::string> keys{key("lease:" + std::string(consumer)), key("slots"), key("stream"), key("stats"),
-                                key("delayed")};
+  std::vector<std::string> keys{
+      key("lease:" + std::string(consumer)), key("slots"), key("stream"), key("stats"), key("delayed"), key("paused")};
   std::vector<std::string> args{std::string(group), std::string(consumer),
                                 lease_v.token,      std::to_string(lease_v.renewals),
                                 millis(lease),      std::to_string(slots)};
@@ -190,12 +190,14 @@ job_queue::promoted job_queue::promote(const context& ctx, const std::vector<std
 }
 
 job_queue::schedule_record job_queue::look_schedule(const context& ctx, std::string_view name) {
-  const redis_reply r = eval(ctx, detail::schedule_script, {key("schedule:" + std::string(name))}, {"look"});
-  if (!r.is_array() || r.elements.size() != 6 || !r.elements[0].is_integer()) broker_error("schedule", r);
+  const redis_reply r = eval(ctx, detail::schedule_script, {key("schedule:" + std::string(name)), key("paused")},
+                             {"look"});
+  if (!r.is_array() || r.elements.size() != 7 || !r.elements[0].is_integer()) broker_error("schedule", r);
   schedule_record s;
   s.settled_ms = r.elements[0].integer;
   s.last_fire_ms = detail::number_or(r.elements[1].str, 0);
   s.last_job = r.elements[2].str;
+  s.queue_paused = !r.elements[6].str.empty();
   s.missed = static_cast<std::uint64_t>(std::max<std::int64_t>(detail::number_or(r.elements[3].str, 0), 0));
   const auto now = parse_broker_time(r.elements[4].str, r.elements[5].str);
   if (!now) throw redis_unavailable("redis: TIME is not a time");

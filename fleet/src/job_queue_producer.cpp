@@ -296,6 +296,20 @@ void job_queue::async_list(const context& ctx, list_query q, answer_fn<job_list>
                     });
 }
 
+void job_queue::async_queue_state(const context& ctx, queue_op op, answer_fn<queue_state> done) {
+  const char* name = op == queue_op::pause ? "pause" : op == queue_op::resume ? "resume" : "look";
+  async_eval(ctx, detail::queue_script,
+             {key("stream"), key("delayed"), key("dead"), key("slots"), key("stats"), key("paused")},
+             {name, std::string(group)}, [done = std::move(done)](async_answer<redis_reply> r) {
+               if (r.error) return done(failed<queue_state>(r.error));
+               try {
+                 done(answer(detail::decode_queue(r.value)));
+               } catch (...) {
+                 done(failed<queue_state>(std::current_exception()));
+               }
+             });
+}
+
 job_list job_queue::list(const context& ctx, const list_query& q) {
   return wait_for<job_list>([&](answer_fn<job_list> done) { async_list(ctx, q, std::move(done)); });
 }

@@ -134,7 +134,7 @@ renew_reply decode_renew(const redis_reply& r) {
     a.fenced = true;
     return a;
   }
-  if (r.elements.size() != 11) broker_error("renew", r);
+  if (r.elements.size() != 12) broker_error("renew", r);
   for (const redis_reply& e : r.elements[1].elements) a.marked.push_back(e.str);
   for (const redis_reply& e : r.elements[2].elements) a.lost.push_back(e.str);
   a.broker_now_us = broker_us(r.elements[3], r.elements[4]);
@@ -144,6 +144,7 @@ renew_reply decode_renew(const redis_reply& r) {
   a.mean_run = std::chrono::microseconds(at_least_zero(r.elements[8]));
   a.live_slots = at_least_zero(r.elements[9]);
   a.scheduled = at_least_zero(r.elements[10]);
+  a.paused = !r.elements[11].str.empty();
   return a;
 }
 
@@ -161,6 +162,31 @@ promote_reply decode_promote(const redis_reply& r) {
   if (r.elements[2].integer >= 0) p.next_due_ms = r.elements[2].integer;
   p.broker_now_us = broker_us(r.elements[3], r.elements[4]);
   return p;
+}
+
+queue_state decode_queue(const redis_reply& r) {
+  if (!r.is_array() || r.elements.size() != 10 || !r.elements[9].is_array() || r.elements[9].elements.size() % 4 != 0)
+    broker_error("queue", r);
+  const auto& e = r.elements;
+  queue_state q;
+  q.broker_now_us = broker_us(e[0], e[1]);
+  q.length = static_cast<std::uint64_t>(at_least_zero(e[2]));
+  q.pending = static_cast<std::uint64_t>(at_least_zero(e[3]));
+  q.oldest_waiting = e[4].str;
+  q.scheduled = static_cast<std::uint64_t>(at_least_zero(e[5]));
+  q.dead_letters = static_cast<std::uint64_t>(at_least_zero(e[6]));
+  q.mean_run = std::chrono::microseconds(at_least_zero(e[7]));
+  if (!e[8].str.empty()) q.paused_since_ms = number_or(e[8].str, 0);
+  const auto& c = e[9].elements;
+  for (std::size_t i = 0; i + 3 < c.size(); i += 4) {
+    queue_state::consumer one;
+    one.name = c[i].str;
+    one.slots = static_cast<std::uint64_t>(at_least_zero(c[i + 1]));
+    if (!c[i + 2].str.empty()) one.lease_expiry_ms = number_or(c[i + 2].str, 0);
+    one.held = static_cast<std::uint64_t>(at_least_zero(c[i + 3]));
+    q.consumers.push_back(std::move(one));
+  }
+  return q;
 }
 
 std::size_t decode_hand_back(const redis_reply& r) {

@@ -87,6 +87,10 @@ promote_reply decode_promote(const redis_reply& r);
 // A decimal integer as a script returns it in a string; `fallback` when empty or not one.
 std::int64_t number_or(std::string_view text, std::int64_t fallback) noexcept;
 
+// ---- queue_script: a queue at a glance, and its pause switch ----
+// Ten elements (queue.lua says which); any other shape: "queue".
+queue_state decode_queue(const redis_reply& r);
+
 // ---- hand_back_script: drain, the held entries back for reclaim ----
 // How many entries were still held. Not an integer: "hand back".
 std::size_t decode_hand_back(const redis_reply& r);

@@ -288,6 +288,10 @@ struct command_line_parser::impl {
             "file holding the bearer token every request but /healthz must carry")
         ->type_name("FILE")
         ->always_capture_default(false);
+    t_.text("admin-token-file", o_.admin_token_file,
+            "file holding the bearer token the admin actions (pause, resume) must carry; without it they are refused")
+        ->type_name("FILE")
+        ->always_capture_default(false);
     t_.flag("allow-unauthenticated", o_.allow_unauthenticated,
             "allow a non-loopback --listen address without --auth-token-file");
     t_.time("header-timeout", o_.header_timeout, "time to receive a request's headers (slow clients are cut off)");

@@ -102,7 +102,8 @@ struct core {
   boost::asio::io_context io;  // outlives everything below that posts to it
   std::unique_ptr<upstream_client> upstreams;
   std::map<std::string, handler_entry, std::less<>> handlers;
-  std::string token;  // empty: no authentication
+  std::string token;        // empty: no authentication
+  std::string admin_token;  // empty: the admin actions are refused
   std::atomic<bool> draining{false};
   std::shared_ptr<connection_registry> connections = std::make_shared<connection_registry>();
   metrics_page_cache metrics_cache{clk, opts.metrics_cache};

@@ -14,6 +14,7 @@
 
 #include "core.hpp"
 #include "hourglass/fleet/consumer.hpp"
+#include "hourglass/fleet/freshness.hpp"
 #include "hourglass/fleet/job_queue.hpp"
 #include "hourglass/fleet/redis.hpp"
 #include "hourglass/support/json.hpp"
@@ -102,6 +103,38 @@ job_view view_of(const fleet::fleet_job& j, std::int64_t broker_now_ms) {
     v.result = std::string(j.field("result"));
   }
   return v;
+}
+
+// The queue object of the broker's view of queue `name`.
+queue_view view_of(const fleet::queue_state& s, std::string name) {
+  using std::chrono::milliseconds;
+  queue_view q;
+  q.name = std::move(name);
+  q.store = "fleet";
+  const std::int64_t now_ms = s.broker_now_us / 1000;
+  if (s.paused_since_ms) q.paused_since = support::wall_time{milliseconds(*s.paused_since_ms)};
+  q.running = s.pending;
+  q.queued = s.length > s.pending ? s.length - s.pending : 0;
+  q.scheduled = s.scheduled;
+  q.dead = s.dead_letters;
+  // An entry id is "<ms the broker stamped at enqueue>-<seq>".
+  if (!s.oldest_waiting.empty()) {
+    const double enqueued_ms = millis_field(s.oldest_waiting.substr(0, s.oldest_waiting.find('-')));
+    q.oldest_queued_age_ms = std::max(static_cast<double>(now_ms) - enqueued_ms, 0.0);
+  }
+  for (const fleet::queue_state::consumer& c : s.consumers) {
+    queue_view::consumer k{c.name, c.slots, c.held, std::nullopt};
+    if (c.lease_expiry_ms) {
+      k.lease_left_ms = static_cast<double>(*c.lease_expiry_ms - now_ms);
+      if (*c.lease_expiry_ms > now_ms) q.live_slots += c.slots;
+    }
+    q.consumers.push_back(std::move(k));
+  }
+  q.mean_run_ms = std::chrono::duration<double, std::milli>(s.mean_run).count();
+  q.predicts_wait = true;
+  const duration wait = fleet::fleet_predicted_wait(q.queued, s.mean_run, q.live_slots);
+  if (wait != duration::max()) q.predicted_wait_ms = std::chrono::duration<double, std::milli>(wait).count();
+  return q;
 }
 
 class fleet_job_store final : public job_store {
@@ -215,6 +248,24 @@ class fleet_job_store final : public job_store {
                         }));
   }
 
+  void queue_state(queue_action a, callback<queue_answer> done) override {
+    const fleet::queue_op op = a == queue_action::pause    ? fleet::queue_op::pause
+                               : a == queue_action::resume ? fleet::queue_op::resume
+                                                           : fleet::queue_op::look;
+    queue_.async_queue_state(context(), op,
+                             tracked([this, done = std::move(done)](fleet::async_answer<fleet::queue_state> s) {
+                               queue_answer q;
+                               if (s.error) {
+                                 ++lookup_errors_;
+                                 c_.log->warn("fleet: reading queue {}: {}", queue_.options().name, what(s.error));
+                                 q.unavailable = true;
+                                 return done(std::move(q));
+                               }
+                               q.view = view_of(s.value, queue_.options().name);
+                               done(std::move(q));
+                             }));
+  }
+
   void list(list_request q, callback<job_page> done) override {
     queue_.async_list(
         context(),
@@ -250,10 +301,12 @@ class fleet_job_store final : public job_store {
       if (rec.last_fire_ms > 0) t.state.last_fire = support::wall_time{milliseconds(rec.last_fire_ms)};
       if (!plan.last_due) return done(std::move(t));
       const std::int64_t fire_ms = duration_cast<milliseconds>(plan.last_due->time_since_epoch()).count();
-      if (!queue_.settle_schedule(ctx, s.opts.name, rec, fire_ms, plan.missed)) return done(std::move(t));  // moved
-      t.missed = plan.missed;
+      // A paused queue takes no fire: the one that would run is missed too.
+      const std::uint64_t missed = plan.missed + (plan.run && rec.queue_paused ? 1 : 0);
+      if (!queue_.settle_schedule(ctx, s.opts.name, rec, fire_ms, missed)) return done(std::move(t));  // moved
+      t.missed = missed;
       t.state.last_fire = plan.last_due;
-      if (plan.run) run_fire(s, plan, fire_ms, rec, t);
+      if (plan.run && !rec.queue_paused) run_fire(s, plan, fire_ms, rec, t);
     } catch (const std::exception& e) {
       ++lookup_errors_;
       c_.log->warn("fleet: schedule {}: {}", s.opts.name, e.what());
@@ -308,6 +361,8 @@ class fleet_job_store final : public job_store {
     w.gauge("hourglass_fleet_backlog", "Entries of the queue not yet delivered to any daemon.", s.backlog);
     w.gauge("hourglass_fleet_pending", "Entries delivered to a daemon and not finished.", s.pending);
     w.gauge("hourglass_fleet_scheduled", "Jobs waiting for their due time: delayed jobs and retries.", s.scheduled);
+    w.gauge("hourglass_fleet_paused", "1 while the queue is paused (at this daemon's last renewal): nothing is read.",
+            s.paused ? 1 : 0);
     w.counter("hourglass_fleet_reclaimed_total",
               "Jobs this daemon took over from a dead daemon (or from its own earlier life).", s.reclaimed);
     w.counter("hourglass_fleet_dead_lettered_total",

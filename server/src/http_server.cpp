@@ -205,10 +205,10 @@ void http_server::add_stream_handler(const std::string& name, std::string conten
 
 namespace {
 
-std::string read_token(const std::string& path) {
-  std::string t = read_secret_file(path, "--auth-token-file");
+std::string read_token(const std::string& path, const std::string& option) {
+  std::string t = read_secret_file(path, option);
   if (t.find_first_of(" \t\r\n") != std::string::npos) {
-    throw std::runtime_error("--auth-token-file " + path + ": the token must be one word");
+    throw std::runtime_error(option + " " + path + ": the token must be one word");
   }
   return t;
 }
@@ -223,7 +223,8 @@ void http_server::start() {
     if (m.drain_started) throw std::logic_error("http_server::start after drain");
   }
   auto& c = m.c;
-  if (!c.opts.auth_token_file.empty()) c.token = read_token(c.opts.auth_token_file);
+  if (!c.opts.auth_token_file.empty()) c.token = read_token(c.opts.auth_token_file, "--auth-token-file");
+  if (!c.opts.admin_token_file.empty()) c.admin_token = read_token(c.opts.admin_token_file, "--admin-token-file");
   c.schedules->check_handlers();  // before anything runs: a schedule of no handler is a configuration error
   for (const auto& [name, policy] : c.opts.handler_retries) {  // --retry: over the registered policy
     const auto it = c.handlers.find(name);

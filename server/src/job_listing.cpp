@@ -70,22 +70,20 @@ std::variant<list_request, list_query_error> read_list_query(std::string_view ta
 }
 
 std::string job_page_json(const job_page& page) {
-  std::string jobs = "[";
-  for (std::size_t i = 0; i < page.jobs.size(); ++i) {
-    if (i != 0) jobs += ", ";
-    std::string one = job_json(page.jobs[i]);
+  support::json_writer w;
+  w.begin_object().key("jobs").begin_array();
+  for (const job_view& j : page.jobs) {
+    std::string one = job_json(j);
     while (!one.empty() && one.back() == '\n') one.pop_back();
-    jobs += one;
+    w.raw(one);
   }
-  jobs += "]";
-  support::json_object o;
-  o.add_raw("jobs", jobs);
+  w.end_array().key("next_cursor");
   if (page.next_cursor.empty()) {
-    o.add_raw("next_cursor", "null");
+    w.null();
   } else {
-    o.add("next_cursor", page.next_cursor);
+    w.value(page.next_cursor);
   }
-  return o.str();
+  return w.end_object().take() + "\n";
 }
 
 }  // namespace hourglass::server::detail

@@ -24,6 +24,7 @@
 #include "hourglass/outcome.hpp"
 #include "hourglass/support/rfc3339.hpp"
 #include "job_view.hpp"
+#include "queue_view.hpp"
 
 namespace hourglass::server::detail {
 
@@ -86,6 +87,13 @@ struct job_page {
   std::string next_cursor;  // "" when there is nothing after this page
 };
 
+// What queue_state() found.
+struct queue_answer {
+  bool unavailable = false;        // the store could not be read: no view
+  bool pause_unsupported = false;  // asked to pause or resume a store that cannot: nothing changed
+  queue_view view;
+};
+
 struct schedule;  // schedules.hpp
 
 // A periodic job's state as its store keeps it (GET /v1/schedules).
@@ -124,6 +132,10 @@ class job_store {
   // either way a job that stays in its state is listed exactly once (the
   // fleet's finished jobs, walked by SCAN, at least once).
   virtual void list(list_request q, callback<job_page> done) = 0;
+  // The queue at a glance (GET /v1/queues), after pausing or resuming it
+  // when asked. The fleet's pause holds across the fleet: consumers stop
+  // reading within one renewal period. The memory store cannot pause.
+  virtual void queue_state(queue_action a, callback<queue_answer> done) = 0;
   // Settles a periodic job's fires due by now on the store's clock (memory:
   // the daemon's; fleet: the broker's), each fire at most once however many
   // daemons look (schedules.hpp says which run and which are missed).

@@ -102,6 +102,24 @@ class memory_job_store final : public job_store {
     done(found_of(jobs_.cancel(id, now), now));
   }
 
+  void queue_state(queue_action a, callback<queue_answer> done) override {
+    queue_answer q;
+    if (a != queue_action::look) {  // its jobs wait in the executor, which takes them as it can
+      q.pause_unsupported = true;
+      return done(std::move(q));
+    }
+    const time_point now = c_.clk.now();
+    const memory_jobs::state_counts n = jobs_.counts(now);
+    q.view.name = c_.opts.queue;
+    q.view.store = "memory";
+    q.view.queued = n.queued;
+    q.view.running = n.running;
+    q.view.scheduled = n.scheduled;
+    if (n.oldest_queued) q.view.oldest_queued_age_ms = to_millis(elapsed(*n.oldest_queued, now));
+    q.view.live_slots = c_.opts.workers;
+    done(std::move(q));
+  }
+
   void list(list_request q, callback<job_page> done) override {
     const time_point now = c_.clk.now();
     job_page page;

@@ -165,6 +165,24 @@ std::size_t memory_jobs::size() const {
   return jobs_.size();
 }
 
+memory_jobs::state_counts memory_jobs::counts(time_point now) {
+  std::lock_guard lock(mu_);
+  purge_locked(now);
+  state_counts c;
+  for (const auto& [id, e] : jobs_) {
+    switch (e.rec.state) {
+      case async_state::queued:
+        ++c.queued;
+        if (!c.oldest_queued || e.rec.created < *c.oldest_queued) c.oldest_queued = e.rec.created;
+        break;
+      case async_state::running: ++c.running; break;
+      case async_state::scheduled: ++c.scheduled; break;
+      case async_state::finished: ++c.finished; break;
+    }
+  }
+  return c;
+}
+
 void memory_jobs::purge_locked(time_point now) {
   while (!finished_.empty() && saturating_add(finished_.front().first, ttl_) <= now) {
     jobs_.erase(finished_.front().second);

@@ -119,6 +119,12 @@ class memory_jobs {
   std::vector<async_record> list(std::string_view state, const std::string& after, std::size_t limit, time_point now,
                                  std::string_view handler = {});
   std::size_t size() const;
+  // Jobs by state now, and when the oldest queued one was created.
+  struct state_counts {
+    std::uint64_t queued = 0, running = 0, scheduled = 0, finished = 0;
+    std::optional<time_point> oldest_queued;
+  };
+  state_counts counts(time_point now);
 
  private:
   struct entry {

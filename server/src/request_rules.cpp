@@ -56,6 +56,22 @@ route route_request(http::verb m, std::string_view target) noexcept {
   if (path == "/metrics") return probe(route_kind::metrics, true);
   if (path == schedules_path) return probe(route_kind::schedules, true);
   if (path == job_list_path) return probe(route_kind::list_jobs, true);
+  if (path == queues_path) return probe(route_kind::list_queues, true);
+  if (path.size() > queues_path.size() + 1 && path.substr(0, queues_path.size()) == queues_path &&
+      path[queues_path.size()] == '/') {
+    const std::string_view rest = path.substr(queues_path.size() + 1);
+    const auto slash = rest.find('/');
+    const std::string_view name = rest.substr(0, slash);
+    if (slash == std::string_view::npos) {
+      route r = probe(route_kind::get_queue, true);
+      r.name = name;
+      return r;
+    }
+    const std::string_view action = rest.substr(slash + 1);
+    if (name.empty() || (action != "pause" && action != "resume")) return {};
+    if (m != http::verb::post) return {route_kind::method_not_allowed, name, "POST"};
+    return {action == "pause" ? route_kind::pause_queue : route_kind::resume_queue, name, {}, false, true};
+  }
   if (path == bulk_jobs_path) {
     return m == http::verb::post ? route{route_kind::submit_bulk} : route{route_kind::method_not_allowed, {}, "POST"};
   }

@@ -29,6 +29,9 @@ inline constexpr std::string_view jobs_path = "/v1/jobs/";
 inline constexpr std::string_view job_list_path = "/v1/jobs";
 // GET: the periodic jobs, their last and next fires.
 inline constexpr std::string_view schedules_path = "/v1/schedules";
+// GET: the queues (queue_endpoints.hpp); + "/{name}" one; + "/{name}/pause"
+// or "/resume" (POST, admin) its pause switch.
+inline constexpr std::string_view queues_path = "/v1/queues";
 // POST: many async jobs in one request (bulk_jobs.hpp).
 inline constexpr std::string_view bulk_jobs_path = "/v1/jobs:bulk";
 
@@ -41,6 +44,10 @@ enum class route_kind {
   submit_bulk,         // POST /v1/jobs:bulk
   get_job,             // GET /v1/jobs/{id}
   list_jobs,           // GET/HEAD /v1/jobs
+  list_queues,         // GET/HEAD /v1/queues
+  get_queue,           // GET/HEAD /v1/queues/{name}
+  pause_queue,         // POST /v1/queues/{name}/pause (admin)
+  resume_queue,        // POST /v1/queues/{name}/resume (admin)
   cancel_job,          // DELETE /v1/jobs/{id}
   not_found,           // 404
   method_not_allowed,  // 405 with `allow`
@@ -48,9 +55,10 @@ enum class route_kind {
 
 struct route {
   route_kind kind = route_kind::not_found;
-  std::string_view name;   // the {handler} or {id} segment
-  std::string_view allow;  // for method_not_allowed
-  bool needs_auth = true;  // everything but /healthz
+  std::string_view name;     // the {handler}, {id} or {name} segment
+  std::string_view allow;    // for method_not_allowed
+  bool needs_auth = true;    // everything but /healthz
+  bool needs_admin = false;  // the admin token instead (--admin-token-file)
 };
 
 // `target` is the request target as sent (a query string is ignored).

@@ -19,6 +19,7 @@
 #include "hourglass/metrics.hpp"
 #include "hourglass/support/url.hpp"
 #include "job_endpoints.hpp"
+#include "queue_endpoints.hpp"
 #include "request_rules.hpp"
 
 namespace hourglass::server::detail {
@@ -145,7 +146,14 @@ bool session::body_unread() const { return header_parser_ && !header_parser_->is
 void session::route() {
   const auto& req = header_parser_->get();
   const detail::route r = route_request(req.method(), req.target());
-  if (r.needs_auth && !authorized()) return send(unauthorized_response());
+  if (r.needs_admin) {
+    if (core_.admin_token.empty()) {
+      return send_error(403, "admin_disabled", "admin actions need the daemon to run with --admin-token-file");
+    }
+    if (!bearer_authorized(req[http::field::authorization], core_.admin_token)) return send(unauthorized_response());
+  } else if (r.needs_auth && !authorized()) {
+    return send(unauthorized_response());
+  }
   switch (r.kind) {
     case route_kind::healthz: return send(make_response(200, "ok\n", "text/plain; charset=utf-8"));
     case route_kind::readyz: {
@@ -162,6 +170,16 @@ void session::route() {
     case route_kind::submit_job: return start_job(r.name);
     case route_kind::submit_bulk: bulk_ = true; return start_job({});
     case route_kind::list_jobs: phase_ = phase::job; return answer_job_list(core_, req.target(), answer_later());
+    case route_kind::list_queues:
+    case route_kind::get_queue:
+    case route_kind::pause_queue:
+    case route_kind::resume_queue:
+      phase_ = phase::job;
+      return answer_queue(core_, r.name,
+                          r.kind == route_kind::pause_queue    ? queue_action::pause
+                          : r.kind == route_kind::resume_queue ? queue_action::resume
+                                                               : queue_action::look,
+                          answer_later());
     case route_kind::get_job:
     case route_kind::cancel_job:
       phase_ = phase::job;

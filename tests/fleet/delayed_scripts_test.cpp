@@ -230,7 +230,7 @@ TEST_F(DelayedSet, ABatchSentAgainAfterNostreamIsNotADuplicateOfItself) {
 
 TEST_F(DelayedSet, AScheduleSettlesAFireOnlyOnTheRecordItsCallerLookedAt) {
   const std::string key = "hg:{t}:schedule:nightly";
-  const redis_reply look = eval(detail::schedule_script, {key}, {"look"});
+  const redis_reply look = eval(detail::schedule_script, {key, paused}, {"look"});
   ASSERT_TRUE(look.elements.at(0).is_integer());
   const long long settled = look.elements[0].integer;
   const auto settle = [&](long long fire, const std::string& missed, long long looked) {

@@ -62,6 +62,7 @@ struct LuaScript : ::testing::Test {
   const std::string group = "hourglass";
   const std::string stream = "hg:{t}:stream", slots = "hg:{t}:slots", stats = "hg:{t}:stats";
   const std::string dead = "hg:{t}:dead", lease = "hg:{t}:lease:c1", delayed = "hg:{t}:delayed";
+  const std::string paused = "hg:{t}:paused";
   redis_server server;
   io_thread io;
   redis_connection redis{io.io, server.endpoint()};

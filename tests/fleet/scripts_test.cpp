@@ -192,13 +192,13 @@ TEST(ScriptReplies, StartReadsTheBrokersTimeAndEachJobsVerdict) {
   EXPECT_FALSE(b.jobs[1].deadline_us.has_value());
 }
 
-TEST(ScriptReplies, RenewReadsFencedOrItsElevenElements) {
+TEST(ScriptReplies, RenewReadsFencedOrItsTwelveElements) {
   const renew_reply fenced = decode_renew(arr({str("fenced")}));
   EXPECT_TRUE(fenced.fenced);
   EXPECT_TRUE(fenced.marked.empty() && fenced.lost.empty() && fenced.deleted.empty());
 
   const renew_reply ok = decode_renew(arr({str("ok"), ids({"1-0"}), ids({"2-0", "3-0"}), time_s, time_us, num(5),
-                                           num(4), ids({"4-0"}), num(2500), num(8), num(3)}));
+                                           num(4), ids({"4-0"}), num(2500), num(8), num(3), str("")}));
   EXPECT_FALSE(ok.fenced);
   EXPECT_EQ(ok.marked, std::vector<std::string>{"1-0"});
   EXPECT_EQ(ok.lost, (std::vector<std::string>{"2-0", "3-0"}));
@@ -209,9 +209,13 @@ TEST(ScriptReplies, RenewReadsFencedOrItsElevenElements) {
   EXPECT_EQ(ok.mean_run, 2500us);
   EXPECT_EQ(ok.live_slots, 8);
   EXPECT_EQ(ok.scheduled, 3);
+  EXPECT_FALSE(ok.paused);
+  EXPECT_TRUE(decode_renew(arr({str("ok"), ids({}), ids({}), time_s, time_us, num(0), num(0), ids({}), num(0), num(0),
+                                num(0), str("1733400000123")}))
+                  .paused);
 
-  const renew_reply negative = decode_renew(
-      arr({str("ok"), ids({}), ids({}), time_s, time_us, num(-1), num(-3), ids({}), num(-1), num(-1), num(-1)}));
+  const renew_reply negative = decode_renew(arr(
+      {str("ok"), ids({}), ids({}), time_s, time_us, num(-1), num(-3), ids({}), num(-1), num(-1), num(-1), str("")}));
   EXPECT_EQ(negative.backlog, 0) << "negative counts read as 0";
   EXPECT_EQ(negative.pending, 0);
 }
@@ -276,8 +280,8 @@ TEST(ScriptReplies, AReplyOfTheWrongShapeIsABrokerError) {
        "redis: renew" + unexpected},
       {"renew: TIME not a time",
        [] {
-         decode_renew(
-             arr({str("ok"), ids({}), ids({}), str("-1"), time_us, num(0), num(0), ids({}), num(0), num(0), num(0)}));
+         decode_renew(arr({str("ok"), ids({}), ids({}), str("-1"), time_us, num(0), num(0), ids({}), num(0), num(0),
+                           num(0), str("")}));
        },
        "redis: TIME is not a time"},
       {"hand back: a string", [] { decode_hand_back(str("3")); }, "redis: hand back" + unexpected},
@@ -421,7 +425,7 @@ TEST_F(LuaScript, StartRunsAHeldJobOnceAndDeadLettersOneStartedTooOften) {
 }
 
 // The contract the design review found stale: a renewal answers eleven elements.
-TEST_F(LuaScript, RenewAnswersElevenElementsOrFenced) {
+TEST_F(LuaScript, RenewAnswersTwelveElementsOrFenced) {
   const std::string a = new_job_id(), b = new_job_id(), c = new_job_id(), gone = new_job_id();
   const std::string ea = enqueue(a), eb = enqueue(b);
   enqueue(c);
@@ -429,10 +433,10 @@ TEST_F(LuaScript, RenewAnswersElevenElementsOrFenced) {
   call({"HSET", job(b), "cancel_requested", "1"});
   call({"HSET", stats, "mean_run_us", "1500.5"});
   call({"ZADD", delayed, "1", new_job_id()});
-  const redis_reply r = eval(renew_script, {lease, slots, stream, stats, delayed, job(a), job(b), job(gone)},
+  const redis_reply r = eval(renew_script, {lease, slots, stream, stats, delayed, paused, job(a), job(b), job(gone)},
                              {group, "c1", "tok", "1", "30000", "4", ea, eb, "0-1"});
   ASSERT_TRUE(r.is_array());
-  ASSERT_EQ(r.elements.size(), 11u);
+  ASSERT_EQ(r.elements.size(), 12u);
   EXPECT_TRUE(r.elements[8].is_integer() && r.elements[9].is_integer() && r.elements[10].is_integer());
   EXPECT_EQ(r.elements[0].str, "ok");
   EXPECT_TRUE(r.elements[1].is_array() && r.elements[2].is_array() && r.elements[7].is_array());
@@ -451,19 +455,26 @@ TEST_F(LuaScript, RenewAnswersElevenElementsOrFenced) {
   EXPECT_EQ(ok.mean_run, 1500us) << "floored";
   EXPECT_EQ(ok.live_slots, 4) << "its own, just renewed";
   EXPECT_EQ(ok.scheduled, 1);
+  EXPECT_FALSE(ok.paused);
 
   call({"XDEL", stream, ea});  // behind the daemon's back: the loss alarm
-  const renew_reply lost_data = decode_renew(
-      eval(renew_script, {lease, slots, stream, stats, delayed, job(a)}, {group, "c1", "tok", "2", "30000", "4", ea}));
+  const renew_reply lost_data = decode_renew(eval(renew_script, {lease, slots, stream, stats, delayed, paused, job(a)},
+                                                  {group, "c1", "tok", "2", "30000", "4", ea}));
   EXPECT_EQ(lost_data.deleted, std::vector<std::string>{ea});
   EXPECT_EQ(call({"GET", lease}).str, "tok:2");
+  call({"SET", paused, "1733400000123"});
+  EXPECT_TRUE(decode_renew(eval(renew_script, {lease, slots, stream, stats, delayed, paused},
+                                {group, "c1", "tok", "3", "30000", "4"}))
+                  .paused)
+      << "a paused queue: its consumers stop reading";
+  call({"DEL", paused});
 
-  const redis_reply fenced = eval(renew_script, {lease, slots, stream, stats, delayed},
+  const redis_reply fenced = eval(renew_script, {lease, slots, stream, stats, delayed, paused},
                                   {group, "c1", "other", "1", "30000", "4"});
   ASSERT_TRUE(fenced.is_array());
   ASSERT_EQ(fenced.elements.size(), 1u);
   EXPECT_TRUE(decode_renew(fenced).fenced);
-  EXPECT_EQ(call({"GET", lease}).str, "tok:2") << "nothing written";
+  EXPECT_EQ(call({"GET", lease}).str, "tok:3") << "nothing written";
 }
 
 TEST_F(LuaScript, HandBackUncountsThisLifesStartsAndMakesTheEntriesIdle) {

@@ -18,23 +18,6 @@
 namespace hourglass::server::testing {
 namespace {
 
-class token_file {
- public:
-  explicit token_file(const std::string& token) {
-    char tmpl[] = "/tmp/hourglass-token-XXXXXX";
-    const int fd = ::mkstemp(tmpl);
-    if (fd < 0) throw std::runtime_error("mkstemp");
-    ::close(fd);
-    path_ = tmpl;
-    std::ofstream(path_) << token << "\n";
-  }
-  ~token_file() { std::remove(path_.c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 TEST(HttpServerSafety, BearerTokenIsRequiredExceptForHealthz) {
   token_file tok("s3cret-token");
   server_options o = test_options();

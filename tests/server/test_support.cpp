@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 #include "common/eventually.hpp"
 #include "common/process.hpp"
@@ -328,5 +329,16 @@ reply answered_exactly_after(manual_clock& clk, pending_reply& r, duration at) {
   clk.advance(1ms);
   return r.get();
 }
+
+token_file::token_file(const std::string& token) {
+  char tmpl[] = "/tmp/hourglass-token-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  if (fd < 0) throw std::runtime_error("mkstemp");
+  ::close(fd);
+  path_ = tmpl;
+  std::ofstream(path_) << token << "\n";
+}
+
+token_file::~token_file() { std::remove(path_.c_str()); }
 
 }  // namespace hourglass::server::testing

@@ -142,6 +142,20 @@ std::string json_string(const std::string& json, const std::string& key);
 // A sample's value in Prometheus text ("NAME VALUE" on a line of its own); NaN when absent.
 double metric_value(const std::string& metrics, const std::string& name);
 
+// A file holding `token` (and a newline), removed with this object: for
+// --auth-token-file and --admin-token-file.
+class token_file {
+ public:
+  explicit token_file(const std::string& token);
+  ~token_file();
+  token_file(const token_file&) = delete;
+  token_file& operator=(const token_file&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 // The real hourglassd binary, spawned with `args`; stderr and stdout go to a file.
 class daemon_process {
  public:

@@ -98,6 +98,7 @@ struct consumer_stats {
   std::int64_t backlog = 0;                 // the queue's, at the last renewal: not yet delivered
   std::int64_t pending = 0;                 // the queue's, at the last renewal: delivered, not finished
   std::int64_t scheduled = 0;               // the queue's, at the last renewal: delayed jobs and retries waiting
+  bool paused = false;                      // the queue is paused (at the last renewal): nothing is read
   std::uint64_t promoted = 0;               // due jobs this daemon moved to the stream
   std::uint64_t expired_admission = 0;      // due jobs this daemon recorded deadline_exceeded/admission
 };

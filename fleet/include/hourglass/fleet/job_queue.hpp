@@ -133,6 +133,26 @@ struct job_list {
   bool invalid_cursor = false;  // the cursor is not one this state's walk makes: no page
 };
 
+// A queue at a glance (fleet/lua/queue.lua), read in one atomic step.
+struct queue_state {
+  std::int64_t broker_now_us = 0;
+  std::uint64_t length = 0;                     // stream entries: waiting and delivered
+  std::uint64_t pending = 0;                    // delivered, not finished (running, or held to run)
+  std::string oldest_waiting;                   // the first entry not delivered yet ("" none): its id is its enqueue ms
+  std::uint64_t scheduled = 0;                  // in the delayed set (delayed jobs and retries)
+  std::uint64_t dead_letters = 0;               // entries of the dead stream
+  duration mean_run{};                          // the fleet's EWMA of run times
+  std::optional<std::int64_t> paused_since_ms;  // the broker's ms when paused; nullopt: running
+  struct consumer {
+    std::string name;
+    std::uint64_t slots = 0;                      // 0: no live slots recorded (left, or died)
+    std::optional<std::int64_t> lease_expiry_ms;  // its slots' expiry on the broker's clock
+    std::uint64_t held = 0;                       // entries it holds
+  };
+  std::vector<consumer> consumers;
+};
+enum class queue_op { look, pause, resume };
+
 // How a finish was recorded.
 enum class finish_result {
   first,      // the job's outcome
@@ -174,6 +194,10 @@ class job_queue {
   void async_find(const context& ctx, std::string id, answer_fn<std::optional<fleet_job>> done);
   void async_cancel(const context& ctx, std::string id, answer_fn<cancelled_job> done);
   void async_list(const context& ctx, list_query q, answer_fn<job_list> done);
+  // The queue's state, after pausing or resuming it when asked: a paused
+  // queue's consumers stop reading at their next renewal (running jobs
+  // finish; waiting ones keep ageing); producers still enqueue.
+  void async_queue_state(const context& ctx, queue_op op, answer_fn<queue_state> done);
 
   // Records the job's outcome (`fields`: state and the outcome's details)
   // unless one is recorded already. `run_time`: how long it ran, for the
@@ -244,6 +268,7 @@ class job_queue {
     duration mean_run{};       // the fleet's mean run time
     std::int64_t live_slots = 0;
     std::int64_t scheduled = 0;  // jobs in the delayed set
+    bool paused = false;         // the queue is paused: stop reading
   };
   renew_answer renew(const context& ctx, std::string_view consumer, const lease_value& lease_v, duration lease,
                      std::size_t slots, const std::vector<held_entry>& held);
@@ -284,6 +309,7 @@ class job_queue {
     std::string last_job;           // the job of the latest run; "" none
     std::uint64_t missed = 0;       // fires never run, fleet-wide
     std::int64_t broker_now_us = 0;
+    bool queue_paused = false;  // the queue is paused: a due fire is missed, not run
   };
   // The record of schedule `name`, made on first sight (settled at the broker's TIME).
   schedule_record look_schedule(const context& ctx, std::string_view name);

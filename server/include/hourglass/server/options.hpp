@@ -67,6 +67,9 @@ struct server_options {
   // allow_unauthenticated.
   std::string auth_token_file;
   bool allow_unauthenticated = false;
+  // The admin token's file: pausing and resuming queues need it (reads need
+  // only the token above). Without it, those actions are refused (403).
+  std::string admin_token_file;
 
   // Slow-client protection.
   duration header_timeout = std::chrono::seconds(10);  // first byte -> end of headers

@@ -1,0 +1,34 @@
+#include "queue_view.hpp"
+
+#include "hourglass/support/json.hpp"
+
+namespace hourglass::server::detail {
+
+std::string queue_json(const queue_view& q) {
+  support::json_writer w;
+  w.begin_object();
+  w.member("name", q.name).member("store", q.store).member("paused", q.paused_since.has_value());
+  if (q.paused_since) w.member("paused_since", support::format_rfc3339(*q.paused_since));
+  w.key("counts").begin_object();
+  w.member("queued", q.queued).member("running", q.running).member("scheduled", q.scheduled);
+  if (q.dead) w.member("dead", *q.dead);
+  w.end_object();
+  if (q.oldest_queued_age_ms) w.member("oldest_queued_age_ms", *q.oldest_queued_age_ms);
+  if (q.predicted_wait_ms) {
+    w.member("predicted_wait_ms", *q.predicted_wait_ms);
+  } else if (q.predicts_wait) {
+    w.key("predicted_wait_ms").null();  // a backlog and no live slot: no start can be promised
+  }
+  if (q.mean_run_ms) w.member("mean_run_ms", *q.mean_run_ms);
+  w.member("live_slots", q.live_slots);
+  w.key("consumers").begin_array();
+  for (const queue_view::consumer& k : q.consumers) {
+    w.begin_object().member("name", k.name).member("slots", k.slots).member("held", k.held);
+    if (k.lease_left_ms) w.member("lease_left_ms", *k.lease_left_ms);
+    w.end_object();
+  }
+  w.end_array().end_object();
+  return w.take() + "\n";
+}
+
+}  // namespace hourglass::server::detail

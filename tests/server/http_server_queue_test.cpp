@@ -1,0 +1,79 @@
+// GET /v1/queues in memory (no --broker): the daemon's one queue and its
+// counts; the admin actions need --admin-token-file and its token, and the
+// memory store says plainly that it cannot pause.
+#include "hourglass/server/http_server.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "hourglass/support/json.hpp"
+#include "test_support.hpp"
+
+namespace hourglass::server::testing {
+namespace {
+
+namespace json = boost::json;
+
+struct HttpServerQueue : ::testing::Test {
+  static server_options with_admin(const std::string& path) {
+    server_options o = test_options();
+    o.admin_token_file = path;
+    return o;
+  }
+  manual_clock clk;
+  token_file admin{"adm1n"};
+  test_server srv{
+      with_admin(admin.path()),
+      [](http_server& s) {
+        s.add_handler("count", [](const context&, const request_view&) { return handler_result{"ran", "text/plain"}; });
+      },
+      clk};
+  client c{srv.port()};
+};
+
+TEST_F(HttpServerQueue, TheDaemonsQueueWithItsCounts) {
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(c.post("/v1/jobs/count", "x", {{"Prefer", "respond-async"}, {"Job-Delay", "10S"}}).status, 202u);
+  }
+  const reply all = c.get("/v1/queues");
+  ASSERT_EQ(all.status, 200u) << all.body;
+  EXPECT_EQ(all.header("cache-control"), "no-store");
+  const auto doc = support::parse_json(all.body);
+  ASSERT_TRUE(doc);
+  ASSERT_EQ(doc->at("queues").as_array().size(), 1u);
+  const json::value& q = doc->at("queues").as_array()[0];
+  EXPECT_EQ(q.at("name").as_string(), "default");
+  EXPECT_EQ(q.at("store").as_string(), "memory");
+  EXPECT_FALSE(q.at("paused").as_bool());
+  EXPECT_EQ(q.at("counts").at("scheduled").to_number<int>(), 2);
+  EXPECT_EQ(q.at("counts").at("queued").to_number<int>(), 0);
+  EXPECT_EQ(q.at("live_slots").to_number<int>(), static_cast<int>(test_options().workers));
+  EXPECT_FALSE(q.as_object().contains("predicted_wait_ms")) << "the memory store predicts no wait of its own";
+
+  const reply one = c.get("/v1/queues/default");
+  EXPECT_EQ(one.status, 200u);
+  EXPECT_EQ(json_string(one.body, "name"), "default");
+  EXPECT_EQ(c.get("/v1/queues/other").status, 404u);
+}
+
+TEST_F(HttpServerQueue, PauseNeedsTheAdminTokenAndMemoryCannotPause) {
+  EXPECT_EQ(c.post("/v1/queues/default/pause", "").status, 401u) << "no token";
+  EXPECT_EQ(c.post("/v1/queues/default/pause", "", {{"Authorization", "Bearer wrong"}}).status, 401u);
+  const reply r = c.post("/v1/queues/default/pause", "", {{"Authorization", "Bearer adm1n"}});
+  EXPECT_EQ(r.status, 409u) << r.body;
+  EXPECT_EQ(json_string(r.body, "error"), "pause_unsupported");
+  EXPECT_EQ(c.get("/v1/queues/default/pause").status, 405u);
+  EXPECT_EQ(c.get("/v1/queues/default/pause").header("allow"), "POST");
+  EXPECT_EQ(c.post("/v1/queues/default/drop", "", {{"Authorization", "Bearer adm1n"}}).status, 404u);
+}
+
+TEST(HttpServerQueueAdmin, WithoutAnAdminTokenFileTheAdminActionsAreRefused) {
+  test_server srv;
+  const reply r = post(srv.port(), "/v1/queues/default/resume", "", {{"Authorization", "Bearer anything"}});
+  EXPECT_EQ(r.status, 403u);
+  EXPECT_EQ(json_string(r.body, "error"), "admin_disabled");
+}
+
+}  // namespace
+}  // namespace hourglass::server::testing
