@@ -8,12 +8,15 @@
 --
 -- KEYS[1] stream_key      hg:{Q}:stream
 -- KEYS[2] dead_key        hg:{Q}:dead
--- KEYS[2 + i]             job i's hg:{Q}:job:<id> (i = 1..n)
+-- KEYS[3] stats_key       hg:{Q}:stats
+-- KEYS[3 + i]             job i's hg:{Q}:job:<id> (i = 1..n)
 -- ARGV[1] group           the consumer group, 'hourglass'
 -- ARGV[2] consumer        this daemon's consumer name
 -- ARGV[3] max_deliveries  starts allowed before the job is dead-lettered
 -- ARGV[4] result_ttl_ms   how long an outcome recorded here is kept
--- ARGV[5 + 3(i-1)] ...    job i's entry id, job id (32 hex digits) and start
+-- ARGV[5] dead_ttl_ms     how long a dead-lettered job is kept (payload and all, for a replay)
+-- ARGV[6] dead_max        the dead list's bound: the oldest entries beyond it are dropped (counted)
+-- ARGV[7 + 3(i-1)] ...    job i's entry id, job id (32 hex digits) and start
 --                         token ('<lease token>/<entry id>')
 --
 -- Reply: {TIME s, TIME us, answer 1, ..., answer n}, TIME as strings (the
@@ -27,11 +30,14 @@
 -- retry policy has left: its workers died, its handler never failed.
 local stream_key = KEYS[1]
 local dead_key = KEYS[2]
+local stats_key = KEYS[3]
 local group = ARGV[1]
 local consumer = ARGV[2]
 local max_deliveries = tonumber(ARGV[3])
 local result_ttl_ms = ARGV[4]
-local first_job_arg = 5
+local dead_ttl_ms = ARGV[5]
+local dead_max = ARGV[6]
+local first_job_arg = 7
 local n = (#ARGV - first_job_arg + 1) / 3
 
 local t = redis.call('TIME')
@@ -60,7 +66,7 @@ local out = {t[1], t[2]}
 for i = 1, n do
   local a = first_job_arg + 3 * (i - 1)
   local entry, job_id, start_token = ARGV[a], ARGV[a + 1], ARGV[a + 2]
-  local job_key = KEYS[2 + i]
+  local job_key = KEYS[3 + i]
   local answer
   if not held[entry] then
     answer = {'not_owner', 0}
@@ -91,10 +97,12 @@ for i = 1, n do
       answer = run(d)
     elseif d >= max_deliveries then
       acknowledged(entry)
-      redis.call('XADD', dead_key, '*', 'id', job_id, 'deliveries', tostring(d))
-      redis.call('HSET', job_key, 'state', 'dead', 'cause', 'max_deliveries')
-      redis.call('HDEL', job_key, 'payload')
-      redis.call('PEXPIRE', job_key, result_ttl_ms)
+      -- kept whole, payload and all, for dead_ttl: an operator may replay it (dead.lua)
+      local dead_entry = redis.call('XADD', dead_key, '*', 'id', job_id, 'deliveries', tostring(d))
+      redis.call('HSET', job_key, 'state', 'dead', 'cause', 'max_deliveries', 'dead_entry', dead_entry)
+      redis.call('PEXPIRE', job_key, dead_ttl_ms)
+      local dropped = redis.call('XTRIM', dead_key, 'MAXLEN', dead_max)
+      if dropped > 0 then redis.call('HINCRBY', stats_key, 'dead_dropped', dropped) end
       answer = {'dead', d}
     else
       redis.call('HSET', job_key, 'state', 'running', 'deliveries', tostring(d + 1), 'consumer', consumer,

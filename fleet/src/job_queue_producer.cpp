@@ -310,6 +310,51 @@ void job_queue::async_queue_state(const context& ctx, queue_op op, answer_fn<que
              });
 }
 
+namespace {
+
+answer_fn<redis_reply> dead_reply(answer_fn<dead_answer> done) {
+  return [done = std::move(done)](async_answer<redis_reply> r) {
+    if (r.error) return done(failed<dead_answer>(r.error));
+    try {
+      done(answer(detail::decode_dead(r.value)));
+    } catch (...) {
+      done(failed<dead_answer>(std::current_exception()));
+    }
+  };
+}
+
+}  // namespace
+
+void job_queue::async_replay(const context& ctx, std::string id, duration freshness, duration min_budget,
+                             bool admission, answer_fn<dead_answer> done) {
+  if (!valid_job_id(id)) return done(answer(dead_answer{}));
+  std::vector<std::string> args{"replay", std::string(group), freshness == duration::max() ? "-1" : millis(freshness),
+                                millis(min_budget), admission ? "1" : "0"};
+  async_eval(ctx, detail::dead_script, {key("stream"), key("slots"), key("stats"), key("dead"), key("job:" + id)},
+             std::move(args), dead_reply(std::move(done)));
+}
+
+void job_queue::async_delete_dead(const context& ctx, std::string id, answer_fn<dead_answer> done) {
+  if (!valid_job_id(id)) return done(answer(dead_answer{}));
+  async_eval(ctx, detail::dead_script, {key("stream"), key("slots"), key("stats"), key("dead"), key("job:" + id)},
+             {"delete", std::string(group)}, dead_reply(std::move(done)));
+}
+
+void job_queue::async_purge_dead(const context& ctx, std::size_t count, answer_fn<purged> done) {
+  async_eval(ctx, detail::dead_script, {key("stream"), key("slots"), key("stats"), key("dead"), key("job:")},
+             {"purge", std::string(group), std::to_string(std::max<std::size_t>(count, 1)), key("job:")},
+             [done = std::move(done)](async_answer<redis_reply> r) {
+               if (r.error) return done(failed<purged>(r.error));
+               const redis_reply& v = r.value;
+               if (!v.is_array() || v.elements.size() != 3) return done(failed<purged>(broker_error_ptr("dead", v)));
+               purged p;
+               p.jobs = static_cast<std::uint64_t>(std::max<long long>(v.elements[0].integer, 0));
+               p.entries = static_cast<std::uint64_t>(std::max<long long>(v.elements[1].integer, 0));
+               p.left = static_cast<std::uint64_t>(std::max<long long>(v.elements[2].integer, 0));
+               done(answer(p));
+             });
+}
+
 job_list job_queue::list(const context& ctx, const list_query& q) {
   return wait_for<job_list>([&](answer_fn<job_list> done) { async_list(ctx, q, std::move(done)); });
 }

@@ -47,9 +47,13 @@ void job_queue::send_starts(std::vector<std::shared_ptr<start_call>> batch) {
     return;
   }
   const start_call& first = *batch.front();
-  std::vector<std::string> keys{key("stream"), key("dead")};
-  std::vector<std::string> args{std::string(group), first.consumer, std::to_string(first.max_deliveries),
-                                detail::millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1)))};
+  std::vector<std::string> keys{key("stream"), key("dead"), key("stats")};
+  std::vector<std::string> args{std::string(group),
+                                first.consumer,
+                                std::to_string(first.max_deliveries),
+                                detail::millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1))),
+                                detail::millis(std::max<duration>(options_.dead_ttl, std::chrono::milliseconds(1))),
+                                std::to_string(std::max<std::size_t>(options_.dead_max, 1))};
   for (const auto& c : batch) {
     keys.push_back(key("job:" + c->entry.job_id));
     args.push_back(c->entry.entry);

@@ -189,6 +189,29 @@ queue_state decode_queue(const redis_reply& r) {
   return q;
 }
 
+dead_answer decode_dead(const redis_reply& r) {
+  if (!r.is_array() || r.elements.empty()) broker_error("dead", r);
+  const auto& e = r.elements;
+  dead_answer a;
+  const std::string& v = e[0].str;
+  if (v == "unknown") return a;
+  if (v == "deleted") {
+    a.verdict = dead_answer::kind::done;
+    return a;
+  }
+  if (v == "not_dead" && e.size() == 2) {
+    a.verdict = dead_answer::kind::not_dead;
+    a.state = e[1].str;
+    return a;
+  }
+  if ((v == "accepted" || v == "refused") && e.size() == 3 && e[2].is_integer()) {
+    a.verdict = v == "accepted" ? dead_answer::kind::done : dead_answer::kind::refused;
+    if (e[2].integer >= 0) a.predicted_wait = std::chrono::microseconds(e[2].integer);
+    return a;
+  }
+  broker_error("dead", r);
+}
+
 std::size_t decode_hand_back(const redis_reply& r) {
   if (!r.is_integer()) broker_error("hand back", r);
   return static_cast<std::size_t>(at_least_zero(r));

@@ -91,6 +91,11 @@ std::int64_t number_or(std::string_view text, std::int64_t fallback) noexcept;
 // Ten elements (queue.lua says which); any other shape: "queue".
 queue_state decode_queue(const redis_reply& r);
 
+// ---- dead_script: replay or delete a dead-lettered job ----
+// {'accepted'|'refused', entry, wait us} | {'deleted'} | {'not_dead', state}
+// | {'unknown'}; {'nostream'} and any other shape: "dead".
+dead_answer decode_dead(const redis_reply& r);
+
 // ---- hand_back_script: drain, the held entries back for reclaim ----
 // How many entries were still held. Not an integer: "hand back".
 std::size_t decode_hand_back(const redis_reply& r);

@@ -326,6 +326,9 @@ struct command_line_parser::impl {
     t_.flag("produce-only", o_.produce_only,
             "fleet: take, answer for and cancel jobs but run none (a front daemon; others consume)");
     t_.time("result-ttl", o_.result_ttl, "fleet: how long a job's outcome is kept");
+    t_.time("dead-ttl", o_.dead_ttl, "fleet: how long a dead-lettered job is kept, whole, for a replay");
+    t_.count("dead-max", o_.dead_max, "fleet: the most dead-lettered jobs listed; the oldest beyond are dropped", 1,
+             100'000'000);
     t_.time("idempotency-ttl", o_.idempotency_ttl, "fleet: how long an Idempotency-Key names its job");
     t_.text("broker-password-file", o_.broker_password_file, "fleet: file holding the broker's AUTH password")
         ->type_name("FILE")

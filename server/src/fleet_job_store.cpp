@@ -13,8 +13,8 @@
 #include <fmt/format.h>
 
 #include "core.hpp"
+#include "fleet_views.hpp"
 #include "hourglass/fleet/consumer.hpp"
-#include "hourglass/fleet/freshness.hpp"
 #include "hourglass/fleet/job_queue.hpp"
 #include "hourglass/fleet/redis.hpp"
 #include "hourglass/support/json.hpp"
@@ -30,113 +30,6 @@ namespace http = boost::beast::http;
 
 namespace {
 
-double millis_field(std::string_view text) {
-  try {
-    return text.empty() ? 0.0 : std::stod(std::string(text));
-  } catch (const std::exception&) {
-    return 0.0;
-  }
-}
-
-// The earlier attempts of a retried job: the JSON array finish.lua keeps.
-std::vector<attempt_view> attempts_of(std::string_view text) {
-  std::vector<attempt_view> out;
-  const std::optional<boost::json::value> doc = support::parse_json(text);
-  if (!doc || !doc->is_array()) return out;
-  const auto str = [](const boost::json::object& o, std::string_view k) {
-    const boost::json::value* v = o.if_contains(k);
-    return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
-  };
-  for (const boost::json::value& a : doc->get_array()) {
-    if (!a.is_object()) continue;
-    const boost::json::object& o = a.get_object();
-    attempt_view v;
-    v.outcome = str(o, "outcome");
-    v.stage = str(o, "stage");
-    v.error = str(o, "error");
-    v.message = str(o, "message");
-    if (const boost::json::value* ms = o.if_contains("run_ms"); ms != nullptr && ms->is_number())
-      v.run_ms = ms->to_number<double>();
-    out.push_back(std::move(v));
-  }
-  return out;
-}
-
-// The job object of a job as the broker holds it; `broker_now_ms`: the
-// broker's clock as we estimate it, for a scheduled job's due_in_ms.
-job_view view_of(const fleet::fleet_job& j, std::int64_t broker_now_ms) {
-  job_view v;
-  v.id = j.id;
-  v.handler = std::string(j.field("handler"));
-  v.state = std::string(j.state());
-  if (!j.field("deliveries").empty()) v.deliveries = static_cast<unsigned>(millis_field(j.field("deliveries")));
-  v.consumer = std::string(j.field("consumer"));  // the daemon that started it last
-  if (const int max_attempts = static_cast<int>(millis_field(j.field("max_attempts"))); max_attempts > 1) {
-    // Attempts started so far: the broker's `attempt` is the current one's
-    // number, not started yet while its deliveries are 0 (scheduled, queued).
-    const int current = std::max(static_cast<int>(millis_field(j.field("attempt"))), 1);
-    v.attempt = j.field("deliveries") == "0" ? current - 1 : current;
-    v.attempts_left = std::max(max_attempts - *v.attempt, 0);
-  }
-  if (!j.field("attempts").empty()) v.attempts = attempts_of(j.field("attempts"));
-  if (v.state == "scheduled" && !j.field("due_ms").empty()) {
-    const double due = millis_field(j.field("due_ms"));
-    v.due_in_ms = std::max(due - static_cast<double>(broker_now_ms), 0.0);
-  }
-  if (!v.finished()) {
-    v.cancel_requested = j.field("cancel_requested") == "1";
-    return v;
-  }
-  v.stage = std::string(j.field("stage"));
-  v.cause = std::string(j.field("cause"));
-  v.reason = std::string(j.field("reason"));
-  if (v.state == "error" || v.stage == "retry") {  // retry: the last attempt's error, kept
-    v.error = std::string(j.field("error"));
-    v.message = std::string(j.field("message"));
-    v.http_status = static_cast<unsigned>(millis_field(j.field("http_status")));
-  }
-  if (!j.field("queued_ms").empty()) v.queued_ms = millis_field(j.field("queued_ms"));
-  if (!j.field("run_ms").empty()) v.run_ms = millis_field(j.field("run_ms"));
-  v.committed = j.field("committed") == "1";
-  if (v.state == "ok") {
-    v.content_type = std::string(j.field("content_type"));
-    v.result = std::string(j.field("result"));
-  }
-  return v;
-}
-
-// The queue object of the broker's view of queue `name`.
-queue_view view_of(const fleet::queue_state& s, std::string name) {
-  using std::chrono::milliseconds;
-  queue_view q;
-  q.name = std::move(name);
-  q.store = "fleet";
-  const std::int64_t now_ms = s.broker_now_us / 1000;
-  if (s.paused_since_ms) q.paused_since = support::wall_time{milliseconds(*s.paused_since_ms)};
-  q.running = s.pending;
-  q.queued = s.length > s.pending ? s.length - s.pending : 0;
-  q.scheduled = s.scheduled;
-  q.dead = s.dead_letters;
-  // An entry id is "<ms the broker stamped at enqueue>-<seq>".
-  if (!s.oldest_waiting.empty()) {
-    const double enqueued_ms = millis_field(s.oldest_waiting.substr(0, s.oldest_waiting.find('-')));
-    q.oldest_queued_age_ms = std::max(static_cast<double>(now_ms) - enqueued_ms, 0.0);
-  }
-  for (const fleet::queue_state::consumer& c : s.consumers) {
-    queue_view::consumer k{c.name, c.slots, c.held, std::nullopt};
-    if (c.lease_expiry_ms) {
-      k.lease_left_ms = static_cast<double>(*c.lease_expiry_ms - now_ms);
-      if (*c.lease_expiry_ms > now_ms) q.live_slots += c.slots;
-    }
-    q.consumers.push_back(std::move(k));
-  }
-  q.mean_run_ms = std::chrono::duration<double, std::milli>(s.mean_run).count();
-  q.predicts_wait = true;
-  const duration wait = fleet::fleet_predicted_wait(q.queued, s.mean_run, q.live_slots);
-  if (wait != duration::max()) q.predicted_wait_ms = std::chrono::duration<double, std::milli>(wait).count();
-  return q;
-}
-
 class fleet_job_store final : public job_store {
  public:
   fleet_job_store(core& c, std::uint16_t port)
@@ -147,6 +40,8 @@ class fleet_job_store final : public job_store {
         queue_(commands_, {.name = c.opts.queue,
                            .result_ttl = c.opts.result_ttl,
                            .idempotency_ttl = c.opts.idempotency_ttl,
+                           .dead_ttl = c.opts.dead_ttl,
+                           .dead_max = c.opts.dead_max,
                            .clock = &c.clk}),
         consumer_(queue_, reader_, *c.jobs, runner(c), consumer_settings(c, port)) {}
 
@@ -264,6 +159,48 @@ class fleet_job_store final : public job_store {
                                q.view = view_of(s.value, queue_.options().name);
                                done(std::move(q));
                              }));
+  }
+
+  void replay_dead(std::string id, duration freshness, callback<dead_result> done) override {
+    queue_.async_find(
+        context(), id,
+        tracked([this, id, freshness,
+                 done = std::move(done)](fleet::async_answer<std::optional<fleet::fleet_job>> j) mutable {
+          if (j.error || !j.value) return done(dead_failure(j.error, "replay"));
+          const handler_entry* e = c_.find_handler(j.value->field("handler"));
+          const duration min_budget = e != nullptr ? e->min_budget : duration::zero();
+          queue_.async_replay(
+              context(), id, freshness, min_budget, c_.opts.scheduling == policy::hourglass,
+              tracked([this, id, freshness, done = std::move(done)](fleet::async_answer<fleet::dead_answer> a) mutable {
+                if (a.error) return done(dead_failure(a.error, "replay"));
+                dead_result r = dead_of(a.value);
+                r.budget = freshness;
+                if (r.verdict != dead_result::kind::done) return done(std::move(r));
+                r.job.id = id;
+                r.job.state = "queued";
+                done(std::move(r));
+              }));
+        }));
+  }
+
+  void delete_dead(std::string id, callback<dead_result> done) override {
+    queue_.async_delete_dead(context(), std::move(id),
+                             tracked([this, done = std::move(done)](fleet::async_answer<fleet::dead_answer> a) {
+                               done(a.error ? dead_failure(a.error, "delete") : dead_of(a.value));
+                             }));
+  }
+
+  void purge_dead(std::size_t limit, callback<dead_result> done) override {
+    queue_.async_purge_dead(context(), limit,
+                            tracked([this, done = std::move(done)](fleet::async_answer<fleet::job_queue::purged> a) {
+                              if (a.error) return done(dead_failure(a.error, "purge"));
+                              dead_result r;
+                              r.verdict = dead_result::kind::done;
+                              r.purged = a.value.jobs;
+                              r.entries = a.value.entries;
+                              r.left = a.value.left;
+                              done(std::move(r));
+                            }));
   }
 
   void list(list_request q, callback<job_page> done) override {
@@ -552,6 +489,29 @@ class fleet_job_store final : public job_store {
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
     return (ours + consumer_.stats().broker_clock_offset_us) / 1000;
+  }
+
+  // A dead-letter action the broker could not take (`error` set), or of no such job.
+  dead_result dead_failure(const std::exception_ptr& error, std::string_view action) {
+    dead_result r;
+    r.verdict = dead_result::kind::not_found;
+    if (!error) return r;
+    ++lookup_errors_;
+    c_.log->warn("fleet: dead letter {}: {}", action, what(error));
+    r.verdict = dead_result::kind::unavailable;
+    return r;
+  }
+  static dead_result dead_of(const fleet::dead_answer& a) {
+    dead_result r;
+    r.state = a.state;
+    r.predicted_wait = a.predicted_wait;
+    switch (a.verdict) {
+      case fleet::dead_answer::kind::done: r.verdict = dead_result::kind::done; break;
+      case fleet::dead_answer::kind::refused: r.verdict = dead_result::kind::refused; break;
+      case fleet::dead_answer::kind::not_dead: r.verdict = dead_result::kind::not_dead; break;
+      case fleet::dead_answer::kind::unknown: r.verdict = dead_result::kind::not_found; break;
+    }
+    return r;
   }
 
   static std::string what(const std::exception_ptr& e) {

@@ -69,6 +69,31 @@ std::variant<list_request, list_query_error> read_list_query(std::string_view ta
   return q;
 }
 
+purge_reading read_purge_query(std::string_view target) {
+  purge_reading r;
+  bool confirmed = false;
+  const auto at = target.find('?');
+  const std::string query(at == std::string_view::npos ? std::string_view() : target.substr(at + 1));
+  if (!boost::urls::parse_query(query)) return {0, "the query string is malformed"};
+  for (const boost::urls::param& p : boost::urls::params_view(query, boost::urls::encoding_opts(true))) {
+    if (p.key.empty()) continue;
+    if (p.key == "confirm") {
+      confirmed = p.value == "yes";
+    } else if (p.key == "limit") {
+      std::size_t n = 0;
+      const auto [end, ec] = std::from_chars(p.value.data(), p.value.data() + p.value.size(), n);
+      if (ec != std::errc() || end != p.value.data() + p.value.size() || n < 1 || n > max_list_limit) {
+        return {0, "limit: an integer from 1 to 1000"};
+      }
+      r.limit = n;
+    } else {
+      return {0, "unknown parameter " + p.key + " (limit and confirm are known)"};
+    }
+  }
+  if (!confirmed) return {0, "a purge deletes dead jobs for good: add confirm=yes"};
+  return r;
+}
+
 std::string job_page_json(const job_page& page) {
   support::json_writer w;
   w.begin_object().key("jobs").begin_array();

@@ -27,6 +27,14 @@ struct list_query_error {
 // misspelt filter would otherwise list everything.
 std::variant<list_request, list_query_error> read_list_query(std::string_view target);
 
+// DELETE /v1/queues/{name}/dead's query: limit (1 to max_list_limit,
+// default default_list_limit) and confirm=yes, which a purge needs.
+struct purge_reading {
+  std::size_t limit = default_list_limit;
+  std::string error;  // not "": 400 invalid_query with this message
+};
+purge_reading read_purge_query(std::string_view target);
+
 // {"jobs": [job objects], "next_cursor": "..." or null}.
 std::string job_page_json(const job_page& page);
 

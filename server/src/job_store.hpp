@@ -94,6 +94,24 @@ struct queue_answer {
   queue_view view;
 };
 
+// What an operator's action on dead-lettered jobs did.
+struct dead_result {
+  enum class kind {
+    done,         // replayed (queued again), deleted, or purged
+    refused,      // replay: it could not start in time: 504 at admission, nothing changed
+    not_dead,     // the job is in another state (`state`): nothing changed
+    not_found,    // no such job (or its record expired)
+    unsupported,  // this store has no dead letter (memory)
+    unavailable,  // the broker could not be reached
+  };
+  kind verdict = kind::unsupported;
+  job_view job;                                     // replay: the job afterwards
+  std::string state;                                // not_dead
+  duration budget = duration::max();                // refused: the freshness asked for
+  std::optional<duration> predicted_wait;           // refused: what admission judged (nullopt: unbounded)
+  std::uint64_t purged = 0, entries = 0, left = 0;  // purge: jobs and entries deleted, entries left
+};
+
 struct schedule;  // schedules.hpp
 
 // A periodic job's state as its store keeps it (GET /v1/schedules).
@@ -136,6 +154,13 @@ class job_store {
   // when asked. The fleet's pause holds across the fleet: consumers stop
   // reading within one renewal period. The memory store cannot pause.
   virtual void queue_state(queue_action a, callback<queue_answer> done) = 0;
+  // Dead-lettered jobs (the fleet's; the memory store has none): a replay
+  // admits the job again through admission with `freshness` from now (and
+  // its handler's minimum budget), never queued to expire; delete removes
+  // one; purge the oldest `limit`.
+  virtual void replay_dead(std::string /*id*/, duration /*freshness*/, callback<dead_result> done) { done({}); }
+  virtual void delete_dead(std::string /*id*/, callback<dead_result> done) { done({}); }
+  virtual void purge_dead(std::size_t /*limit*/, callback<dead_result> done) { done({}); }
   // Settles a periodic job's fires due by now on the store's clock (memory:
   // the daemon's; fleet: the broker's), each fire at most once however many
   // daemons look (schedules.hpp says which run and which are missed).

@@ -68,6 +68,14 @@ route route_request(http::verb m, std::string_view target) noexcept {
       return r;
     }
     const std::string_view action = rest.substr(slash + 1);
+    if (!name.empty() && (action == "dead" || action.substr(0, 5) == "dead/")) {
+      const std::string_view id = action.size() > 5 ? action.substr(5) : std::string_view();
+      if (action.size() == 5 || id.find('/') != std::string_view::npos) return {};  // "dead/" alone, or deeper
+      if (m != http::verb::delete_) return {route_kind::method_not_allowed, name, "DELETE"};
+      route r{id.empty() ? route_kind::purge_dead : route_kind::delete_dead, name, {}, false, true};
+      r.item = id;
+      return r;
+    }
     if (name.empty() || (action != "pause" && action != "resume")) return {};
     if (m != http::verb::post) return {route_kind::method_not_allowed, name, "POST"};
     return {action == "pause" ? route_kind::pause_queue : route_kind::resume_queue, name, {}, false, true};
@@ -77,6 +85,13 @@ route route_request(http::verb m, std::string_view target) noexcept {
   }
   if (path.substr(0, jobs_path.size()) == jobs_path) {
     const std::string_view rest = path.substr(jobs_path.size());
+    constexpr std::string_view replay = "/replay";
+    if (rest.size() > replay.size() && rest.substr(rest.size() - replay.size()) == replay) {
+      const std::string_view id = rest.substr(0, rest.size() - replay.size());
+      if (id.find('/') != std::string_view::npos) return {};
+      if (m != http::verb::post) return {route_kind::method_not_allowed, id, "POST"};
+      return {route_kind::replay_job, id, {}, false, true};
+    }
     if (rest.empty() || rest.find('/') != std::string_view::npos) return {};
     switch (m) {
       case http::verb::post: return {route_kind::submit_job, rest};

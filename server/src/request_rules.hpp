@@ -48,6 +48,9 @@ enum class route_kind {
   get_queue,           // GET/HEAD /v1/queues/{name}
   pause_queue,         // POST /v1/queues/{name}/pause (admin)
   resume_queue,        // POST /v1/queues/{name}/resume (admin)
+  replay_job,          // POST /v1/jobs/{id}/replay (admin): a dead job admitted again
+  delete_dead,         // DELETE /v1/queues/{name}/dead/{id} (admin)
+  purge_dead,          // DELETE /v1/queues/{name}/dead?limit=&confirm=yes (admin)
   cancel_job,          // DELETE /v1/jobs/{id}
   not_found,           // 404
   method_not_allowed,  // 405 with `allow`
@@ -59,6 +62,7 @@ struct route {
   std::string_view allow;    // for method_not_allowed
   bool needs_auth = true;    // everything but /healthz
   bool needs_admin = false;  // the admin token instead (--admin-token-file)
+  std::string_view item;     // delete_dead: the {id} after the queue's {name}
 };
 
 // `target` is the request target as sent (a query string is ignored).

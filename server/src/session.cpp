@@ -180,6 +180,19 @@ void session::route() {
                           : r.kind == route_kind::resume_queue ? queue_action::resume
                                                                : queue_action::look,
                           answer_later());
+    case route_kind::replay_job: {
+      phase_ = phase::job;
+      // A new freshness, from now: Job-Freshness (or Job-Timeout), else the default budget.
+      const budget_reading b = read_budget(req, {core_.opts.default_budget, core_.opts.max_budget}, true);
+      if (!b.ok) return send(invalid_budget_response(b.message));
+      return answer_replay(core_, std::string(r.name), b.freshness, answer_later());
+    }
+    case route_kind::delete_dead:
+      phase_ = phase::job;
+      return answer_delete_dead(core_, r.name, std::string(r.item), answer_later());
+    case route_kind::purge_dead:
+      phase_ = phase::job;
+      return answer_purge_dead(core_, r.name, req.target(), answer_later());
     case route_kind::get_job:
     case route_kind::cancel_job:
       phase_ = phase::job;

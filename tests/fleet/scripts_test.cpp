@@ -389,7 +389,7 @@ TEST_F(LuaScript, StartRunsAHeldJobOnceAndDeadLettersOneStartedTooOften) {
   deliver("c2", 1);
   // {entry, job id, token} per job, for consumer c1.
   const auto start = [&](const std::string& max, const std::vector<std::vector<std::string>>& jobs) {
-    std::vector<std::string> keys{stream, dead}, args{group, "c1", max, "60000"};
+    std::vector<std::string> keys{stream, dead, stats}, args{group, "c1", max, "60000", "600000", "100"};
     for (const auto& j : jobs) {
       keys.push_back(job(j[1]));
       args.insert(args.end(), j.begin(), j.end());
@@ -481,11 +481,12 @@ TEST_F(LuaScript, HandBackUncountsThisLifesStartsAndMakesTheEntriesIdle) {
   const std::string a = new_job_id(), b = new_job_id();
   const std::string ea = enqueue(a), eb = enqueue(b);
   deliver("c1", 2);
-  ASSERT_EQ(
-      decode_start(eval(start_script, {stream, dead, job(a)}, {group, "c1", "5", "60000", ea, a, "life-1/" + ea}), 1)
-          .jobs[0]
-          .v,
-      job_queue::start_answer::verdict::run);
+  ASSERT_EQ(decode_start(eval(start_script, {stream, dead, stats, job(a)},
+                              {group, "c1", "5", "60000", "600000", "100", ea, a, "life-1/" + ea}),
+                         1)
+                .jobs[0]
+                .v,
+            job_queue::start_answer::verdict::run);
   const redis_reply r = eval(hand_back_script, {stream, job(a), job(b), job(new_job_id())},
                              {group, "c1", "100000000000", "life-1", ea, eb, "0-1"});
   ASSERT_TRUE(r.is_integer());

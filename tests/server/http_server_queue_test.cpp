@@ -68,6 +68,21 @@ TEST_F(HttpServerQueue, PauseNeedsTheAdminTokenAndMemoryCannotPause) {
   EXPECT_EQ(c.post("/v1/queues/default/drop", "", {{"Authorization", "Bearer adm1n"}}).status, 404u);
 }
 
+TEST_F(HttpServerQueue, MemoryHasNoDeadLetterToReplayOrPurge) {
+  const std::string id(32, 'a');
+  const reply replay = c.post("/v1/jobs/" + id + "/replay", "", {{"Authorization", "Bearer adm1n"}});
+  EXPECT_EQ(replay.status, 409u) << replay.body;
+  EXPECT_EQ(json_string(replay.body, "error"), "dead_letter_unsupported");
+  EXPECT_EQ(c.post("/v1/jobs/" + id + "/replay", "").status, 401u) << "admin only";
+  const reply purge = c.request("DELETE", "/v1/queues/default/dead?confirm=yes", "",
+                                {{"Authorization", "Bearer adm1n"}});
+  EXPECT_EQ(purge.status, 409u);
+  EXPECT_EQ(c.request("DELETE", "/v1/queues/default/dead", "", {{"Authorization", "Bearer adm1n"}}).status, 400u)
+      << "no confirm=yes";
+  EXPECT_EQ(c.get("/v1/jobs/" + id + "/replay").status, 405u);
+  EXPECT_EQ(c.get("/v1/queues/default/dead").header("allow"), "DELETE");
+}
+
 TEST(HttpServerQueueAdmin, WithoutAnAdminTokenFileTheAdminActionsAreRefused) {
   test_server srv;
   const reply r = post(srv.port(), "/v1/queues/default/resume", "", {{"Authorization", "Bearer anything"}});

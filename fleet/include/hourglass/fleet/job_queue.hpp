@@ -59,6 +59,10 @@ struct queue_options {
   std::string name = "default";  // --queue
   duration result_ttl = std::chrono::hours(24);
   duration idempotency_ttl = std::chrono::hours(24);
+  // A dead-lettered job is kept whole (for a replay) this long, and the dead
+  // list holds at most dead_max of them: the oldest beyond it are dropped.
+  duration dead_ttl = std::chrono::hours(24 * 7);
+  std::size_t dead_max = 10'000;
   hourglass::clock* clock = nullptr;  // times an enqueue's own round trips; nullptr: real_clock()
 };
 
@@ -153,6 +157,19 @@ struct queue_state {
 };
 enum class queue_op { look, pause, resume };
 
+// What an operator's replay or delete of a dead-lettered job did (fleet/lua/dead.lua).
+struct dead_answer {
+  enum class kind {
+    done,      // replayed (queued again under its id) or deleted
+    refused,   // replay: it could not start in time (admission): nothing changed
+    not_dead,  // its state is another: nothing changed
+    unknown,   // no such job (or its record expired)
+  };
+  kind verdict = kind::unknown;
+  std::string state;                       // not_dead: the job's state
+  std::optional<duration> predicted_wait;  // replay: what admission judged (nullopt: unbounded)
+};
+
 // How a finish was recorded.
 enum class finish_result {
   first,      // the job's outcome
@@ -198,6 +215,17 @@ class job_queue {
   // queue's consumers stop reading at their next renewal (running jobs
   // finish; waiting ones keep ageing); producers still enqueue.
   void async_queue_state(const context& ctx, queue_op op, answer_fn<queue_state> done);
+  // A dead-lettered job admitted again as a new one (`freshness` from now,
+  // `min_budget`; `admission` false: never refused), or deleted with its
+  // dead entry.
+  void async_replay(const context& ctx, std::string id, duration freshness, duration min_budget, bool admission,
+                    answer_fn<dead_answer> done);
+  void async_delete_dead(const context& ctx, std::string id, answer_fn<dead_answer> done);
+  // The oldest `count` dead entries, each with its job if still dead.
+  struct purged {
+    std::uint64_t jobs = 0, entries = 0, left = 0;
+  };
+  void async_purge_dead(const context& ctx, std::size_t count, answer_fn<purged> done);
 
   // Records the job's outcome (`fields`: state and the outcome's details)
   // unless one is recorded already. `run_time`: how long it ran, for the

@@ -103,6 +103,8 @@ struct server_options {
   std::size_t prefetch = 0;        // entries held beyond --workers, waiting for a worker
   bool produce_only = false;       // --produce-only: takes, answers and cancels jobs; runs none of them
   duration result_ttl = std::chrono::hours(24);
+  duration dead_ttl = std::chrono::hours(24 * 7);  // --dead-ttl: a dead-lettered job kept (for a replay)
+  std::size_t dead_max = 10'000;                   // --dead-max: the dead list's bound (oldest dropped)
   duration idempotency_ttl = std::chrono::hours(24);
   std::string broker_password_file;  // AUTH with its content (surrounding whitespace ignored)
   bool builtin_handlers = true;      // echo, sleep, spin, call

@@ -1,0 +1,119 @@
+#include "fleet_views.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "hourglass/fleet/freshness.hpp"
+#include "hourglass/support/json.hpp"
+
+namespace hourglass::server::detail {
+
+namespace {
+
+double millis_field(std::string_view text) {
+  try {
+    return text.empty() ? 0.0 : std::stod(std::string(text));
+  } catch (const std::exception&) {
+    return 0.0;
+  }
+}
+
+// The earlier attempts of a retried job: the JSON array finish.lua keeps.
+std::vector<attempt_view> attempts_of(std::string_view text) {
+  std::vector<attempt_view> out;
+  const std::optional<boost::json::value> doc = support::parse_json(text);
+  if (!doc || !doc->is_array()) return out;
+  const auto str = [](const boost::json::object& o, std::string_view k) {
+    const boost::json::value* v = o.if_contains(k);
+    return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
+  };
+  for (const boost::json::value& a : doc->get_array()) {
+    if (!a.is_object()) continue;
+    const boost::json::object& o = a.get_object();
+    attempt_view v;
+    v.outcome = str(o, "outcome");
+    v.stage = str(o, "stage");
+    v.error = str(o, "error");
+    v.message = str(o, "message");
+    if (const boost::json::value* ms = o.if_contains("run_ms"); ms != nullptr && ms->is_number())
+      v.run_ms = ms->to_number<double>();
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+}  // namespace
+
+job_view view_of(const fleet::fleet_job& j, std::int64_t broker_now_ms) {
+  job_view v;
+  v.id = j.id;
+  v.handler = std::string(j.field("handler"));
+  v.state = std::string(j.state());
+  if (!j.field("deliveries").empty()) v.deliveries = static_cast<unsigned>(millis_field(j.field("deliveries")));
+  v.consumer = std::string(j.field("consumer"));  // the daemon that started it last
+  if (const int max_attempts = static_cast<int>(millis_field(j.field("max_attempts"))); max_attempts > 1) {
+    // Attempts started so far: the broker's `attempt` is the current one's
+    // number, not started yet while its deliveries are 0 (scheduled, queued).
+    const int current = std::max(static_cast<int>(millis_field(j.field("attempt"))), 1);
+    v.attempt = j.field("deliveries") == "0" ? current - 1 : current;
+    v.attempts_left = std::max(max_attempts - *v.attempt, 0);
+  }
+  if (!j.field("attempts").empty()) v.attempts = attempts_of(j.field("attempts"));
+  if (v.state == "scheduled" && !j.field("due_ms").empty()) {
+    const double due = millis_field(j.field("due_ms"));
+    v.due_in_ms = std::max(due - static_cast<double>(broker_now_ms), 0.0);
+  }
+  if (!v.finished()) {
+    v.cancel_requested = j.field("cancel_requested") == "1";
+    return v;
+  }
+  v.stage = std::string(j.field("stage"));
+  v.cause = std::string(j.field("cause"));
+  v.reason = std::string(j.field("reason"));
+  if (v.state == "error" || v.stage == "retry") {  // retry: the last attempt's error, kept
+    v.error = std::string(j.field("error"));
+    v.message = std::string(j.field("message"));
+    v.http_status = static_cast<unsigned>(millis_field(j.field("http_status")));
+  }
+  if (!j.field("queued_ms").empty()) v.queued_ms = millis_field(j.field("queued_ms"));
+  if (!j.field("run_ms").empty()) v.run_ms = millis_field(j.field("run_ms"));
+  v.committed = j.field("committed") == "1";
+  if (v.state == "ok") {
+    v.content_type = std::string(j.field("content_type"));
+    v.result = std::string(j.field("result"));
+  }
+  return v;
+}
+
+queue_view view_of(const fleet::queue_state& s, std::string name) {
+  using std::chrono::milliseconds;
+  queue_view q;
+  q.name = std::move(name);
+  q.store = "fleet";
+  const std::int64_t now_ms = s.broker_now_us / 1000;
+  if (s.paused_since_ms) q.paused_since = support::wall_time{milliseconds(*s.paused_since_ms)};
+  q.running = s.pending;
+  q.queued = s.length > s.pending ? s.length - s.pending : 0;
+  q.scheduled = s.scheduled;
+  q.dead = s.dead_letters;
+  // An entry id is "<ms the broker stamped at enqueue>-<seq>".
+  if (!s.oldest_waiting.empty()) {
+    const double enqueued_ms = millis_field(s.oldest_waiting.substr(0, s.oldest_waiting.find('-')));
+    q.oldest_queued_age_ms = std::max(static_cast<double>(now_ms) - enqueued_ms, 0.0);
+  }
+  for (const fleet::queue_state::consumer& c : s.consumers) {
+    queue_view::consumer k{c.name, c.slots, c.held, std::nullopt};
+    if (c.lease_expiry_ms) {
+      k.lease_left_ms = static_cast<double>(*c.lease_expiry_ms - now_ms);
+      if (*c.lease_expiry_ms > now_ms) q.live_slots += c.slots;
+    }
+    q.consumers.push_back(std::move(k));
+  }
+  q.mean_run_ms = std::chrono::duration<double, std::milli>(s.mean_run).count();
+  q.predicts_wait = true;
+  const duration wait = fleet::fleet_predicted_wait(q.queued, s.mean_run, q.live_slots);
+  if (wait != duration::max()) q.predicted_wait_ms = std::chrono::duration<double, std::milli>(wait).count();
+  return q;
+}
+
+}  // namespace hourglass::server::detail

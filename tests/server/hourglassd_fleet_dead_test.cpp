@@ -1,0 +1,116 @@
+// The dead letter over HTTP on a fleet: list dead jobs, replay one (refused
+// at admission while it cannot start in time, queued again when it can),
+// delete one, purge the oldest; every action needs the admin token. A
+// produce-only daemon runs nothing, so jobs stay where the test puts them;
+// a job is dead-lettered here as start.lua does it (its workers dying
+// max_deliveries times is the fleet-fault tests' part).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "fleet/redis_server.hpp"
+#include "hourglass/fleet/redis.hpp"
+#include "hourglass/support/json.hpp"
+#include "test_support.hpp"
+
+namespace hourglass::server::testing {
+namespace {
+
+using fleet::testing::redis_server;
+
+struct FleetDead : ::testing::Test {
+  server_options front_options() {
+    server_options o = test_options();
+    o.broker = "redis://127.0.0.1:" + std::to_string(redis.port());
+    o.consumer = "front";
+    o.produce_only = true;
+    o.admin_token_file = admin.path();
+    return o;
+  }
+  fleet::redis_reply broker(std::vector<std::string> cmd) {
+    fleet::testing::io_thread io;
+    fleet::redis_connection c(io.io, redis.endpoint());
+    return c.call(context(), std::move(cmd));
+  }
+  std::string submit() {
+    const reply r = post(front.port(), "/v1/jobs/echo", "keep me", {{"Prefer", "respond-async"}});
+    EXPECT_EQ(r.status, 202u) << r.body;
+    return json_string(r.body, "id");
+  }
+  // What start.lua does to a job whose workers died max_deliveries times.
+  void dead_letter(const std::string& id) {
+    const std::string key = "hg:{default}:job:" + id;
+    const std::string entry = broker({"HGET", key, "entry"}).str;
+    broker({"XACK", "hg:{default}:stream", "hourglass", entry});
+    broker({"XDEL", "hg:{default}:stream", entry});
+    const std::string dead_entry = broker({"XADD", "hg:{default}:dead", "*", "id", id, "deliveries", "3"}).str;
+    broker({"HSET", key, "state", "dead", "cause", "max_deliveries", "dead_entry", dead_entry});
+    broker({"PEXPIRE", key, "600000"});
+  }
+  reply admin_call(const std::string& method, const std::string& target) {
+    return client(front.port()).request(method, target, "", {{"Authorization", "Bearer adm1n"}});
+  }
+
+  redis_server redis;
+  token_file admin{"adm1n"};
+  test_server front{front_options()};
+};
+
+TEST_F(FleetDead, AReplayIsRefusedWhileItCannotStartInTimeAndQueuedAgainWhenItCan) {
+  const std::string id = submit();  // no backlog yet: admitted
+  dead_letter(id);
+  EXPECT_NE(get(front.port(), "/v1/jobs?state=dead").body.find(id), std::string::npos);
+  const std::string ahead = submit();  // now a job waits, and no daemon serves the queue
+
+  EXPECT_EQ(client(front.port()).request("POST", "/v1/jobs/" + id + "/replay").status, 401u) << "admin only";
+  const reply refused = admin_call("POST", "/v1/jobs/" + id + "/replay");
+  EXPECT_EQ(refused.status, 504u) << refused.body;
+  EXPECT_EQ(json_string(refused.body, "stage"), "admission") << "never queued to expire";
+  EXPECT_EQ(json_string(get(front.port(), "/v1/jobs/" + id).body, "state"), "dead");
+
+  ASSERT_EQ(client(front.port()).request("DELETE", "/v1/jobs/" + ahead).status, 200u);  // the backlog gone
+  const reply replayed = admin_call("POST", "/v1/jobs/" + id + "/replay");
+  ASSERT_EQ(replayed.status, 202u) << replayed.body;
+  EXPECT_EQ(json_string(replayed.body, "state"), "queued");
+  EXPECT_EQ(replayed.header("location"), "/v1/jobs/" + id) << "the same job, again";
+  EXPECT_EQ(json_string(get(front.port(), "/v1/jobs/" + id).body, "state"), "queued");
+  EXPECT_EQ(get(front.port(), "/v1/jobs?state=dead").body.find(id), std::string::npos);
+  EXPECT_NE(get(front.port(), "/v1/jobs?state=queued").body.find(id), std::string::npos);
+  EXPECT_EQ(broker({"HGET", "hg:{default}:job:" + id, "payload"}).str, "keep me");
+  const reply again = admin_call("POST", "/v1/jobs/" + id + "/replay");
+  EXPECT_EQ(again.status, 409u);
+  EXPECT_EQ(json_string(again.body, "error"), "not_dead");
+}
+
+TEST_F(FleetDead, DeleteOneAndPurgeTheOldestWithConfirmation) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) {
+    ids.push_back(submit());
+    dead_letter(ids.back());
+  }
+  const auto doc = support::parse_json(get(front.port(), "/v1/queues/default").body);
+  ASSERT_TRUE(doc);
+  EXPECT_EQ(doc->at("counts").at("dead").to_number<int>(), 4);
+
+  const reply one = admin_call("DELETE", "/v1/queues/default/dead/" + ids[0]);
+  EXPECT_EQ(one.status, 200u) << one.body;
+  EXPECT_EQ(get(front.port(), "/v1/jobs/" + ids[0]).status, 404u);
+  EXPECT_EQ(admin_call("DELETE", "/v1/queues/default/dead/" + ids[0]).status, 404u);
+
+  const reply unconfirmed = admin_call("DELETE", "/v1/queues/default/dead?limit=2");
+  EXPECT_EQ(unconfirmed.status, 400u);
+  EXPECT_NE(json_string(unconfirmed.body, "message").find("confirm=yes"), std::string::npos);
+  const reply purged = admin_call("DELETE", "/v1/queues/default/dead?limit=2&confirm=yes");
+  ASSERT_EQ(purged.status, 200u) << purged.body;
+  EXPECT_EQ(json_string(purged.body, "purged"), "") << purged.body;  // a number, not a string
+  const auto p = support::parse_json(purged.body);
+  EXPECT_EQ(p->at("purged").to_number<int>(), 2);
+  EXPECT_EQ(p->at("left").to_number<int>(), 1);
+  EXPECT_EQ(get(front.port(), "/v1/jobs/" + ids[1]).status, 404u) << "the oldest first";
+  EXPECT_EQ(json_string(get(front.port(), "/v1/jobs/" + ids[3]).body, "state"), "dead");
+  EXPECT_EQ(client(front.port()).request("DELETE", "/v1/queues/default/dead?confirm=yes").status, 401u);
+}
+
+}  // namespace
+}  // namespace hourglass::server::testing
