@@ -52,6 +52,12 @@ route route_request(http::verb m, std::string_view target) noexcept {
     return get_like ? route{kind, {}, {}, auth} : route{route_kind::method_not_allowed, {}, "GET, HEAD", auth};
   };
   if (path == "/healthz") return probe(route_kind::healthz, false);
+  if (path == "/ui") return probe(route_kind::ui_redirect, false);
+  if (path.substr(0, 4) == "/ui/") {
+    route r = probe(route_kind::ui_asset, false);
+    if (get_like) r.name = path.substr(4);
+    return r;
+  }
   if (path == "/readyz") return probe(route_kind::readyz, true);
   if (path == "/metrics") return probe(route_kind::metrics, true);
   if (path == schedules_path) return probe(route_kind::schedules, true);
@@ -126,6 +132,22 @@ framing judge_framing(const http::fields& req) {
   }
   if (codings.empty() || !iequals(codings.back(), "chunked")) return framing::ambiguous;
   return codings.size() == 1 ? framing::ok : framing::unsupported;
+}
+
+bool same_origin_or_none(std::string_view origin, std::string_view host) noexcept {
+  if (origin.empty()) return true;
+  constexpr std::string_view http_scheme = "http://";
+  if (origin.size() <= http_scheme.size() || !iequals(origin.substr(0, http_scheme.size()), http_scheme)) return false;
+  std::string_view authority = origin.substr(http_scheme.size());
+  host = trim(host);
+  // The default port may be written or left out on either side.
+  const auto without_default_port = [](std::string_view a) {
+    constexpr std::string_view port80 = ":80";
+    return a.size() > port80.size() && a.substr(a.size() - port80.size()) == port80
+               ? a.substr(0, a.size() - port80.size())
+               : a;
+  };
+  return !host.empty() && iequals(without_default_port(authority), without_default_port(host));
 }
 
 bool bearer_authorized(std::string_view auth, std::string_view token) noexcept {

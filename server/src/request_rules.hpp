@@ -52,6 +52,8 @@ enum class route_kind {
   delete_dead,         // DELETE /v1/queues/{name}/dead/{id} (admin)
   purge_dead,          // DELETE /v1/queues/{name}/dead?limit=&confirm=yes (admin)
   cancel_job,          // DELETE /v1/jobs/{id}
+  ui_redirect,         // GET/HEAD /ui: to /ui/
+  ui_asset,            // GET/HEAD /ui/{file}: the dashboard's files (no token: they hold no data)
   not_found,           // 404
   method_not_allowed,  // 405 with `allow`
 };
@@ -86,6 +88,14 @@ framing judge_framing(const boost::beast::http::fields& req);
 // `Authorization: Bearer <token>` (scheme case-insensitive, spaces trimmed),
 // compared with `token` in time that depends on the lengths only. An empty
 // `token` means the server has no auth: everything is authorized.
+// A request that changes something must come from a page of this daemon, if
+// from a page at all: a browser names the page's origin in `Origin`
+// ("http://host:port"), which must then name the `Host` the request was sent
+// to; no Origin (curl, a program) passes. With tokens sent in a header, never
+// in a cookie, a forged cross-site request carries no credentials anyway;
+// this refuses it before it is read (defence in depth against CSRF).
+bool same_origin_or_none(std::string_view origin, std::string_view host) noexcept;
+
 bool bearer_authorized(std::string_view authorization, std::string_view token) noexcept;
 
 // Prefer: respond-async (RFC 7240), among other preferences.

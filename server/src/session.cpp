@@ -21,6 +21,7 @@
 #include "job_endpoints.hpp"
 #include "queue_endpoints.hpp"
 #include "request_rules.hpp"
+#include "ui_assets.hpp"
 
 namespace hourglass::server::detail {
 
@@ -146,6 +147,10 @@ bool session::body_unread() const { return header_parser_ && !header_parser_->is
 void session::route() {
   const auto& req = header_parser_->get();
   const detail::route r = route_request(req.method(), req.target());
+  const bool safe_method = req.method() == http::verb::get || req.method() == http::verb::head;
+  if (!safe_method && !same_origin_or_none(req[http::field::origin], req[http::field::host])) {
+    return send_error(403, "cross_origin", "a request that changes something must come from this daemon's own pages");
+  }
   if (r.needs_admin) {
     if (core_.admin_token.empty()) {
       return send_error(403, "admin_disabled", "admin actions need the daemon to run with --admin-token-file");
@@ -197,6 +202,12 @@ void session::route() {
     case route_kind::cancel_job:
       phase_ = phase::job;
       return answer_job_lookup(core_, std::string(r.name), r.kind == route_kind::cancel_job, answer_later());
+    case route_kind::ui_redirect: {
+      response res = make_response(308, "", "text/plain; charset=utf-8");
+      res.set(http::field::location, "/ui/");
+      return send(std::move(res));
+    }
+    case route_kind::ui_asset: return send(ui_response(r.name, req[http::field::if_none_match]));
     case route_kind::method_not_allowed: return send(method_not_allowed_response(r.allow));
     case route_kind::not_found: break;
   }

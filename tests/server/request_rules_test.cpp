@@ -28,6 +28,10 @@ TEST(RouteRequest, EveryPathAndMethod) {
   const row rows[] = {
       {http::verb::get, "/healthz", route_kind::healthz, "", "", false},
       {http::verb::head, "/healthz?x=1", route_kind::healthz, "", "", false},
+      {http::verb::get, "/ui", route_kind::ui_redirect, "", "", false},
+      {http::verb::get, "/ui/", route_kind::ui_asset, "", "", false},
+      {http::verb::head, "/ui/app.js?v=2", route_kind::ui_asset, "app.js", "", false},
+      {http::verb::post, "/ui/app.js", route_kind::method_not_allowed, "", "GET, HEAD", false},
       {http::verb::post, "/healthz", route_kind::method_not_allowed, "", "GET, HEAD", false},
       {http::verb::get, "/readyz", route_kind::readyz, "", "", true},
       {http::verb::delete_, "/readyz", route_kind::method_not_allowed, "", "GET, HEAD", true},
@@ -94,6 +98,21 @@ TEST(BearerAuthorized, SchemeTokenAndNoAuth) {
   EXPECT_FALSE(bearer_authorized("Bearer s3cret2", "s3cret"));
   EXPECT_FALSE(bearer_authorized("Basic s3cret", "s3cret"));
   EXPECT_FALSE(bearer_authorized("Bearer", "s3cret"));
+}
+
+TEST(SameOriginOrNone, OnlyThisDaemonsOwnPagesOrNoPageAtAll) {
+  EXPECT_TRUE(same_origin_or_none("", "127.0.0.1:8080")) << "curl, a program: no Origin";
+  EXPECT_TRUE(same_origin_or_none("http://127.0.0.1:8080", "127.0.0.1:8080"));
+  EXPECT_TRUE(same_origin_or_none("HTTP://Host.Example:8080", "host.example:8080"));
+  EXPECT_TRUE(same_origin_or_none("http://host.example", "host.example:80")) << "the default port written or not";
+  EXPECT_TRUE(same_origin_or_none("http://host.example:80", "host.example"));
+  EXPECT_TRUE(same_origin_or_none("http://[::1]:8080", "[::1]:8080"));
+  EXPECT_FALSE(same_origin_or_none("http://evil.example", "127.0.0.1:8080"));
+  EXPECT_FALSE(same_origin_or_none("http://127.0.0.1:9090", "127.0.0.1:8080")) << "another port is another origin";
+  EXPECT_FALSE(same_origin_or_none("https://127.0.0.1:8080", "127.0.0.1:8080")) << "we serve no TLS";
+  EXPECT_FALSE(same_origin_or_none("null", "127.0.0.1:8080")) << "a sandboxed or file: page";
+  EXPECT_FALSE(same_origin_or_none("http://127.0.0.1:8080", "")) << "no Host to compare with";
+  EXPECT_FALSE(same_origin_or_none("http://127.0.0.1:8080.evil.example", "127.0.0.1:8080"));
 }
 
 TEST(PrefersAsync, AmongOtherPreferences) {
