@@ -18,11 +18,11 @@
 #include "hourglass/fleet/job_queue.hpp"
 #include "hourglass/fleet/redis.hpp"
 #include "hourglass/support/json.hpp"
+#include "hourglass/support/secret_file.hpp"
 #include "hourglass/support/url.hpp"
 #include "job_input.hpp"
 #include "request_rules.hpp"
 #include "schedules.hpp"
-#include "secret_file.hpp"
 
 namespace hourglass::server::detail {
 
@@ -326,8 +326,9 @@ class fleet_job_store final : public job_store {
   static fleet::redis_endpoint endpoint_of(const server_options& o) {
     const support::redis_url u = support::parse_redis_url(o.broker, "--broker");
     return {u.host, u.port, u.db,
-            o.broker_password_file.empty() ? std::string()
-                                           : read_secret_file(o.broker_password_file, "--broker-password-file")};
+            o.broker_password_file.empty()
+                ? std::string()
+                : support::read_secret_file(o.broker_password_file, "--broker-password-file")};
   }
   static fleet::redis_options redis_settings(core& c, const char* role) {
     fleet::redis_options r;

@@ -16,9 +16,9 @@
 #include "core.hpp"
 #include "fleet_job_store.hpp"
 #include "hourglass/server/builtin_handlers.hpp"
+#include "hourglass/support/secret_file.hpp"
 #include "hourglass/support/url.hpp"
 #include "log_throttle.hpp"
-#include "secret_file.hpp"
 #include "session.hpp"
 #include "stream_output.hpp"
 
@@ -206,7 +206,7 @@ void http_server::add_stream_handler(const std::string& name, std::string conten
 namespace {
 
 std::string read_token(const std::string& path, const std::string& option) {
-  std::string t = read_secret_file(path, option);
+  std::string t = support::read_secret_file(path, option);
   if (t.find_first_of(" \t\r\n") != std::string::npos) {
     throw std::runtime_error(option + " " + path + ": the token must be one word");
   }

@@ -321,6 +321,7 @@ TEST(Hourglassd, ReadmeFleetExampleRunsAsWritten) {
     if (std::find(ports.begin(), ports.end(), p) == ports.end()) ports.push_back(p);
   }
   ASSERT_EQ(replace_all(script, "build/release/tools/hourglassd", HOURGLASSD_PATH), 1);
+  ASSERT_EQ(replace_all(script, "build/release/tools/hourglass --url", HOURGLASS_COMMAND_PATH " --url"), 1);
   ASSERT_EQ(replace_all(script, "6390", ports[0]), 3) << "the README's Redis port lines changed";
   for (int i = 0; i < 3; ++i) ASSERT_GT(replace_all(script, std::to_string(8090 + i), ports[i + 1]), 2);
   const auto [out, rc] = run_script(script, 90, "kill -9");
@@ -328,6 +329,8 @@ TEST(Hourglassd, ReadmeFleetExampleRunsAsWritten) {
   EXPECT_NE(out.find(R"("state": "running")"), std::string::npos) << out;
   EXPECT_NE(out.find(R"("state": "ok")"), std::string::npos) << out;
   EXPECT_NE(out.find(R"("deliveries": 2)"), std::string::npos) << "finished by another daemon: " << out;
+  EXPECT_NE(out.find("default  fleet  running"), std::string::npos) << "the hourglass command's table: " << out;
+  EXPECT_NE(out.find("200 text/html"), std::string::npos) << "the dashboard: " << out;
 }
 
 TEST(Hourglassd, ReadmeRetryDelayAndScheduleExampleRunsAsWritten) {

@@ -1,10 +1,10 @@
-#include "secret_file.hpp"
+#include "hourglass/support/secret_file.hpp"
 
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 
-namespace hourglass::server {
+namespace hourglass::support {
 
 std::string read_secret_file(const std::string& path, std::string_view option) {
   std::ifstream in(path);
@@ -18,4 +18,4 @@ std::string read_secret_file(const std::string& path, std::string_view option) {
   return text.substr(first, last - first + 1);
 }
 
-}  // namespace hourglass::server
+}  // namespace hourglass::support

@@ -1,0 +1,202 @@
+#include "hourglass/ctl/render.hpp"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace hourglass::ctl {
+
+namespace json = boost::json;
+
+namespace {
+
+// Rows of cells, each column as wide as its widest cell, two spaces between.
+class text_table {
+ public:
+  void row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
+  std::string str() const {
+    std::vector<std::size_t> width;
+    for (const auto& r : rows_) {
+      width.resize(std::max(width.size(), r.size()));
+      for (std::size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+    }
+    std::string out;
+    for (const auto& r : rows_) {
+      std::string line;
+      for (std::size_t i = 0; i < r.size(); ++i) {
+        line += r[i];
+        if (i + 1 < r.size()) line.append(width[i] - r[i].size() + 2, ' ');
+      }
+      while (!line.empty() && line.back() == ' ') line.pop_back();  // an empty last cell
+      out += line + '\n';
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+const json::value* member(const json::object& o, std::string_view key) { return o.if_contains(key); }
+
+// A member as text: strings escaped, numbers as the API wrote them, "-" when absent.
+std::string text_of(const json::value* v) {
+  if (v == nullptr || v->is_null()) return "-";
+  if (v->is_string()) return terminal_safe(v->get_string());
+  if (v->is_bool()) return v->get_bool() ? "true" : "false";
+  if (v->is_double()) return fmt::format("{:.3f}", v->get_double());
+  return terminal_safe(json::serialize(*v));
+}
+std::string text_of(const json::object& o, std::string_view key) { return text_of(member(o, key)); }
+
+double number_of(const json::value& v) {
+  if (v.is_double()) return v.get_double();
+  if (v.is_int64()) return static_cast<double>(v.get_int64());
+  if (v.is_uint64()) return static_cast<double>(v.get_uint64());
+  return std::nan("");
+}
+
+std::string job_detail(const json::object& j) {
+  std::vector<std::string> bits;
+  if (const auto* v = member(j, "stage")) bits.push_back("stage " + text_of(v));
+  if (const auto* v = member(j, "cause")) bits.push_back(text_of(v));
+  if (const auto* v = member(j, "reason")) bits.push_back(text_of(v));
+  if (const auto* v = member(j, "due_in_ms")) bits.push_back("due in " + human_ms(v));
+  if (const auto* v = member(j, "deliveries"); v != nullptr && number_of(*v) > 1)
+    bits.push_back(text_of(v) + " deliveries");
+  if (const auto* v = member(j, "consumer")) bits.push_back("on " + text_of(v));
+  if (const auto* v = member(j, "error")) bits.push_back(text_of(v) + ": " + text_of(j, "message"));
+  if (const auto* v = member(j, "attempt"))
+    bits.push_back("attempt " + text_of(v) + ", " + text_of(j, "attempts_left") + " left");
+  if (member(j, "cancel_requested") != nullptr) bits.emplace_back("cancel requested");
+  std::string out;
+  for (const auto& b : bits) out += (out.empty() ? "" : ", ") + b;
+  return out;
+}
+
+}  // namespace
+
+std::string terminal_safe(std::string_view s, bool keep_newlines) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && !(keep_newlines && (c == '\n' || c == '\t'))) || u == 0x7f) {
+      out += fmt::format("\\x{:02x}", u);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string human_ms(const json::value* ms) {
+  if (ms == nullptr || ms->is_null()) return "-";
+  const double v = number_of(*ms);
+  if (std::isnan(v)) return "-";
+  const double a = std::abs(v);
+  if (a >= 3'600'000) return fmt::format("{:.1f} h", v / 3'600'000);
+  if (a >= 60'000) return fmt::format("{:.1f} min", v / 60'000);
+  if (a >= 1'000) return fmt::format("{:.1f} s", v / 1'000);
+  return fmt::format("{:.0f} ms", v);
+}
+
+std::string queues_text(const json::value& answer) {
+  std::vector<const json::object*> queues;
+  if (const auto* o = answer.if_object()) {
+    if (const auto* list = o->if_contains("queues"); list != nullptr && list->is_array()) {
+      for (const auto& q : list->get_array()) {
+        if (q.is_object()) queues.push_back(&q.get_object());
+      }
+    } else {
+      queues.push_back(o);
+    }
+  }
+  text_table t;
+  t.row({"QUEUE", "STORE", "STATE", "QUEUED", "RUNNING", "SCHEDULED", "DEAD", "OLDEST", "PREDICTED WAIT", "SLOTS"});
+  for (const auto* q : queues) {
+    const json::object empty;
+    const auto* c = member(*q, "counts");
+    const json::object& counts = c != nullptr && c->is_object() ? c->get_object() : empty;
+    const auto* pw = member(*q, "predicted_wait_ms");
+    const auto* paused = member(*q, "paused");
+    t.row({text_of(*q, "name"), text_of(*q, "store"),
+           paused != nullptr && paused->is_bool() && paused->get_bool() ? "paused" : "running",
+           text_of(counts, "queued"), text_of(counts, "running"), text_of(counts, "scheduled"), text_of(counts, "dead"),
+           human_ms(member(*q, "oldest_queued_age_ms")),
+           pw != nullptr && pw->is_null() ? "none serve it" : human_ms(pw), text_of(*q, "live_slots")});
+  }
+  std::string out = t.str();
+  for (const auto* q : queues) {
+    const auto* consumers = member(*q, "consumers");
+    if (consumers == nullptr || !consumers->is_array() || consumers->get_array().empty()) continue;
+    text_table ct;
+    ct.row({"CONSUMER (" + text_of(*q, "name") + ")", "SLOTS", "HELD", "LEASE LEFT"});
+    for (const auto& cv : consumers->get_array()) {
+      if (!cv.is_object()) continue;
+      const auto& co = cv.get_object();
+      const auto* lease = member(co, "lease_left_ms");
+      ct.row({text_of(co, "name"), text_of(co, "slots"), text_of(co, "held"),
+              lease != nullptr && number_of(*lease) <= 0 ? "expired" : human_ms(lease)});
+    }
+    out += '\n' + ct.str();
+  }
+  return out;
+}
+
+std::string jobs_text(const std::vector<json::object>& jobs) {
+  text_table t;
+  t.row({"ID", "HANDLER", "STATE", "DETAIL"});
+  for (const auto& j : jobs) t.row({text_of(j, "id"), text_of(j, "handler"), text_of(j, "state"), job_detail(j)});
+  return t.str();
+}
+
+std::string job_text(const json::object& job) {
+  text_table t;
+  for (const auto& [key, value] : job) {
+    if (key == "attempts" || key == "result" || key == "result_base64") continue;
+    const bool ms = key.size() > 3 && std::string_view(key).substr(key.size() - 3) == "_ms";
+    t.row({std::string(key) + ":", ms ? human_ms(&value) : text_of(&value)});
+  }
+  std::string out = t.str();
+  if (const auto* attempts = member(job, "attempts"); attempts != nullptr && attempts->is_array()) {
+    text_table at;
+    at.row({"ATTEMPT", "OUTCOME", "STAGE", "ERROR", "RUN"});
+    int n = 0;
+    for (const auto& a : attempts->get_array()) {
+      if (!a.is_object()) continue;
+      const auto& ao = a.get_object();
+      at.row({std::to_string(++n), text_of(ao, "outcome"), text_of(ao, "stage"),
+              member(ao, "error") != nullptr ? text_of(ao, "error") + ": " + text_of(ao, "message") : "-",
+              human_ms(member(ao, "run_ms"))});
+    }
+    out += '\n' + at.str();
+  }
+  if (const auto* r = member(job, "result"); r != nullptr && r->is_string()) {
+    out += "\nresult:\n" + terminal_safe(r->get_string(), true);
+    if (out.back() != '\n') out += '\n';
+  } else if (const auto* b = member(job, "result_base64"); b != nullptr && b->is_string()) {
+    out += "\nresult (base64):\n" + terminal_safe(b->get_string()) + '\n';
+  }
+  return out;
+}
+
+std::string refusal_text(unsigned status, std::string_view body) {
+  boost::system::error_code ec;
+  const json::value v = json::parse(body, ec);
+  if (ec || !v.is_object()) {
+    std::string text = terminal_safe(body.substr(0, std::min<std::size_t>(body.size(), 200)));
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    return fmt::format("{}{}{}", status, text.empty() ? "" : " ", text);
+  }
+  const auto& o = v.get_object();
+  std::string out = fmt::format("{} {}", status, text_of(o, "error"));
+  if (member(o, "stage") != nullptr) out += " (stage " + text_of(o, "stage") + ")";
+  if (member(o, "message") != nullptr) out += ": " + text_of(o, "message");
+  return out;
+}
+
+}  // namespace hourglass::ctl
