@@ -140,9 +140,12 @@ for i = 1, n do
         -- (a delayed job written before this is written again, alike, when the caller sends the batch again)
         if not entry then return {'nostream'} end
       end
+      -- accepted_ms: the start of the job's timeline (its entry's id is that time, read from the broker's clock)
+      local accepted_ms = delayed and string.format('%.0f', math.floor(broker_now_us() / 1000))
+        or string.match(entry, '^(%d+)')
       redis.call('HSET', job_key, 'id', job_id, 'handler', handler, 'payload', payload, 'content_type',
         content_type, 'freshness_ms', freshness_ms, 'min_budget_ms', min_budget_ms, 'entry', entry, 'state',
-        state, 'deliveries', '0', 'idempotency_key', idempotency_key)
+        state, 'deliveries', '0', 'idempotency_key', idempotency_key, 'accepted_ms', accepted_ms)
       if max_attempts ~= '1' or deadline_us ~= '' then
         redis.call('HSET', job_key, 'attempt', '1', 'max_attempts', max_attempts, 'retry_base_us', retry_base_us,
           'retry_cap_us', retry_cap_us, 'deadline_us', deadline_us)

@@ -41,6 +41,7 @@ local first_job_arg = 7
 local n = (#ARGV - first_job_arg + 1) / 3
 
 local t = redis.call('TIME')
+local now_ms = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))  -- started_ms, the timeline's
 -- What this consumer holds among the batch's entries, in one read.
 local function id_less(a, b)
   local ams, aseq = string.match(a, '^(%d+)-(%d+)$')
@@ -106,7 +107,7 @@ for i = 1, n do
       answer = {'dead', d}
     else
       redis.call('HSET', job_key, 'state', 'running', 'deliveries', tostring(d + 1), 'consumer', consumer,
-        'start_token', start_token)
+        'start_token', start_token, 'started_ms', now_ms)
       answer = run(d + 1)
     end
   end

@@ -59,6 +59,17 @@ job_view view_of(const fleet::fleet_job& j, std::int64_t broker_now_ms) {
     v.attempts_left = std::max(max_attempts - *v.attempt, 0);
   }
   if (!j.field("attempts").empty()) v.attempts = attempts_of(j.field("attempts"));
+  if (const std::string_view accepted = j.field("accepted_ms"); !accepted.empty()) {
+    // The timeline, on the broker's clock from the job's acceptance.
+    const double at = millis_field(accepted);
+    v.accepted = true;
+    if (const std::string_view f = j.field("freshness_ms"); !f.empty() && millis_field(f) >= 0) {
+      v.freshness_ms = millis_field(f);
+    }
+    if (!j.field("deadline_us").empty()) v.deadline_at_ms = millis_field(j.field("deadline_us")) / 1000 - at;
+    if (!j.field("due_ms").empty()) v.due_at_ms = millis_field(j.field("due_ms")) - at;
+    if (!j.field("started_ms").empty()) v.started_at_ms = millis_field(j.field("started_ms")) - at;
+  }
   if (v.state == "scheduled" && !j.field("due_ms").empty()) {
     const double due = millis_field(j.field("due_ms"));
     v.due_in_ms = std::max(due - static_cast<double>(broker_now_ms), 0.0);

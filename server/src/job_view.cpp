@@ -1,5 +1,6 @@
 #include "job_view.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "hourglass/utf8.hpp"
@@ -38,6 +39,47 @@ std::string attempts_json(const std::vector<attempt_view>& attempts) {
 
 }  // namespace
 
+std::string timeline_json(const job_view& j) {
+  support::json_writer w;
+  w.begin_array();
+  w.begin_object().member("event", "accepted").member("at_ms", 0.0);
+  if (j.freshness_ms) w.member("freshness_ms", *j.freshness_ms);
+  if (j.deadline_at_ms) w.member("deadline_at_ms", *j.deadline_at_ms);
+  w.end_object();
+  int n = 0;
+  for (const attempt_view& a : j.attempts) {
+    w.begin_object().member("event", "attempt_ended").member("attempt", ++n).member("outcome", a.outcome);
+    if (!a.stage.empty()) w.member("stage", a.stage);
+    w.member("run_ms", a.run_ms).end_object();
+  }
+  const double due = j.due_at_ms.value_or(0);
+  if (j.due_at_ms && *j.due_at_ms > 0) w.begin_object().member("event", "due").member("at_ms", due).end_object();
+  if (j.started_at_ms && *j.started_at_ms >= due) {  // an earlier attempt's start is not this one's
+    const double waited = std::max(*j.started_at_ms - due, 0.0);
+    w.begin_object().member("event", "started").member("at_ms", *j.started_at_ms).member("waited_ms", waited);
+    if (j.freshness_ms) w.member("freshness_left_ms", *j.freshness_ms - waited);
+    if (j.deliveries) w.member("delivery", *j.deliveries);
+    if (!j.consumer.empty()) w.member("consumer", j.consumer);
+    w.end_object();
+  }
+  if (j.finished()) {
+    w.begin_object().member("event", "finished").member("state", j.state);
+    // When it ended: from its start and run time, or, expired unstarted, from its wait.
+    const bool started = j.started_at_ms && *j.started_at_ms >= due;
+    if (started && j.run_ms) {
+      w.member("at_ms", *j.started_at_ms + *j.run_ms);
+    } else if (!started && j.queued_ms) {
+      w.member("at_ms", due + *j.queued_ms);
+    }
+    if (!j.stage.empty()) w.member("stage", j.stage);
+    if (j.queued_ms) w.member("queued_ms", *j.queued_ms);
+    if (j.run_ms) w.member("run_ms", *j.run_ms);
+    w.end_object();
+  }
+  w.end_array();
+  return w.take();
+}
+
 std::string job_json(const job_view& j) {
   support::json_object o;
   o.add("id", j.id).add("handler", j.handler).add("state", j.state);
@@ -46,6 +88,7 @@ std::string job_json(const job_view& j) {
   if (j.attempt) o.add("attempt", *j.attempt).add("attempts_left", j.attempts_left.value_or(0));
   if (!j.attempts.empty()) o.add_raw("attempts", attempts_json(j.attempts));
   if (j.due_in_ms) o.add("due_in_ms", *j.due_in_ms);
+  if (j.accepted) o.add_raw("timeline", timeline_json(j));
   if (!j.finished()) {
     if (j.cancel_requested) o.add("cancel_requested", true);
     if (j.age_ms) o.add("age_ms", *j.age_ms);

@@ -41,6 +41,13 @@ struct job_view {
   std::optional<int> attempt, attempts_left;  // attempts started so far; attempts it may still make
   std::vector<attempt_view> attempts;         // earlier attempts (the most recent ones), oldest first
   std::optional<double> due_in_ms;            // scheduled: time until the next attempt may start
+  // Its timeline, in ms from its acceptance (fleet: the broker's clock);
+  // without accepted, no timeline (a fleet job enqueued before it was kept).
+  bool accepted = false;
+  std::optional<double> freshness_ms;    // how long an attempt may wait from its due time; absent: no bound
+  std::optional<double> deadline_at_ms;  // the whole job's deadline (Job-Deadline)
+  std::optional<double> due_at_ms;       // the current attempt's due time (delayed or retried)
+  std::optional<double> started_at_ms;   // its latest start
 
   bool finished() const noexcept {
     return !state.empty() && state != "queued" && state != "running" && state != "scheduled";
@@ -51,6 +58,13 @@ struct job_view {
 
 // The JSON body: fields that do not apply to the job's state are left out.
 std::string job_json(const job_view& j);
+
+// "timeline": where the job's time went, as events from its acceptance:
+// accepted (its freshness, its deadline), each earlier attempt's end, the
+// current attempt's due time, its start (the delivery, how long it waited,
+// how much of its freshness was left), its end (state, stage, run time).
+// Times it cannot know are left out, never guessed.
+std::string timeline_json(const job_view& j);
 
 // GET (cancel false) or DELETE (cancel true): 200, or 202 for a DELETE that
 // asked a job still unfinished to stop; Server-Timing once finished; never cached.

@@ -67,7 +67,8 @@ class memory_job_store final : public job_store {
       return done(std::move(out));
     }
     const std::optional<std::string> id = jobs_.create(e.name, now, job.retry.max_attempts,
-                                                       delayed ? std::optional<time_point>(due) : std::nullopt);
+                                                       delayed ? std::optional<time_point>(due) : std::nullopt,
+                                                       job.freshness, job.deadline);
     if (!id) {
       out.verdict = created::kind::refused;
       out.refusal = status::rejected(reject_reason::queue_full);
@@ -226,7 +227,7 @@ class memory_job_store final : public job_store {
     job_ref ref = c_.jobs->submit(
         o,
         [this, run](const context& ctx) -> handler_result {
-          jobs_.started(run->id);
+          jobs_.started(run->id, c_.clk.now());
           request_view v = run->job.in->view();
           if (v.idempotency_key.empty()) v.idempotency_key = run->id;  // every attempt sees the same key
           return run->job.in->entry->fn(ctx, v);

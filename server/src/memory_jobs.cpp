@@ -34,7 +34,7 @@ bool state_matches(const async_record& r, std::string_view filter) {
 }  // namespace
 
 std::optional<std::string> memory_jobs::create(std::string_view handler, time_point now, int max_attempts,
-                                               std::optional<time_point> due) {
+                                               std::optional<time_point> due, duration freshness, time_point deadline) {
   std::lock_guard lock(mu_);
   purge_locked(now);
   if (jobs_.size() >= max_jobs_ && !evict_one_locked()) return std::nullopt;
@@ -47,6 +47,8 @@ std::optional<std::string> memory_jobs::create(std::string_view handler, time_po
   e.rec.handler = std::string(handler);
   e.rec.created = now;
   e.rec.max_attempts = max_attempts;
+  e.rec.freshness = freshness;
+  e.rec.deadline = deadline;
   if (due) {
     e.rec.state = async_state::scheduled;
     e.rec.due = *due;
@@ -72,11 +74,12 @@ after_submit memory_jobs::submitted(const std::string& id, job_ref ref) {
   return next;
 }
 
-void memory_jobs::started(const std::string& id) {
+void memory_jobs::started(const std::string& id, time_point now) {
   std::lock_guard lock(mu_);
   const auto it = jobs_.find(id);
   if (it != jobs_.end() && it->second.rec.state == async_state::queued) {
     it->second.rec.state = async_state::running;
+    it->second.rec.started = now;
     ++it->second.rec.attempt;
   }
 }
@@ -226,6 +229,12 @@ job_view view_of(const async_record& r, time_point now) {
   j.handler = r.handler;
   j.state = std::string(state_name(r));
   j.age_ms = to_millis(elapsed(r.created, now));
+  j.accepted = true;
+  const auto since_accepted = [&](time_point t) { return to_millis(elapsed(r.created, t)); };
+  if (r.freshness != duration::max()) j.freshness_ms = to_millis(r.freshness);
+  if (r.deadline != time_point::max()) j.deadline_at_ms = since_accepted(r.deadline);
+  if (r.due > r.created) j.due_at_ms = since_accepted(r.due);
+  if (r.started != time_point{}) j.started_at_ms = since_accepted(r.started);
   if (r.max_attempts > 1) {
     j.attempt = r.attempt;
     j.attempts_left = std::max(r.max_attempts - r.attempt, 0);

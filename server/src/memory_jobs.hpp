@@ -51,10 +51,13 @@ struct async_record {
   time_point created{};
   async_state state = async_state::queued;
   bool cancel_requested = false;
-  int attempt = 0;                        // attempts started so far
-  int max_attempts = 1;                   // its retry policy's
-  std::vector<attempt_summary> attempts;  // earlier attempts, the last max_attempts_listed
-  time_point due{};                       // scheduled: when the next attempt may start
+  int attempt = 0;                          // attempts started so far
+  int max_attempts = 1;                     // its retry policy's
+  std::vector<attempt_summary> attempts;    // earlier attempts, the last max_attempts_listed
+  time_point due{};                         // scheduled: when the next attempt may start
+  time_point started{};                     // when its latest attempt started
+  duration freshness = duration::max();     // how long an attempt may wait from its due time
+  time_point deadline = time_point::max();  // the whole job's (Job-Deadline)
   // Once finished:
   status st;
   job_timings timings;
@@ -90,15 +93,17 @@ class memory_jobs {
   // A new queued job's id (scheduled, when a `due` time is given: a delayed
   // job), or nullopt when the table is full and no finished job can be
   // evicted to make room.
+  // `freshness` and `deadline` are kept for its timeline.
   std::optional<std::string> create(std::string_view handler, time_point now, int max_attempts = 1,
-                                    std::optional<time_point> due = std::nullopt);
+                                    std::optional<time_point> due = std::nullopt, duration freshness = duration::max(),
+                                    time_point deadline = time_point::max());
   // The executor has the job: DELETE reaches it through `ref` from now on.
   // A job refused at admission (its outcome already in) is removed here,
   // unless an earlier attempt ran or it was delayed (a 202 was given: the
   // refusal is its outcome).
   after_submit submitted(const std::string& id, job_ref ref);
   // queued -> running (the job's function started): attempt one more.
-  void started(const std::string& id);
+  void started(const std::string& id, time_point now);
   // running -> scheduled: `ended` failed and a retry is due at `due`. False
   // (nothing changed) when the job is gone or a cancel was asked meanwhile:
   // then finish it instead.

@@ -386,24 +386,61 @@
     ];
   }
 
-  // Where the job's time went: waiting, running, and where it ran out.
+  // Where the job's time went, from its timeline: waiting, running, its
+  // freshness (the wait it could afford) and its deadline marked, and where it ran out.
   function budgetBar(j) {
-    const queued = j.queued_ms ?? j.age_ms ?? 0;
-    const run = j.run_ms ?? 0;
-    const spent = Math.max(queued + run, 1e-3);
-    const W = 320, H = 44;
+    const t = j.timeline || [];
+    const ev = (name) => t.find((e) => e.event === name);
+    const accepted = ev('accepted') || {};
+    const due = (ev('due') || {}).at_ms || 0;
+    const started = ev('started');
+    const finished = ev('finished');
+    const nowMs = j.age_ms; // memory only: where "now" is on a job still going
+    const end = finished && finished.at_ms !== undefined ? finished.at_ms
+      : started && j.state === 'running' && nowMs !== undefined ? nowMs : started ? started.at_ms : nowMs ?? due;
+    const freshUntil = accepted.freshness_ms !== undefined ? due + accepted.freshness_ms : null;
+    const scale = Math.max(end || 0, freshUntil ?? 0, accepted.deadline_at_ms ?? 0, 1) * 1.05;
+    const W = 320, H = 52;
+    const x = (ms) => Math.max(0, Math.min(W, (ms / scale) * W));
     const svg = el('svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'where the job\'s time went' });
-    const qw = (queued / spent) * W;
-    svg.append(el('rect', { class: 's-queue', x: 0, y: 4, width: qw, height: 16 }, el('title', {}, 'waiting ' + fmtMs(queued))),
-      el('rect', { class: 's-run', x: qw, y: 4, width: W - qw, height: run ? 16 : 0 }, el('title', {}, 'running ' + fmtMs(run))));
-    if (j.state === 'deadline_exceeded') {
-      const x = j.stage === 'queue' || j.stage === 'admission' ? qw : W;
-      svg.append(el('line', { class: 'mark', x1: Math.max(1, Math.min(x, W - 1)), y1: 0, x2: Math.max(1, Math.min(x, W - 1)), y2: 24 }),
-        el('text', { class: 'mark-label', x: Math.max(0, Math.min(x - 60, W - 120)), y: 38 }, 'ran out: ' + j.stage));
-    } else {
-      svg.append(el('text', { x: 0, y: 38 }, `waiting ${fmtMs(queued)} · running ${fmtMs(run)}`));
+    const waitEnd = started ? started.at_ms : end;
+    if (waitEnd > due) {
+      svg.append(el('rect', { class: 's-queue', x: x(due), y: 14, width: x(waitEnd) - x(due), height: 14 },
+        el('title', {}, 'waiting ' + fmtMs(waitEnd - due))));
     }
-    return [svg, el('div', { class: 'legend' }, el('span', {}, el('i', { class: 's-queue' }), 'waiting'), el('span', {}, el('i', { class: 's-run' }), 'running'))];
+    if (started && end > started.at_ms) {
+      svg.append(el('rect', { class: 's-run', x: x(started.at_ms), y: 14, width: x(end) - x(started.at_ms), height: 14 },
+        el('title', {}, 'running ' + fmtMs(end - started.at_ms))));
+    }
+    // A label right of its line, or left of it near the right edge.
+    const label = (at, text, y) => el('text', { class: 'mark-label', x: at > W * 0.6 ? at - 2 : at + 2, y,
+      'text-anchor': at > W * 0.6 ? 'end' : 'start' }, text);
+    const mark = (ms, text, y) => svg.append(el('line', { class: 'mark', x1: x(ms), y1: 8, x2: x(ms), y2: 34 }),
+      label(x(ms), text, y));
+    if (freshUntil !== null) mark(freshUntil, 'fresh until ' + fmtMs(freshUntil), 7);
+    if (accepted.deadline_at_ms !== undefined) mark(accepted.deadline_at_ms, 'deadline', 48);
+    if (finished && finished.stage) {
+      svg.append(label(x(end), 'ran out: ' + finished.stage, 48));
+    }
+    const rows = t.map((e) => {
+      const bits = [];
+      if (e.freshness_ms !== undefined) bits.push('fresh for ' + fmtMs(e.freshness_ms));
+      if (e.deadline_at_ms !== undefined) bits.push('deadline at ' + fmtMs(e.deadline_at_ms));
+      if (e.waited_ms !== undefined) bits.push('waited ' + fmtMs(e.waited_ms));
+      if (e.freshness_left_ms !== undefined) bits.push(fmtMs(e.freshness_left_ms) + ' of freshness left');
+      if (e.delivery !== undefined) bits.push('delivery ' + e.delivery);
+      if (e.consumer) bits.push('on ' + e.consumer);
+      if (e.attempt !== undefined) bits.push('attempt ' + e.attempt);
+      if (e.state) bits.push(e.state);
+      if (e.outcome) bits.push(e.outcome);
+      if (e.stage) bits.push('stage ' + e.stage);
+      if (e.run_ms !== undefined) bits.push('ran ' + fmtMs(e.run_ms));
+      return el('tr', { 'data-event': e.event }, el('td', {}, e.at_ms !== undefined ? '+' + fmtMs(e.at_ms) : ''),
+        el('td', {}, e.event.replace('_', ' ')), el('td', {}, bits.join(' · ')));
+    });
+    return [svg, el('div', { class: 'legend' }, el('span', {}, el('i', { class: 's-queue' }), 'waiting'),
+      el('span', {}, el('i', { class: 's-run' }), 'running')),
+    t.length ? el('table', { class: 'timeline' }, rows) : el('p', { class: 'muted' }, 'No timeline recorded for this job.')];
   }
 
   function jobPage(r) {
@@ -414,7 +451,7 @@
     const queue = (state.queues[0] || {}).name || 'default';
     const fields = el('dl', { class: 'fields' });
     for (const [k, v] of Object.entries(j)) {
-      if (k === 'attempts' || k === 'result' || k === 'result_base64') continue;
+      if (k === 'attempts' || k === 'timeline' || k === 'result' || k === 'result_base64') continue;
       fields.append(el('dt', {}, k), el('dd', { 'data-field': k }, typeof v === 'number' && k.endsWith('_ms') ? fmtMs(v) : String(v)));
     }
     const attempts = (j.attempts || []).map((a, i) => el('tr', {}, el('td', {}, i + 1), el('td', {}, a.outcome),
@@ -423,7 +460,7 @@
       el('h1', {}, el('a', { href: queueHref(queue) }, queue), ' / job ', el('span', { class: 'mono' }, j.id)),
       el('div', { class: 'grid' },
         el('section', { class: 'card' }, el('h2', {}, j.handler, ' · ', j.state), fields, el('p', {}, jobActions(j, queue))),
-        el('section', { class: 'card' }, el('h2', {}, 'Budget'), budgetBar(j),
+        el('section', { class: 'card' }, el('h2', {}, 'Where its time went'), budgetBar(j),
           attempts.length ? el('table', {}, el('tr', {}, ['#', 'outcome', 'stage', 'error', 'run'].map((h) => el('th', {}, h))), attempts) : null)),
       j.result !== undefined || j.result_base64 !== undefined
         ? el('section', { class: 'card' }, el('h2', {}, 'Result', j.content_type ? ' (' + j.content_type + ')' : ''),

@@ -3,6 +3,8 @@
 // API; the hourglassd binary for kill -9 and SIGTERM.
 #include <gtest/gtest.h>
 
+#include <boost/json.hpp>
+
 #include <csignal>
 #include <string>
 #include <utility>
@@ -82,6 +84,32 @@ TEST_F(FleetDaemon, AnAsyncJobGoesThroughTheBrokerAndEveryDaemonAnswersForIt) {
   EXPECT_NE(metrics.find("hourglass_fleet_backlog "), std::string::npos);
   EXPECT_NE(metrics.find("hourglass_fleet_duplicate_outcomes_total 0"), std::string::npos);
   EXPECT_NE(metrics.find("hourglass_fleet_broker_errors_total{op=\"enqueue\"} 0"), std::string::npos);
+}
+
+TEST_F(FleetDaemon, AJobsTimelineIsReadOnTheBrokersClock) {
+  server_options o = fleet_options("solo");
+  o.workers = 1;
+  test_server a(o);
+  submit(a.port(), "sleep", R"({"ms": 300})");
+  const std::string id = submit(a.port(), "echo", "x", {{"Job-Freshness", "30S"}});  // waits for the sleep
+  const std::string done = wait_state(a.port(), id, "ok");
+  const auto t = boost::json::parse(done).at("timeline").as_array();
+  ASSERT_EQ(t.size(), 3u) << done;
+  EXPECT_EQ(t[0].at("event"), "accepted");
+  const double freshness = t[0].at("freshness_ms").to_number<double>();  // what was left of it at the broker
+  EXPECT_LE(freshness, 30'000);
+  EXPECT_GT(freshness, 29'000);
+  EXPECT_EQ(t[1].at("event"), "started");
+  const double waited = t[1].at("waited_ms").to_number<double>();
+  EXPECT_GE(waited, 250) << "behind the 300 ms sleep, on the broker's clock: " << done;
+  EXPECT_LT(waited, 10'000) << done;
+  EXPECT_EQ(t[1].at("at_ms").to_number<double>(), waited);
+  EXPECT_EQ(t[1].at("freshness_left_ms").to_number<double>(), freshness - waited);
+  EXPECT_EQ(t[1].at("delivery").to_number<double>(), 1);
+  EXPECT_EQ(t[1].at("consumer"), "solo");
+  EXPECT_EQ(t[2].at("event"), "finished");
+  EXPECT_EQ(t[2].at("state"), "ok");
+  EXPECT_GE(t[2].at("at_ms").to_number<double>(), waited);
 }
 
 TEST_F(FleetDaemon, AProduceOnlyDaemonTakesJobsThatOthersRun) {

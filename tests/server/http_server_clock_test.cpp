@@ -12,6 +12,8 @@
 // one while it sleeps.
 #include <gtest/gtest.h>
 
+#include <boost/json.hpp>
+
 #include <future>
 #include <latch>
 
@@ -196,6 +198,27 @@ TEST(HttpServerClock, AnAsyncJobPastItsFreshnessIsDroppedAtDequeue) {
   ASSERT_TRUE(wait_until([&] { return json_string(c.get(fresh).body, "state") == "ok"; }));
   EXPECT_EQ(srv.handler("echo").expired_queue, 1u);
   EXPECT_EQ(srv.handler("echo").finished_ok, 1u);
+
+  // Their timelines, exact on this clock: where each one's time went.
+  const auto events = [&](const std::string& loc) {
+    return boost::json::parse(c.get(loc).body).at("timeline").as_array();
+  };
+  const auto fresh_t = events(fresh);
+  ASSERT_EQ(fresh_t.size(), 3u) << fresh_t;
+  EXPECT_EQ(fresh_t[0].at("event"), "accepted");
+  EXPECT_EQ(fresh_t[0].at("freshness_ms").to_number<double>(), 1000);
+  EXPECT_EQ(fresh_t[1].at("event"), "started");
+  EXPECT_EQ(fresh_t[1].at("at_ms").to_number<double>(), 1000);
+  EXPECT_EQ(fresh_t[1].at("waited_ms").to_number<double>(), 1000);
+  EXPECT_EQ(fresh_t[1].at("freshness_left_ms").to_number<double>(), 0) << "it started on its last moment";
+  EXPECT_EQ(fresh_t[2].at("event"), "finished");
+  EXPECT_EQ(fresh_t[2].at("state"), "ok");
+  EXPECT_EQ(fresh_t[2].at("at_ms").to_number<double>(), 1000);
+  const auto stale_t = events(stale);
+  ASSERT_EQ(stale_t.size(), 2u) << "never started: " << stale_t;
+  EXPECT_EQ(stale_t[1].at("event"), "finished");
+  EXPECT_EQ(stale_t[1].at("stage"), "queue");
+  EXPECT_EQ(stale_t[1].at("at_ms").to_number<double>(), 1000) << "it expired when a worker reached it";
 }
 
 TEST(HttpServerClock, AFinishedAsyncJobIsKeptForTheTtlExactly) {

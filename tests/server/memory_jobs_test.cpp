@@ -37,7 +37,7 @@ TEST(MemoryJobs, AJobGoesQueuedRunningFinishedAndExpiresAfterItsTtl) {
   EXPECT_EQ(store->find(*id, t0)->state, async_state::queued);
   EXPECT_EQ(store->find(*id, t0)->handler, "echo");
   store->submitted(*id, job_ref());
-  store->started(*id);
+  store->started(*id, t0 + 5ms);
   EXPECT_EQ(store->find(*id, t0)->state, async_state::running);
   store->finish(*id, ended(status::ok()), t0 + 1s);
   const auto r = store->find(*id, t0 + 1s);
@@ -46,6 +46,7 @@ TEST(MemoryJobs, AJobGoesQueuedRunningFinishedAndExpiresAfterItsTtl) {
   EXPECT_EQ(r->st, status::ok());
   EXPECT_EQ(r->timings.queue_delay, 2ms);
   EXPECT_EQ(r->finished_at, t0 + 1s);
+  EXPECT_EQ(r->started, t0 + 5ms) << "its timeline's start";
   EXPECT_TRUE(store->find(*id, t0 + 1s + 200ms - 1ns)) << "kept for the whole TTL";
   EXPECT_FALSE(store->find(*id, t0 + 1s + 200ms)) << "gone at the TTL";
   EXPECT_EQ(store->size(), 0u);
@@ -58,7 +59,7 @@ TEST(MemoryJobs, OneOutcomeOnly) {
   store->finish(id, ended(status::cancelled(cancel_cause::requested)), t0 + 1ms);
   EXPECT_EQ(store->find(id, t0 + 1ms)->st, status::ok());
   EXPECT_EQ(store->find(id, t0 + 1ms)->finished_at, t0);
-  store->started(id);
+  store->started(id, t0 + 1ms);
   EXPECT_EQ(store->find(id, t0 + 1ms)->state, async_state::finished) << "a finished job does not start";
 }
 
@@ -134,7 +135,7 @@ TEST(MemoryJobs, CancelReachesAQueuedJobThroughItsRef) {
 
 TEST(MemoryJobs, TransitionsOfAnUnknownIdDoNothing) {
   auto store = std::make_unique<memory_jobs>(10, 1h);
-  store->started("nope");
+  store->started("nope", t0);
   store->finish("nope", ended(status::ok()), t0);
   EXPECT_FALSE(store->submitted("nope", job_ref()).refused);
   EXPECT_FALSE(store->cancel("nope", t0));

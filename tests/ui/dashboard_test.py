@@ -227,6 +227,8 @@ def main():
         drv.get(base + "#/jobs/" + dead_id)
         wait_for("the dead job's page", lambda: drv.find_element(By.CSS_SELECTOR, '[data-field="state"]').text == "dead")
         wait_for("its cause", lambda: drv.find_element(By.CSS_SELECTOR, '[data-field="cause"]').text == "max_deliveries")
+        wait_for("its timeline: started on the daemon that died",
+                 lambda: "on a" in drv.find_element(By.CSS_SELECTOR, '[data-event="started"]').text)
         shot(drv, args.screenshots, "dead-job.png")
 
         # Replay it by clicking (and confirming).
