@@ -89,6 +89,16 @@ end
 
 local out, entries, runs = {}, {}, {}
 local duplicates = 0
+-- The fleet's totals (stats): 'finished:<state>', 'expired:<stage>',
+-- 'retries'; added once for the batch, in the write of the mean run time.
+local tally, tally_names = {}, {}
+local function count(name)
+  if not tally[name] then
+    tally[name] = 0
+    table.insert(tally_names, name)
+  end
+  tally[name] = tally[name] + 1
+end
 local a = 4
 for i = 4, #KEYS do
   local job_key = KEYS[i]
@@ -125,10 +135,17 @@ for i = 4, #KEYS do
       redis.call('PEXPIRE', job_key, result_ttl_ms)
       list_attempt(job_key, attempts, retry[3])
       out[i - 3] = 'cancelled'
+      count('finished:cancelled')
     elseif retry and schedule_retry(job_key, retry[1], retry[2], retry[3]) then
       out[i - 3] = 'scheduled'
+      count('retries')
     else
       out[i - 3] = retry and 'no_budget' or 'first'
+      local st, stage = '', ''
+      for k = first_field, a - 2, 2 do
+        if ARGV[k] == 'state' then st = ARGV[k + 1] elseif ARGV[k] == 'stage' then stage = ARGV[k + 1] end
+      end
+      if st == 'deadline_exceeded' then count('expired:' .. stage) else count('finished:' .. st) end
       -- The payload emptied in the same write: its memory goes, the field stays.
       if this_finish ~= '' then  -- and the answer for this finish sent again, in that one write too
         redis.call('HSET', job_key, 'payload', '', 'finish_token', this_finish, 'finish_reply', out[i - 3],
@@ -161,12 +178,21 @@ if #entries > 0 then
   redis.call('XDEL', stream_key, unpack(entries))
 end
 if duplicates > 0 then redis.call('HINCRBY', stats_key, 'duplicate_outcomes', duplicates) end
-if #runs > 0 then
-  -- EWMA (alpha 1/16) of run times, for the fleet's predicted wait.
-  local mean = tonumber(redis.call('HGET', stats_key, 'mean_run_us') or '-1') or -1
-  for _, run in ipairs(runs) do
-    if mean < 0 then mean = run else mean = mean + (run - mean) / 16 end
+if #runs > 0 or #tally_names > 0 then
+  local read = redis.call('HMGET', stats_key, 'mean_run_us', unpack(tally_names))
+  local write = {}
+  if #runs > 0 then
+    -- EWMA (alpha 1/16) of run times, for the fleet's predicted wait.
+    local mean = tonumber(read[1] or '-1') or -1
+    for _, run in ipairs(runs) do
+      if mean < 0 then mean = run else mean = mean + (run - mean) / 16 end
+    end
+    write = {'mean_run_us', tostring(mean)}
   end
-  redis.call('HSET', stats_key, 'mean_run_us', tostring(mean))
+  for k, name in ipairs(tally_names) do
+    table.insert(write, name)
+    table.insert(write, string.format('%.0f', (tonumber(read[k + 1] or '0') or 0) + tally[name]))
+  end
+  redis.call('HSET', stats_key, unpack(write))
 end
 return out

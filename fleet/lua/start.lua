@@ -104,6 +104,7 @@ for i = 1, n do
       redis.call('PEXPIRE', job_key, dead_ttl_ms)
       local dropped = redis.call('XTRIM', dead_key, 'MAXLEN', dead_max)
       if dropped > 0 then redis.call('HINCRBY', stats_key, 'dead_dropped', dropped) end
+      redis.call('HINCRBY', stats_key, 'finished:dead', 1)  -- the fleet's totals (finish.lua keeps the rest)
       answer = {'dead', d}
     else
       redis.call('HSET', job_key, 'state', 'running', 'deliveries', tostring(d + 1), 'consumer', consumer,

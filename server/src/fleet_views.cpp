@@ -107,6 +107,9 @@ queue_view view_of(const fleet::queue_state& s, std::string name) {
   q.queued = s.length > s.pending ? s.length - s.pending : 0;
   q.scheduled = s.scheduled;
   q.dead = s.dead_letters;
+  q.retrying = s.retrying;
+  q.retrying_partial = !s.retrying_exact;
+  q.totals = s.totals;
   // An entry id is "<ms the broker stamped at enqueue>-<seq>".
   if (!s.oldest_waiting.empty()) {
     const double enqueued_ms = millis_field(s.oldest_waiting.substr(0, s.oldest_waiting.find('-')));

@@ -179,7 +179,10 @@ memory_jobs::state_counts memory_jobs::counts(time_point now) {
         if (!c.oldest_queued || e.rec.created < *c.oldest_queued) c.oldest_queued = e.rec.created;
         break;
       case async_state::running: ++c.running; break;
-      case async_state::scheduled: ++c.scheduled; break;
+      case async_state::scheduled:
+        ++c.scheduled;
+        if (e.rec.attempt >= 1) ++c.retrying;
+        break;
       case async_state::finished: ++c.finished; break;
     }
   }

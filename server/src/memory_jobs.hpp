@@ -127,6 +127,7 @@ class memory_jobs {
   // Jobs by state now, and when the oldest queued one was created.
   struct state_counts {
     std::uint64_t queued = 0, running = 0, scheduled = 0, finished = 0;
+    std::uint64_t retrying = 0;  // of the scheduled: an attempt after the first
     std::optional<time_point> oldest_queued;
   };
   state_counts counts(time_point now);

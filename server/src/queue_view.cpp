@@ -11,8 +11,10 @@ std::string queue_json(const queue_view& q) {
   if (q.paused_since) w.member("paused_since", support::format_rfc3339(*q.paused_since));
   w.key("counts").begin_object();
   w.member("queued", q.queued).member("running", q.running).member("scheduled", q.scheduled);
+  w.member("retrying", q.retrying);
   if (q.dead) w.member("dead", *q.dead);
   w.end_object();
+  if (q.retrying_partial) w.member("retrying_partial", true);
   if (q.oldest_queued_age_ms) w.member("oldest_queued_age_ms", *q.oldest_queued_age_ms);
   if (q.predicted_wait_ms) {
     w.member("predicted_wait_ms", *q.predicted_wait_ms);
@@ -27,7 +29,25 @@ std::string queue_json(const queue_view& q) {
     if (k.lease_left_ms) w.member("lease_left_ms", *k.lease_left_ms);
     w.end_object();
   }
-  w.end_array().end_object();
+  w.end_array();
+  if (!q.totals.empty()) {
+    // {"finished": {"ok": n, ...}, "expired": {"queue": n, ...}, "retries": n, "dead_dropped": n, ...}
+    w.key("totals").begin_object();
+    for (const std::string_view group : {"finished", "expired"}) {
+      w.key(group).begin_object();
+      for (const auto& [name, n] : q.totals) {
+        if (name.size() > group.size() + 1 && name.compare(0, group.size(), group) == 0 && name[group.size()] == ':') {
+          w.member(std::string_view(name).substr(group.size() + 1), n);
+        }
+      }
+      w.end_object();
+    }
+    for (const auto& [name, n] : q.totals) {
+      if (name.find(':') == std::string::npos) w.member(name, n);
+    }
+    w.end_object();
+  }
+  w.end_object();
   return w.take() + "\n";
 }
 

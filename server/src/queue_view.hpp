@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hourglass/support/rfc3339.hpp"
@@ -20,6 +21,8 @@ struct queue_view {
   std::uint64_t running = 0;                       // started (fleet: delivered to a daemon, not finished)
   std::uint64_t scheduled = 0;                     // waiting for a due time (delayed jobs and retries)
   std::optional<std::uint64_t> dead;               // dead-lettered (fleet only)
+  std::uint64_t retrying = 0;                      // of the scheduled: on an attempt after their first
+  bool retrying_partial = false;                   // fleet: counted among the first 1,000 due only
   std::optional<double> oldest_queued_age_ms;      // the oldest waiting job's age (fleet: on the broker's clock)
   bool predicts_wait = false;                      // the store predicts waits (fleet): predicted_wait_ms is set
   std::optional<double> predicted_wait_ms;         // what admission promises a new job; nullopt: unbounded
@@ -32,6 +35,9 @@ struct queue_view {
     std::optional<double> lease_left_ms;  // nullopt: none recorded; <= 0: expired (it left or died)
   };
   std::vector<consumer> consumers;  // fleet: every daemon with slots or jobs held
+  // fleet: the fleet's counters since the queue began, as the broker keeps
+  // them ("finished:ok", "expired:queue", "retries", "dead_dropped", ...).
+  std::vector<std::pair<std::string, std::uint64_t>> totals;
 };
 
 // What a queue request asks of the store.

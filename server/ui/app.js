@@ -111,10 +111,16 @@
     return { page: 'overview' };
   }
 
-  function sample(m) {
+  // One sample of the counters the charts over time are drawn from. In a
+  // fleet the expiries are the fleet's (the queue's totals at the broker);
+  // admission refusals, goodput and late work are this daemon's (/metrics).
+  function sample(m, queue) {
     const s = { t: Date.now(), ok: total(m, 'hourglass_jobs_finished_total', (l) => l.outcome === 'ok'),
-      late: total(m, 'hourglass_jobs_completed_late_total'), stages: {} };
-    for (const st of STAGES) s.stages[st] = total(m, 'hourglass_jobs_expired_total', (l) => l.stage === st);
+      late: total(m, 'hourglass_jobs_completed_late_total'), stages: {}, fleet: !!(queue && queue.totals) };
+    const expired = s.fleet ? queue.totals.expired || {} : null;
+    for (const st of STAGES) {
+      s.stages[st] = expired ? expired[st] || 0 : total(m, 'hourglass_jobs_expired_total', (l) => l.stage === st);
+    }
     s.stages.admission = total(m, 'hourglass_jobs_rejected_total', (l) => l.reason === 'insufficient_budget');
     return s;
   }
@@ -132,7 +138,7 @@
       state.queues = q.body.queues || [];
       if (m.status === 200) {
         state.metrics = parseMetrics(m.text);
-        state.history.push(sample(state.metrics));
+        state.history.push(sample(state.metrics, state.queues[0]));
         if (state.history.length > HISTORY) state.history.shift();
       }
       state.list = r.page === 'queue' ? extra : null;
@@ -178,12 +184,12 @@
   }
 
   // A histogram's buckets as bars, with a dashed line at `markSeconds`.
-  function histogramChart(h, markSeconds, markLabel, label) {
+  function histogramChart(h, markSeconds, markLabel, label, empty) {
     const W = 320, H = 120, P = 4;
     const svg = el('svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': label });
     const n = h.length;
     if (!n || !h[n - 1].cumulative) {
-      svg.append(el('text', { x: W / 2 - 40, y: H / 2 }, 'no jobs yet'));
+      svg.append(el('text', { x: W / 2, y: H / 2, 'text-anchor': 'middle' }, empty || 'no jobs yet'));
       return svg;
     }
     const peak = Math.max(...h.map((b) => b.count), 1);
@@ -257,6 +263,8 @@
     const budget = m ? median(histogram(m, 'hourglass_request_budget_seconds')) : null;
     const pw = q.predicted_wait_ms;
     const count = (k, name) => el('div', {}, el('b', { 'data-count': k }, c[k] ?? '–'), el('span', {}, name));
+    const t = q.totals;
+    const n = (group, k) => ((t && t[group]) || {})[k] || 0;
     const card = el('section', { class: 'card', 'data-queue': q.name },
       el('h2', {}, link ? el('a', { href: queueHref(q.name) }, q.name) : q.name, ' ',
         q.paused ? el('span', { class: 'badge paused', 'data-paused': 'true' }, 'paused') : el('span', { class: 'badge ok' }, 'running'),
@@ -279,7 +287,15 @@
       'predicted wait ', el('b', { 'data-field': 'predicted_wait' }, pw === null ? 'none serve it' : fmtMs(pw)),
       budget !== null ? ` · typical budget ≤ ${fmtMs(budget * 1000)}` : '',
       q.oldest_queued_age_ms !== undefined ? ` · oldest waiting ${fmtMs(q.oldest_queued_age_ms)}` : '',
-      ' · ', el('b', { 'data-field': 'live_slots' }, q.live_slots ?? 0), ' live slots'));
+      ' · ', el('b', { 'data-field': 'live_slots' }, q.live_slots ?? 0), ' live slots',
+      c.retrying ? ` · ${c.retrying}${q.retrying_partial ? '+' : ''} of the scheduled are retries` : ''));
+    if (t) {
+      const expired = Object.entries(t.expired || {}).map(([st, v]) => `${st} ${v}`).join(', ');
+      card.append(el('p', { class: 'muted' }, 'since the queue began: ', el('b', { 'data-field': 'fleet_ok' }, n('finished', 'ok')),
+        ' ok · ', n('finished', 'error'), ' error · ', el('b', { 'data-field': 'fleet_expired' },
+          Object.values(t.expired || {}).reduce((a, v) => a + v, 0)), ' expired', expired ? ` (${expired})` : '',
+        ` · ${t.retries || 0} retries · ${n('finished', 'dead')} dead (${t.dead_dropped || 0} dropped from the list)`));
+    }
     return card;
   }
 
@@ -299,6 +315,7 @@
     return [
       el('div', { class: 'grid' },
         el('section', { class: 'card' }, el('h2', {}, 'Expiries by stage'),
+          el('p', { class: 'muted' }, last && last.fleet ? 'the fleet\'s, at the broker; admission: this daemon\'s refusals' : 'this daemon\'s'),
           timeChart(h, STAGES.map((st) => ({ name: st, cls: st, get: (s) => s.stages[st] })), 'expiries by stage over time')),
         el('section', { class: 'card' }, el('h2', {}, 'Goodput and wasted work'),
           el('p', { class: 'muted' }, el('b', { 'data-field': 'goodput' }, fmtRate(goodput)), ' jobs/s ok · ',
@@ -309,7 +326,8 @@
           timeChart(h, [{ name: 'ok', cls: 'ok', get: (s) => s.ok }, { name: 'completed late', cls: 'late', get: (s) => s.late }], 'goodput over time'))),
       el('div', { class: 'grid' },
         el('section', { class: 'card' }, el('h2', {}, 'Budget left at dispatch'),
-          histogramChart(histogram(m, 'hourglass_remaining_budget_at_dispatch_seconds'), null, '', 'remaining budget at dispatch'),
+          histogramChart(histogram(m, 'hourglass_remaining_budget_at_dispatch_seconds'), null, '', 'remaining budget at dispatch',
+            'no job with a deadline yet (async jobs carry a freshness)'),
           el('p', { class: 'muted' }, runMedian !== null ? `typical run ≤ ${fmtMs(runMedian * 1000)}: a job dispatched with less left is likely to expire running` : 'no runs yet')),
         el('section', { class: 'card' }, el('h2', {}, 'Queue delay'),
           histogramChart(histogram(m, 'hourglass_queue_delay_seconds'), budget, 'budget', 'queue delay'),

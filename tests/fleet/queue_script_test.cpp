@@ -48,6 +48,32 @@ TEST_F(QueueScript, CountsTheOldestWaitingEntryAndTheConsumers) {
   EXPECT_EQ(left.consumers[0].held, 1u);
 }
 
+TEST_F(QueueScript, RetryingAmongTheScheduledAndTheFleetsTotals) {
+  const std::string delayed_job = new_job_id(), retry = new_job_id();
+  call({"ZADD", delayed, "100", delayed_job, "200", retry});
+  call({"HSET", job(delayed_job), "attempt", "1"});
+  call({"HSET", job(retry), "attempt", "2"});
+  call({"HSET", stats, "mean_run_us", "2500", "finished:ok", "7", "expired:queue", "3", "dead_dropped", "1"});
+  const queue_state q = run("look");
+  EXPECT_EQ(q.scheduled, 2u);
+  EXPECT_EQ(q.retrying, 1u);
+  EXPECT_TRUE(q.retrying_exact);
+  EXPECT_EQ(q.totals, (std::vector<std::pair<std::string, std::uint64_t>>{
+                          {"dead_dropped", 1}, {"expired:queue", 3}, {"finished:ok", 7}}))
+      << "every counter but the mean, by name";
+
+  std::vector<std::string> many{"ZADD", delayed};
+  for (int i = 0; i < 1000; ++i) {
+    many.push_back("300");
+    many.push_back(new_job_id());
+  }
+  call(many);
+  const queue_state big = run("look");
+  EXPECT_EQ(big.scheduled, 1002u);
+  EXPECT_FALSE(big.retrying_exact) << "only the first 1,000 due are looked at";
+  EXPECT_EQ(big.retrying, 1u);
+}
+
 TEST_F(QueueScript, PauseRecordsSinceWhenOnceAndResumeClearsIt) {
   const queue_state p = run("pause");
   ASSERT_TRUE(p.paused_since_ms);

@@ -361,6 +361,14 @@ TEST_F(LuaScript, FinishRecordsTheFirstOutcomeOfEachJobInTheBatch) {
   enqueue(third);
   decode_finish(finish({third}, {{"", "3600", "final", "2", "state", "ok"}}), 1);
   EXPECT_EQ(field(stats, "mean_run_us"), "2100") << "1/16 of the way from 2000 to 3600";
+  EXPECT_EQ(field(stats, "finished:ok"), "2") << "the fleet's totals: each first outcome once";
+  EXPECT_EQ(field(stats, "finished:error"), "1") << "duplicates not among them";
+
+  const std::string late = new_job_id();
+  enqueue(late);
+  decode_finish(finish({late}, {{"", "-1", "final", "4", "state", "deadline_exceeded", "stage", "queue"}}), 1);
+  EXPECT_EQ(field(stats, "expired:queue"), "1") << "an expiry by its stage";
+  EXPECT_EQ(field(stats, "mean_run_us"), "2100") << "it did not run";
 }
 
 TEST_F(LuaScript, CancelFinishesAQueuedJobAndMarksARunningOne) {
@@ -422,6 +430,7 @@ TEST_F(LuaScript, StartRunsAHeldJobOnceAndDeadLettersOneStartedTooOften) {
   EXPECT_EQ(dead_lettered.jobs[0].deliveries, 1u);
   EXPECT_EQ(field(job(id), "state"), "dead");
   EXPECT_EQ(call({"XLEN", dead}).integer, 1);
+  EXPECT_EQ(field(stats, "finished:dead"), "1") << "in the fleet's totals";
 }
 
 // The contract the design review found stale: a renewal answers eleven elements.

@@ -273,6 +273,10 @@ def main():
         ok_total = int(api.metric_total("hourglass_jobs_finished_total", outcome="ok"))
         wait_for("ok jobs as /metrics counts them",
                  lambda: drv.find_element(By.CSS_SELECTOR, '[data-field="ok_total"]').text == str(ok_total))
+        fleet_ok = q["totals"]["finished"]["ok"]
+        wait_for("the fleet's ok jobs as the broker counts them",
+                 lambda: drv.find_element(By.CSS_SELECTOR, card + ' [data-field="fleet_ok"]').text == str(fleet_ok))
+        assert fleet_ok >= ok_total, (fleet_ok, ok_total)  # two daemons ran them; this one's are among them
         slots = drv.find_element(By.CSS_SELECTOR, card + ' [data-field="live_slots"]').text
         assert slots == str(q["live_slots"]), (slots, q["live_slots"])
 

@@ -154,6 +154,11 @@ struct queue_state {
     std::uint64_t held = 0;                       // entries it holds
   };
   std::vector<consumer> consumers;
+  std::uint64_t retrying = 0;  // scheduled on an attempt after their first, among the first 1,000 due
+  bool retrying_exact = true;  // false: more than 1,000 scheduled, only those were looked at
+  // The stats hash's counters: "finished:<state>", "expired:<stage>",
+  // "retries", "dead_dropped", "duplicate_outcomes" (not mean_run_us).
+  std::vector<std::pair<std::string, std::uint64_t>> totals;
 };
 enum class queue_op { look, pause, resume };
 
