@@ -19,10 +19,12 @@
 -- KEYS[2] slots_key         hg:{Q}:slots
 -- KEYS[3] stats_key         hg:{Q}:stats
 -- KEYS[4] delayed_key       hg:{Q}:delayed
--- KEYS[3 + 2i], KEYS[4 + 2i]  job i's hg:{Q}:job:<id> and hg:{Q}:idem:<key> (i = 1..n)
+-- KEYS[5] paused_key        hg:{Q}:paused
+-- KEYS[4 + 2i], KEYS[5 + 2i]  job i's hg:{Q}:job:<id> and hg:{Q}:idem:<key> (i = 1..n)
 -- ARGV[1] group             the consumer group, 'hourglass'
 -- ARGV[2] idem_ttl_ms       how long an idem_key is kept
--- ARGV[3 + 14(i-1)] ...     job i's fourteen fields:
+-- ARGV[3] refuse_paused     '1': while the queue is paused, refuse every job of the batch
+-- ARGV[4 + 14(i-1)] ...     job i's fourteen fields:
 --   job_id           32 hex digits
 --   handler
 --   payload
@@ -38,7 +40,8 @@
 --   delay_us         how long before it may start; '0': at once
 --   not_before_us    nor before this time (us since the epoch, the broker's clock); '0': none
 --
--- Reply: {'nostream'} (no stream: nothing written), or n three-element
+-- Reply: {'nostream'} (no stream: nothing written), {'paused'} (refuse_paused
+-- and the queue is paused: nothing written), or n three-element
 -- arrays, in the jobs' order:
 --   {'accepted', entry id, predicted_wait_us}   added: its stream entry (a delayed job: '', in
 --                                                the delayed set instead), job hash and idem_key
@@ -50,8 +53,10 @@ local stream_key = KEYS[1]
 local slots_key = KEYS[2]
 local stats_key = KEYS[3]
 local delayed_key = KEYS[4]
+local paused_key = KEYS[5]
 local group = ARGV[1]
 local idem_ttl_ms = ARGV[2]
+if ARGV[3] == '1' and redis.call('EXISTS', paused_key) == 1 then return {'paused'} end
 local fields_per_job = 14
 
 local now_us  -- the broker's TIME, read on first need
@@ -86,9 +91,9 @@ local function predicted_wait_us()
 end
 
 local out = {}
-local n = (#ARGV - 2) / fields_per_job
+local n = (#ARGV - 3) / fields_per_job
 for i = 1, n do
-  local a = 3 + (i - 1) * fields_per_job
+  local a = 4 + (i - 1) * fields_per_job
   local job_id, handler, payload, content_type = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   local freshness_ms, min_budget_ms, idempotency_key = ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
   local admission, max_attempts, retry_base_us, retry_cap_us = ARGV[a + 7], ARGV[a + 8], ARGV[a + 9], ARGV[a + 10]
@@ -97,7 +102,7 @@ for i = 1, n do
   local due_us = 0
   if delay_us > 0 or not_before_us > 0 then due_us = math.max(broker_now_us() + delay_us, not_before_us) end
   local delayed = due_us > 0 and due_us > broker_now_us()  -- a time already past: at once
-  local job_key, idem_key = KEYS[3 + 2 * i], KEYS[4 + 2 * i]
+  local job_key, idem_key = KEYS[4 + 2 * i], KEYS[5 + 2 * i]
   local prior = false
   if idempotency_key ~= '' then prior = redis.call('GET', idem_key) end
   if prior and prior ~= job_id then  -- (its own id: this batch sent again after 'nostream')

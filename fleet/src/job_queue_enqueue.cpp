@@ -111,10 +111,11 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
   if (batch.empty()) return next_enqueues();
   hourglass::clock& clk = options_.clock != nullptr ? *options_.clock : real_clock();
   const time_point now = clk.now();
-  std::vector<std::string> keys{key("stream"), key("slots"), key("stats"), key("delayed")};
-  std::vector<std::string> args{std::string(group), millis(options_.idempotency_ttl)};
-  keys.reserve(4 + 2 * batch.size());
-  args.reserve(2 + 14 * batch.size());
+  std::vector<std::string> keys{key("stream"), key("slots"), key("stats"), key("delayed"), key("paused")};
+  std::vector<std::string> args{std::string(group), millis(options_.idempotency_ttl),
+                                options_.refuse_while_paused ? "1" : "0"};
+  keys.reserve(5 + 2 * batch.size());
+  args.reserve(3 + 14 * batch.size());
   for (const auto& c : batch) {
     const job_spec& job = c->job;
     // Its wait for this batch, counted twice: once spent, once for the trip ahead.
@@ -172,6 +173,10 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
                    if (made.error) return fail_all(made.error);
                    send_enqueues(batch, true);
                  });
+               }
+               if (b.paused) {
+                 for (const auto& c : batch) c->finish(answer(enqueued{enqueued::kind::paused, {}, {}, false}));
+                 return next_enqueues();
                }
                using added = detail::enqueue_reply::kind;
                for (std::size_t i = 0; i < batch.size(); ++i) {

@@ -52,6 +52,10 @@ enqueue_batch_reply decode_enqueue(const redis_reply& r, std::size_t jobs) {
     b.nostream = true;
     return b;
   }
+  if (r.is_array() && r.elements.size() == 1 && r.elements[0].str == "paused") {
+    b.paused = true;
+    return b;
+  }
   if (!r.is_array() || r.elements.size() != jobs) broker_error("enqueue", r);
   b.jobs.reserve(jobs);
   for (const redis_reply& j : r.elements) {

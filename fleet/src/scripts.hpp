@@ -37,9 +37,10 @@ struct enqueue_reply {
 };
 struct enqueue_batch_reply {
   bool nostream = false;  // no stream: nothing written
+  bool paused = false;    // the queue is paused and the caller refuses then: nothing written
   std::vector<enqueue_reply> jobs;
 };
-// {"nostream"}, or `jobs` three-element arrays; any other shape: "enqueue".
+// {"nostream"}, {"paused"}, or `jobs` three-element arrays; any other shape: "enqueue".
 // A verdict other than "duplicate" or "refused" reads as accepted.
 enqueue_batch_reply decode_enqueue(const redis_reply& r, std::size_t jobs);
 

@@ -65,6 +65,7 @@ handler_snapshot snapshot_of(const handler_metrics& h) {
   s.rejected_invalid_timeout = h.rejected_invalid_timeout.value();
   s.rejected_shutting_down = h.rejected_shutting_down.value();
   s.rejected_broker_unavailable = h.rejected_broker_unavailable.value();
+  s.rejected_queue_paused = h.rejected_queue_paused.value();
   s.rejected_cancelled = h.rejected_cancelled.value();
   s.expired_queue = h.expired_queue.value();
   s.expired_run = h.expired_run.value();
@@ -150,6 +151,7 @@ void metrics::on_rejected(handler_metrics& h, reject_reason reason) noexcept {
     case reject_reason::queue_full: h.rejected_queue_full.add(); break;
     case reject_reason::shutting_down: h.rejected_shutting_down.add(); break;
     case reject_reason::broker_unavailable: h.rejected_broker_unavailable.add(); break;
+    case reject_reason::queue_paused: h.rejected_queue_paused.add(); break;
     // Never an admission refusal: a job that ran and whose call an open
     // breaker refused (count_finish counts it as finished, rejected).
     case reject_reason::circuit_open:
@@ -354,6 +356,7 @@ void render_prometheus(const metrics_snapshot& s, exposition_writer& w) {
                   {"invalid_timeout", &handler_snapshot::rejected_invalid_timeout},
                   {to_string(reject_reason::shutting_down), &handler_snapshot::rejected_shutting_down},
                   {to_string(reject_reason::broker_unavailable), &handler_snapshot::rejected_broker_unavailable},
+                  {to_string(reject_reason::queue_paused), &handler_snapshot::rejected_queue_paused},
                   {"cancelled", &handler_snapshot::rejected_cancelled}});
   handler_family(w, s, "hourglass_jobs_expired_total", "Jobs whose deadline passed, by stage.", "stage",
                  {{to_string(expiry_stage::queue), &handler_snapshot::expired_queue},

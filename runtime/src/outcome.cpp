@@ -11,6 +11,7 @@ std::string_view describe(const status& s) noexcept {
         case reject_reason::shutting_down: return "rejected/shutting_down";
         case reject_reason::broker_unavailable: return "rejected/broker_unavailable";
         case reject_reason::circuit_open: return "rejected/circuit_open";
+        case reject_reason::queue_paused: return "rejected/queue_paused";
         default: return "rejected/queue_full";
       }
     case outcome::deadline_exceeded:

@@ -325,6 +325,8 @@ struct command_line_parser::impl {
              0, 100000);
     t_.flag("produce-only", o_.produce_only,
             "fleet: take, answer for and cancel jobs but run none (a front daemon; others consume)");
+    t_.flag("refuse-while-paused", o_.refuse_while_paused,
+            "fleet: while the queue is paused, refuse new async jobs (503 queue_paused) instead of queueing them");
     t_.time("result-ttl", o_.result_ttl, "fleet: how long a job's outcome is kept");
     t_.time("dead-ttl", o_.dead_ttl, "fleet: how long a dead-lettered job is kept, whole, for a replay");
     t_.count("dead-max", o_.dead_max, "fleet: the most dead-lettered jobs listed; the oldest beyond are dropped", 1,

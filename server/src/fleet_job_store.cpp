@@ -42,6 +42,7 @@ class fleet_job_store final : public job_store {
                            .idempotency_ttl = c.opts.idempotency_ttl,
                            .dead_ttl = c.opts.dead_ttl,
                            .dead_max = c.opts.dead_max,
+                           .refuse_while_paused = c.opts.refuse_while_paused,
                            .clock = &c.clk}),
         consumer_(queue_, reader_, *c.jobs, runner(c), consumer_settings(c, port)) {}
 
@@ -442,6 +443,12 @@ class fleet_job_store final : public job_store {
       return done(std::move(out));
     }
     const fleet::enqueued& r = a.value;
+    if (r.verdict == fleet::enqueued::kind::paused) {
+      out.verdict = created::kind::refused;
+      out.refusal = status::rejected(reject_reason::queue_paused);
+      out.note = "the queue is paused (--refuse-while-paused)";
+      return done(std::move(out));
+    }
     if (r.verdict == fleet::enqueued::kind::refused) {
       out.verdict = created::kind::refused;
       out.refusal = status::expired(expiry_stage::admission);

@@ -85,6 +85,8 @@ void validate(const server_options& o) {
   }
   if (o.produce_only && o.broker.empty())
     fail("--produce-only needs --broker: in memory, jobs run where they are taken");
+  if (o.refuse_while_paused && o.broker.empty())
+    fail("--refuse-while-paused needs --broker: only a fleet's queue pauses");
   if (!o.broker.empty()) {
     (void)support::parse_redis_url(o.broker, "--broker");
     if (o.queue.empty() || o.queue.find_first_of("{}: \t\r\n") != std::string::npos) {

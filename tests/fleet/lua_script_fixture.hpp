@@ -31,8 +31,8 @@ struct LuaScript : ::testing::Test {
   // A job as enqueue adds it (no idempotency key): its stream entry id.
   std::string enqueue(const std::string& id, const std::string& payload = "p") {
     const redis_reply r = eval(
-        detail::enqueue_script, {stream, slots, stats, delayed, job(id), "hg:{t}:idem:"},
-        {group, "60000", id, "echo", payload, "text/plain", "-1", "0", "", "1", "1", "0", "0", "-1", "0", "0"});
+        detail::enqueue_script, {stream, slots, stats, delayed, paused, job(id), "hg:{t}:idem:"},
+        {group, "60000", "0", id, "echo", payload, "text/plain", "-1", "0", "", "1", "1", "0", "0", "-1", "0", "0"});
     return detail::decode_enqueue(r, 1).jobs.at(0).id;
   }
   // enqueue.lua's keys and arguments for these jobs, each {id, freshness_ms, min_budget_ms, idempotency_key}.
@@ -41,8 +41,9 @@ struct LuaScript : ::testing::Test {
     std::string max_attempts = "1", retry_base_us = "0", retry_cap_us = "0", deadline_us = "-1", delay_us = "0";
     std::string not_before_us = "0";
   };
+  std::string refuse_paused = "0";  // enqueue_batch's: '1' refuses every job while `paused` exists
   enqueue_batch_reply enqueue_batch(const std::vector<job_args>& jobs) {
-    std::vector<std::string> keys{stream, slots, stats, delayed}, args{group, "60000"};
+    std::vector<std::string> keys{stream, slots, stats, delayed, paused}, args{group, "60000", refuse_paused};
     for (const job_args& j : jobs) {
       keys.push_back(job(j.id));
       keys.push_back("hg:{t}:idem:" + j.idempotency_key);

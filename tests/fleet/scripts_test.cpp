@@ -295,6 +295,22 @@ TEST(ScriptReplies, AReplyOfTheWrongShapeIsABrokerError) {
 
 // ---- each script's text through EVAL (lua_script_fixture.hpp) ----
 
+TEST_F(LuaScript, EnqueueRefusesTheWholeBatchWhilePausedOnlyWhenAsked) {
+  call({"SET", paused, "1"});
+  refuse_paused = "1";
+  const std::string refused = new_job_id();
+  EXPECT_TRUE(enqueue_batch({{refused}, {new_job_id()}}).paused);
+  EXPECT_EQ(call({"EXISTS", job(refused)}).integer, 0) << "nothing written";
+  EXPECT_EQ(call({"XLEN", stream}).integer, 0);
+  refuse_paused = "0";
+  const enqueue_batch_reply taken = enqueue_batch({{new_job_id()}});
+  EXPECT_FALSE(taken.paused);
+  EXPECT_EQ(taken.jobs.at(0).verdict, enqueue_reply::kind::accepted) << "paused, and queued to wait for the resume";
+  call({"DEL", paused});
+  refuse_paused = "1";
+  EXPECT_EQ(enqueue_batch({{new_job_id()}}).jobs.at(0).verdict, enqueue_reply::kind::accepted) << "running again";
+}
+
 TEST_F(LuaScript, EnqueueAdmitsEachJobAgainstTheCountsAndTheJobsBeforeIt) {
   for (int i = 0; i < 3; ++i) enqueue(new_job_id());
   deliver("c1", 1);

@@ -91,5 +91,35 @@ TEST_F(FleetPause, APausedQueueRunsNothingAcrossTheFleetAndResumesWithItsStaleJo
   EXPECT_TRUE(wait_until([&] { return paused_gauge(a) == 0 && paused_gauge(b) == 0; }));
 }
 
+TEST_F(FleetPause, AProducerThatRefusesWhilePausedAnswers503AndOneThatDoesNotQueues) {
+  server_options strict = fleet_options("strict");
+  strict.produce_only = true;
+  strict.refuse_while_paused = true;
+  test_server refusing(strict);
+  server_options lax = fleet_options("lax");
+  lax.produce_only = true;
+  test_server queueing(lax);
+  ASSERT_EQ(post(refusing.port(), "/v1/queues/default/pause", "", as_admin).status, 200u);
+
+  const reply refused = post(refusing.port(), "/v1/jobs/echo", "x", {{"Prefer", "respond-async"}});
+  EXPECT_EQ(refused.status, 503u) << refused.body;
+  EXPECT_EQ(json_string(refused.body, "error"), "queue_paused");
+  EXPECT_EQ(refused.header("retry-after"), "1");
+  EXPECT_EQ(metric_value(get(refusing.port(), "/metrics").body,
+                         R"(hourglass_jobs_rejected_total{handler="echo",reason="queue_paused"})"),
+            1);
+  const reply bulk = post(refusing.port(), "/v1/jobs:bulk", R"({"jobs": [{"handler": "echo", "payload": "a"}]})");
+  EXPECT_NE(bulk.body.find("queue_paused"), std::string::npos) << bulk.body;
+  EXPECT_EQ(queue(refusing.port()).at("counts").at("queued").to_number<int>(), 0) << "nothing of them queued";
+
+  const std::string waiting = submit(queueing.port());  // without the flag: it waits for the resume
+  EXPECT_EQ(queue(refusing.port()).at("counts").at("queued").to_number<int>(), 1);
+
+  ASSERT_EQ(post(refusing.port(), "/v1/queues/default/resume", "", as_admin).status, 200u);
+  // (no daemon here consumes: with a job waiting admission could promise no start)
+  ASSERT_EQ(client(refusing.port()).request("DELETE", "/v1/jobs/" + waiting).status, 200u);
+  submit(refusing.port());  // taken again at once: the broker's switch, read at each enqueue
+}
+
 }  // namespace
 }  // namespace hourglass::server::testing

@@ -5,7 +5,7 @@
 //   hourglass_jobs_admitted_total{handler}
 //   hourglass_jobs_rejected_total{handler,reason}   queue_full | insufficient_budget |
 //                                                   invalid_timeout | shutting_down |
-//                                                   broker_unavailable (fleet mode) |
+//                                                   broker_unavailable, queue_paused (fleet mode) |
 //                                                   cancelled (our addition: the submitter's
 //                                                   context was cancelled before admission)
 //   hourglass_jobs_expired_total{handler,stage}     queue | run | idle | reclaim | retry
@@ -36,6 +36,7 @@
 //   on_rejected(h, reason)          queue_full: h.rejected_queue_full += 1;
 //                                   shutting_down: h.rejected_shutting_down += 1;
 //                                   broker_unavailable: h.rejected_broker_unavailable += 1;
+//                                   queue_paused: h.rejected_queue_paused += 1;
 //                                   reject_reason::none: nothing.
 //   on_insufficient_budget(h)       h.rejected_insufficient_budget += 1.
 //   on_invalid_timeout(h)           h.rejected_invalid_timeout += 1.
@@ -181,6 +182,7 @@ struct alignas(64) handler_metrics {
   counter rejected_invalid_timeout;
   counter rejected_shutting_down;
   counter rejected_broker_unavailable;
+  counter rejected_queue_paused;
   counter rejected_cancelled;
   // written when a job ends (workers; cancel() for a job cancelled while queued)
   alignas(64) counter expired_queue;
@@ -209,6 +211,7 @@ struct handler_snapshot {
   std::uint64_t rejected_invalid_timeout = 0;
   std::uint64_t rejected_shutting_down = 0;
   std::uint64_t rejected_broker_unavailable = 0;
+  std::uint64_t rejected_queue_paused = 0;
   std::uint64_t rejected_cancelled = 0;
   std::uint64_t expired_queue = 0;
   std::uint64_t expired_run = 0;

@@ -20,7 +20,16 @@ enum class outcome : std::uint8_t { ok, error, rejected, deadline_exceeded, canc
 // broker_unavailable: fleet mode, the broker could not take the job.
 // circuit_open: the upstream's circuit breaker is open; the call failed at
 // once without reaching the upstream (circuit_breaker.hpp).
-enum class reject_reason : std::uint8_t { none, queue_full, shutting_down, broker_unavailable, circuit_open };
+// queue_paused: fleet mode, an operator paused the queue and this producer
+// refuses enqueues meanwhile (hourglassd --refuse-while-paused).
+enum class reject_reason : std::uint8_t {
+  none,
+  queue_full,
+  shutting_down,
+  broker_unavailable,
+  circuit_open,
+  queue_paused
+};
 
 // Where a budget ran out (outcome `deadline_exceeded`). reclaim: fleet mode,
 // the job's worker died and its freshness ran out before another took it.
@@ -88,6 +97,7 @@ constexpr std::string_view to_string(reject_reason r) noexcept {
     case reject_reason::shutting_down: return "shutting_down";
     case reject_reason::broker_unavailable: return "broker_unavailable";
     case reject_reason::circuit_open: return "circuit_open";
+    case reject_reason::queue_paused: return "queue_paused";
   }
   return "unknown";
 }

@@ -63,6 +63,9 @@ struct queue_options {
   // list holds at most dead_max of them: the oldest beyond it are dropped.
   duration dead_ttl = std::chrono::hours(24 * 7);
   std::size_t dead_max = 10'000;
+  // While an operator has the queue paused, refuse enqueues (enqueued::kind::paused)
+  // instead of letting jobs wait for the resume.
+  bool refuse_while_paused = false;
   hourglass::clock* clock = nullptr;  // times an enqueue's own round trips; nullptr: real_clock()
 };
 
@@ -81,7 +84,7 @@ struct job_spec {
 };
 
 struct enqueued {
-  enum class kind { accepted, duplicate, refused };
+  enum class kind { accepted, duplicate, refused, paused };  // paused: refuse_while_paused
   kind verdict = kind::accepted;
   std::string id;             // accepted: the new job; duplicate: the first one
   duration predicted_wait{};  // what admission judged

@@ -105,6 +105,7 @@ struct server_options {
   duration result_ttl = std::chrono::hours(24);
   duration dead_ttl = std::chrono::hours(24 * 7);  // --dead-ttl: a dead-lettered job kept (for a replay)
   std::size_t dead_max = 10'000;                   // --dead-max: the dead list's bound (oldest dropped)
+  bool refuse_while_paused = false;                // --refuse-while-paused: 503 queue_paused instead of enqueueing
   duration idempotency_ttl = std::chrono::hours(24);
   std::string broker_password_file;  // AUTH with its content (surrounding whitespace ignored)
   bool builtin_handlers = true;      // echo, sleep, spin, call
