@@ -280,6 +280,23 @@ def main():
         slots = drv.find_element(By.CSS_SELECTOR, card + ' [data-field="live_slots"]').text
         assert slots == str(q["live_slots"]), (slots, q["live_slots"])
 
+        # Readable in a dark room: the system's dark preference turns the page dark.
+        drv.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                            {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+        background = drv.execute_script("return getComputedStyle(document.body).backgroundColor")
+        channels = [int(c) for c in background[background.index("(") + 1:-1].split(",")[:3]]
+        assert max(channels) < 64, "dark preference, light page: " + background
+        shot(drv, args.screenshots, "overview-dark.png")
+        drv.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+
+        # A phone's width: nothing wider than the screen, so nothing scrolls sideways.
+        drv.set_window_size(390, 844)
+        drv.get(base + "#/queues/default/dead")
+        wait_for("the queue's page on a phone", lambda: drv.find_element(By.CSS_SELECTOR, card))
+        overflow = drv.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"{overflow} px wider than a phone's screen"
+        shot(drv, args.screenshots, "queue-phone.png")
+
         # The page broke no rule of its policy and threw nothing (the 401s
         # before the token was given are the daemon's answers, not the page's faults).
         problems = [e for e in drv.get_log("browser") if (e["level"] == "SEVERE" and "status of 401" not in e["message"])
