@@ -5,7 +5,9 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/error.hpp>
 #include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
@@ -28,6 +30,11 @@ struct api_client::impl {
   std::optional<beast::tcp_stream> stream;
   beast::flat_buffer buffer;
 
+  void reset() {
+    stream.reset();
+    buffer.clear();  // nothing of an exchange that broke is read as the next one's
+  }
+
   void connect() {
     stream.emplace(io);
     stream->expires_after(target.timeout);
@@ -39,15 +46,19 @@ struct api_client::impl {
     if (!stream) connect();
     stream->expires_after(target.timeout);
     http::write(*stream, req);
-    http::response<http::string_body> res;
-    http::read(*stream, buffer, res);
-    if (!res.keep_alive()) stream.reset();
+    // A page of 1,000 jobs with their results may be large: bounded, but not by Beast's 8 MB.
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(std::uint64_t{1} << 30);
+    http::read(*stream, buffer, parser);
+    http::response<http::string_body> res = parser.release();
+    if (!res.keep_alive()) reset();
     return {res.result_int(), std::move(res.body())};
   }
 };
 
 api_client::api_client(api_target target) : impl_(std::make_unique<impl>()) {
   impl_->url = support::parse_http_url(target.url, "daemon URL");
+  while (!impl_->url.path.empty() && impl_->url.path.back() == '/') impl_->url.path.pop_back();  // no "//v1/..."
   impl_->target = std::move(target);
 }
 
@@ -64,7 +75,7 @@ api_reply api_client::call(std::string_view method, std::string_view target, boo
   for (const auto& [name, value] : headers) req.set(name, value);
   req.prepare_payload();
   const auto unreachable = [&](const boost::system::system_error& e) {
-    impl_->stream.reset();
+    impl_->reset();
     return std::runtime_error("cannot reach the daemon at " + impl_->target.url + ": " + e.code().message());
   };
   const bool reused = impl_->stream.has_value();
@@ -73,9 +84,10 @@ api_reply api_client::call(std::string_view method, std::string_view target, boo
   } catch (const boost::system::system_error& e) {
     // A kept-alive connection the daemon closed meanwhile fails at once; a
     // read is sent again on a new one, a change never (it may have landed).
-    if (!reused || (req.method() != http::verb::get && req.method() != http::verb::head)) throw unreachable(e);
+    const bool read = req.method() == http::verb::get || req.method() == http::verb::head;
+    if (!reused || !read || e.code() == http::error::body_limit) throw unreachable(e);
   }
-  impl_->stream.reset();
+  impl_->reset();
   try {
     return impl_->exchange(req);
   } catch (const boost::system::system_error& e) {

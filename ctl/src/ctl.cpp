@@ -78,7 +78,11 @@ int walk_jobs(api_client& c, const settings& s, std::ostream& out, std::ostream&
     for (const auto& j : v.at("jobs").as_array()) {
       if (j.is_object()) jobs.push_back(j.get_object());
     }
-    cursor = v.get_object().contains("next_cursor") ? v.at("next_cursor") : json::value(nullptr);
+    json::value next = v.get_object().contains("next_cursor") ? v.at("next_cursor") : json::value(nullptr);
+    if (next.is_string() && cursor.is_string() && next.get_string() == cursor.get_string()) {
+      throw std::runtime_error("jobs: the daemon answered the same cursor twice");  // never loop
+    }
+    cursor = std::move(next);
   } while (cursor.is_string() && (limit == 0 || jobs.size() < limit));
   if (s.as_json) {
     json::array list;
@@ -117,12 +121,12 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   };
   const auto object_text = [](const json::value& v) { return v.is_object() ? job_text(v.get_object()) : ""; };
 
-  std::string queue_name;
+  std::string one_queue;  // queues: "" lists them all
   auto* queues = app.add_subcommand("queues", "each queue: counts, oldest job, predicted wait, consumers");
-  queues->add_option("name", queue_name, "one queue");
+  queues->add_option("name", one_queue, "one queue");
   queues->callback([&] {
     act = simple(
-        "GET", [&] { return "/v1/queues" + (queue_name.empty() ? "" : "/" + encoded(queue_name)); }, false,
+        "GET", [&] { return "/v1/queues" + (one_queue.empty() ? "" : "/" + encoded(one_queue)); }, false,
         [](const json::value& v) { return queues_text(v); });
   });
 
@@ -170,7 +174,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
         });
   });
 
-  queue_name = "default";
+  std::string queue_name = "default";  // the admin commands' queue
   for (const char* verb : {"pause", "resume"}) {
     auto* sub = app.add_subcommand(verb, std::string("admin: ") + verb + " a queue across the fleet");
     sub->add_option("queue", queue_name, "the queue")->capture_default_str();
@@ -192,6 +196,33 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
 
   std::size_t purge_limit = 100;
   bool yes = false;
+  auto* replay_dead = app.add_subcommand("replay-dead", "admin: admit the oldest dead jobs again, oldest first");
+  replay_dead->add_option("--queue", queue_name, "the queue")->capture_default_str();
+  replay_dead->add_option("--limit", purge_limit, "at most this many")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cli::add_duration(*replay_dead, "--freshness", freshness, "how long each may wait to start (default: the daemon's)")
+      ->default_str("");
+  replay_dead->add_flag("--yes", yes, "required: it queues many jobs at once")->required();
+  replay_dead->callback([&] {
+    act = simple(
+        "POST",
+        [&] {
+          return "/v1/queues/" + encoded(queue_name) + "/dead/replay?limit=" + std::to_string(purge_limit) +
+                 "&confirm=yes";
+        },
+        true,
+        [](const json::value& v) {
+          const auto& o = v.as_object();
+          return "replayed " + json::serialize(o.at("replayed")) + " dead jobs" +
+                 (o.at("refused").as_bool() ? "; then one was refused at admission (it could not start in time)" : "") +
+                 "; " + json::serialize(o.at("left")) + " left\n";
+        },
+        [&]() -> std::vector<std::pair<std::string, std::string>> {
+          if (freshness <= duration::zero()) return {};
+          return {{"Job-Freshness", format_grpc_timeout(freshness)}};
+        });
+  });
   auto* purge = app.add_subcommand("purge", "admin: delete the oldest dead jobs");
   purge->add_option("--queue", queue_name, "the queue")->capture_default_str();
   purge->add_option("--limit", purge_limit, "at most this many")->check(CLI::Range(1, 1000))->capture_default_str();

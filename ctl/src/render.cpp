@@ -82,12 +82,23 @@ std::string job_detail(const json::object& j) {
 std::string terminal_safe(std::string_view s, bool keep_newlines) {
   std::string out;
   out.reserve(s.size());
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if ((u < 0x20 && !(keep_newlines && (c == '\n' || c == '\t'))) || u == 0x7f) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto u = static_cast<unsigned char>(s[i]);
+    const auto next = i + 1 < s.size() ? static_cast<unsigned char>(s[i + 1]) : 0u;
+    const auto third = i + 2 < s.size() ? static_cast<unsigned char>(s[i + 2]) : 0u;
+    if ((u < 0x20 && !(keep_newlines && (u == '\n' || u == '\t'))) || u == 0x7f) {
       out += fmt::format("\\x{:02x}", u);
+    } else if (u == 0xc2 && next >= 0x80 && next <= 0x9f) {  // C1 controls, U+0080-U+009F (CSI, OSC, ...)
+      out += fmt::format("\\u{:04x}", next);
+      ++i;
+    } else if (u == 0xe2 && next == 0x80 && third >= 0xaa && third <= 0xae) {  // bidi overrides U+202A-U+202E
+      out += fmt::format("\\u20{:02x}", third - 0x80);
+      i += 2;
+    } else if (u == 0xe2 && next == 0x81 && third >= 0xa6 && third <= 0xa9) {  // bidi isolates U+2066-U+2069
+      out += fmt::format("\\u20{:02x}", third - 0x80 + 0x40);
+      i += 2;
     } else {
-      out += c;
+      out += s[i];
     }
   }
   return out;
@@ -139,8 +150,11 @@ std::string queues_text(const json::value& answer) {
       if (!cv.is_object()) continue;
       const auto& co = cv.get_object();
       const auto* lease = member(co, "lease_left_ms");
+      const auto* draining = member(co, "draining");
       ct.row({text_of(co, "name"), text_of(co, "slots"), text_of(co, "held"),
-              lease != nullptr && number_of(*lease) <= 0 ? "expired" : human_ms(lease)});
+              lease != nullptr && number_of(*lease) <= 0                           ? "expired"
+              : draining != nullptr && draining->is_bool() && draining->get_bool() ? human_ms(lease) + " (draining)"
+                                                                                   : human_ms(lease)});
     }
     out += '\n' + ct.str();
   }
@@ -159,7 +173,7 @@ std::string job_text(const json::object& job) {
   for (const auto& [key, value] : job) {
     if (key == "attempts" || key == "result" || key == "result_base64") continue;
     const bool ms = key.size() > 3 && std::string_view(key).substr(key.size() - 3) == "_ms";
-    t.row({std::string(key) + ":", ms ? human_ms(&value) : text_of(&value)});
+    t.row({terminal_safe(key) + ":", ms ? human_ms(&value) : text_of(&value)});
   }
   std::string out = t.str();
   if (const auto* attempts = member(job, "attempts"); attempts != nullptr && attempts->is_array()) {

@@ -38,4 +38,6 @@ end
 redis.call('HSET', job_key, 'state', 'cancelled', 'cause', 'requested', 'cancel_requested', '1')
 redis.call('HDEL', job_key, 'payload')
 redis.call('PEXPIRE', job_key, result_ttl_ms)
+-- the fleet's totals (stats, beside the stream: the queue's hash slot)
+redis.call('HINCRBY', string.sub(stream_key, 1, #stream_key - #'stream') .. 'stats', 'finished:cancelled', 1)
 return 'cancelled'

@@ -33,7 +33,7 @@ for i = first_job_key, #KEYS do
     if state == 'running' and start_token == lease_token .. '/' .. entry then
       redis.call('HINCRBY', job_key, 'deliveries', -1)
       redis.call('HSET', job_key, 'state', 'queued')
-      redis.call('HDEL', job_key, 'start_token')
+      redis.call('HDEL', job_key, 'start_token', 'started_ms')  -- not started after all: no start on its timeline
     end
     redis.call('XCLAIM', stream_key, group, consumer, 0, entry, 'IDLE', idle_ms, 'JUSTID')
     n = n + 1

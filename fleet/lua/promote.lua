@@ -75,6 +75,9 @@ for i = 3, #KEYS do
     end
   end
 end
+if #expired > 0 then  -- the fleet's totals (stats, beside the stream: the queue's hash slot)
+  redis.call('HINCRBY', string.sub(stream_key, 1, #stream_key - #'stream') .. 'stats', 'expired:admission', #expired)
+end
 local first = redis.call('ZRANGE', delayed_key, 0, 0, 'WITHSCORES')
 local next_due = -1
 if #first == 2 then next_due = tonumber(first[2]) end

@@ -93,6 +93,7 @@ for i = 1, n do
       redis.call('HSET', job_key, 'state', 'cancelled', 'cause', 'requested')
       redis.call('HDEL', job_key, 'payload')
       redis.call('PEXPIRE', job_key, result_ttl_ms)
+      redis.call('HINCRBY', stats_key, 'finished:cancelled', 1)  -- the fleet's totals
       answer = {'cancelled', 0}
     elseif state == 'running' and last_start_token == start_token then  -- our start again: counted once
       answer = run(d)

@@ -301,6 +301,7 @@ void consumer::impl::drain(time_point deadline) {
   running = false;
   {
     std::lock_guard lock(mu);
+    draining = true;
     stop_reading_locked();
   }
   if (reader_thread.joinable()) reader_thread.join();

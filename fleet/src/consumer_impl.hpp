@@ -94,6 +94,10 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
   time_point last_renewed{};
   duration predicted_wait{};  // the fleet's, at the last renewal: for the retry rule
   bool self_fenced = false;
+  // Set when a drain begins: renewals then offer no slots, so admission
+  // stops counting this daemon and the queue view shows it draining (a
+  // live lease with no slots) while its running jobs finish.
+  bool draining = false;
   consumer_stats st;
   std::thread reader_thread;
   std::thread renewer_thread;

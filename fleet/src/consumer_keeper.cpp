@@ -24,8 +24,10 @@ consumer::impl::renewal consumer::impl::renew() {
   std::vector<job_queue::held_entry> entries;
   lease_value v;
   time_point last;
+  std::size_t slots = 0;
   {
     std::lock_guard lock(mu);
+    slots = draining ? 0 : opts.slots;
     entries = renewable_locked();
     ++lease_v.renewals;
     v = lease_v;
@@ -36,7 +38,7 @@ consumer::impl::renewal consumer::impl::renew() {
   std::optional<job_queue::renew_answer> a;
   std::string failure;
   try {
-    a = queue.renew(bounded.get(), opts.name, v, timing.lease, opts.slots, entries);
+    a = queue.renew(bounded.get(), opts.name, v, timing.lease, slots, entries);
   } catch (const std::exception& e) {
     failure = e.what();
   }

@@ -112,8 +112,10 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
   hourglass::clock& clk = options_.clock != nullptr ? *options_.clock : real_clock();
   const time_point now = clk.now();
   std::vector<std::string> keys{key("stream"), key("slots"), key("stats"), key("delayed"), key("paused")};
+  // Sent again after `nostream`, part of the batch may be written already
+  // (delayed jobs): a pause meanwhile must not refuse what will run.
   std::vector<std::string> args{std::string(group), millis(options_.idempotency_ttl),
-                                options_.refuse_while_paused ? "1" : "0"};
+                                options_.refuse_while_paused && !group_ensured ? "1" : "0"};
   keys.reserve(5 + 2 * batch.size());
   args.reserve(3 + 14 * batch.size());
   for (const auto& c : batch) {

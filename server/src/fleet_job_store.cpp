@@ -204,6 +204,22 @@ class fleet_job_store final : public job_store {
                             }));
   }
 
+  void replay_oldest_dead(std::size_t limit, duration freshness, callback<dead_result> done) override {
+    // The oldest page of the dead list (the order they died), then one
+    // replay after another: each is judged on the backlog the ones before
+    // it made, and the first refusal ends the walk.
+    queue_.async_list(
+        context(), {.state = "dead", .cursor = "", .count = limit, .handler = ""},
+        tracked([this, freshness, done = std::move(done)](fleet::async_answer<fleet::job_list> a) mutable {
+          if (a.error) return done(dead_failure(a.error, "replay"));
+          auto walk = std::make_shared<bulk_replay>();
+          walk->jobs = std::move(a.value.jobs);
+          walk->freshness = freshness;
+          walk->done = std::move(done);
+          replay_next(std::move(walk));
+        }));
+  }
+
   void list(list_request q, callback<job_page> done) override {
     queue_.async_list(
         context(),
@@ -428,6 +444,40 @@ class fleet_job_store final : public job_store {
       return refused;
     }
     return std::nullopt;
+  }
+
+  struct bulk_replay {
+    std::vector<fleet::fleet_job> jobs;
+    std::size_t next = 0;
+    duration freshness{};
+    dead_result result{.verdict = dead_result::kind::done};
+    callback<dead_result> done;
+  };
+
+  void replay_next(std::shared_ptr<bulk_replay> walk) {
+    if (walk->next == walk->jobs.size() || walk->result.verdict == dead_result::kind::refused) {
+      // What is left on the dead list, read after the last replay.
+      return queue_.async_queue_state(context(), fleet::queue_op::look,
+                                      tracked([walk](fleet::async_answer<fleet::queue_state> q) {
+                                        if (!q.error) walk->result.left = q.value.dead_letters;
+                                        walk->done(std::move(walk->result));
+                                      }));
+    }
+    const fleet::fleet_job& j = walk->jobs[walk->next++];
+    const handler_entry* e = c_.find_handler(j.field("handler"));
+    queue_.async_replay(context(), j.id, walk->freshness, e != nullptr ? e->min_budget : duration::zero(),
+                        c_.opts.scheduling == policy::hourglass,
+                        tracked([this, walk](fleet::async_answer<fleet::dead_answer> a) mutable {
+                          if (a.error) return walk->done(dead_failure(a.error, "replay"));
+                          switch (a.value.verdict) {
+                            case fleet::dead_answer::kind::done: ++walk->result.replayed; break;
+                            case fleet::dead_answer::kind::refused:
+                              walk->result.verdict = dead_result::kind::refused;
+                              break;
+                            default: ++walk->result.skipped;  // replayed or deleted meanwhile, or expired
+                          }
+                          replay_next(std::move(walk));
+                        }));
   }
 
   // The broker's answer to an enqueue, as the store's.

@@ -68,7 +68,8 @@ job_view view_of(const fleet::fleet_job& j, std::int64_t broker_now_ms) {
     }
     if (!j.field("deadline_us").empty()) v.deadline_at_ms = millis_field(j.field("deadline_us")) / 1000 - at;
     if (!j.field("due_ms").empty()) v.due_at_ms = millis_field(j.field("due_ms")) - at;
-    if (!j.field("started_ms").empty()) v.started_at_ms = millis_field(j.field("started_ms")) - at;
+    // (an entry id may run ahead of TIME by a millisecond: never before acceptance)
+    if (!j.field("started_ms").empty()) v.started_at_ms = std::max(millis_field(j.field("started_ms")) - at, 0.0);
   }
   if (v.state == "scheduled" && !j.field("due_ms").empty()) {
     const double due = millis_field(j.field("due_ms"));
@@ -120,6 +121,7 @@ queue_view view_of(const fleet::queue_state& s, std::string name) {
     if (c.lease_expiry_ms) {
       k.lease_left_ms = static_cast<double>(*c.lease_expiry_ms - now_ms);
       if (*c.lease_expiry_ms > now_ms) q.live_slots += c.slots;
+      k.draining = c.slots == 0 && *c.lease_expiry_ms > now_ms;  // renewing, offering no slots: a drain
     }
     q.consumers.push_back(std::move(k));
   }

@@ -69,7 +69,7 @@ std::variant<list_request, list_query_error> read_list_query(std::string_view ta
   return q;
 }
 
-purge_reading read_purge_query(std::string_view target) {
+purge_reading read_purge_query(std::string_view target, std::string_view unconfirmed) {
   purge_reading r;
   bool confirmed = false;
   const auto at = target.find('?');
@@ -90,7 +90,7 @@ purge_reading read_purge_query(std::string_view target) {
       return {0, "unknown parameter " + p.key + " (limit and confirm are known)"};
     }
   }
-  if (!confirmed) return {0, "a purge deletes dead jobs for good: add confirm=yes"};
+  if (!confirmed) return {0, std::string(unconfirmed)};
   return r;
 }
 

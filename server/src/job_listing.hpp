@@ -33,7 +33,9 @@ struct purge_reading {
   std::size_t limit = default_list_limit;
   std::string error;  // not "": 400 invalid_query with this message
 };
-purge_reading read_purge_query(std::string_view target);
+// `unconfirmed`: the 400's message without confirm=yes (a purge's by default).
+purge_reading read_purge_query(std::string_view target,
+                               std::string_view unconfirmed = "a purge deletes dead jobs for good: add confirm=yes");
 
 // {"jobs": [job objects], "next_cursor": "..." or null}.
 std::string job_page_json(const job_page& page);

@@ -110,6 +110,7 @@ struct dead_result {
   duration budget = duration::max();                // refused: the freshness asked for
   std::optional<duration> predicted_wait;           // refused: what admission judged (nullopt: unbounded)
   std::uint64_t purged = 0, entries = 0, left = 0;  // purge: jobs and entries deleted, entries left
+  std::uint64_t replayed = 0, skipped = 0;          // a bulk replay: queued again; no longer dead or gone
 };
 
 struct schedule;  // schedules.hpp
@@ -161,6 +162,12 @@ class job_store {
   virtual void replay_dead(std::string /*id*/, duration /*freshness*/, callback<dead_result> done) { done({}); }
   virtual void delete_dead(std::string /*id*/, callback<dead_result> done) { done({}); }
   virtual void purge_dead(std::size_t /*limit*/, callback<dead_result> done) { done({}); }
+  // The oldest `limit` dead jobs replayed one by one as replay_dead does,
+  // until one is refused at admission (verdict refused; those replayed
+  // before it stay queued): replayed, skipped and left set.
+  virtual void replay_oldest_dead(std::size_t /*limit*/, duration /*freshness*/, callback<dead_result> done) {
+    done({});
+  }
   // Settles a periodic job's fires due by now on the store's clock (memory:
   // the daemon's; fleet: the broker's), each fire at most once however many
   // daemons look (schedules.hpp says which run and which are missed).

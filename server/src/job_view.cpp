@@ -53,8 +53,11 @@ std::string timeline_json(const job_view& j) {
     w.member("run_ms", a.run_ms).end_object();
   }
   const double due = j.due_at_ms.value_or(0);
+  // An earlier attempt's start is not this one's; a job that expired
+  // waiting (stage queue: judged stale as it was handed to a worker) never started.
+  const bool started = j.started_at_ms && *j.started_at_ms >= due && !(j.finished() && j.stage == "queue");
   if (j.due_at_ms && *j.due_at_ms > 0) w.begin_object().member("event", "due").member("at_ms", due).end_object();
-  if (j.started_at_ms && *j.started_at_ms >= due) {  // an earlier attempt's start is not this one's
+  if (started) {
     const double waited = std::max(*j.started_at_ms - due, 0.0);
     w.begin_object().member("event", "started").member("at_ms", *j.started_at_ms).member("waited_ms", waited);
     if (j.freshness_ms) w.member("freshness_left_ms", *j.freshness_ms - waited);
@@ -64,11 +67,12 @@ std::string timeline_json(const job_view& j) {
   }
   if (j.finished()) {
     w.begin_object().member("event", "finished").member("state", j.state);
-    // When it ended: from its start and run time, or, expired unstarted, from its wait.
-    const bool started = j.started_at_ms && *j.started_at_ms >= due;
-    if (started && j.run_ms) {
+    // When it ended: as recorded, or from its start and run time, or, expired unstarted, from its wait.
+    if (j.finished_at_ms) {
+      w.member("at_ms", *j.finished_at_ms);
+    } else if (started && j.run_ms) {
       w.member("at_ms", *j.started_at_ms + *j.run_ms);
-    } else if (!started && j.queued_ms) {
+    } else if (!started && j.queued_ms && j.state == "deadline_exceeded") {
       w.member("at_ms", due + *j.queued_ms);
     }
     if (!j.stage.empty()) w.member("stage", j.stage);

@@ -48,6 +48,7 @@ struct job_view {
   std::optional<double> deadline_at_ms;  // the whole job's deadline (Job-Deadline)
   std::optional<double> due_at_ms;       // the current attempt's due time (delayed or retried)
   std::optional<double> started_at_ms;   // its latest start
+  std::optional<double> finished_at_ms;  // its outcome (memory; the fleet records no finish time)
 
   bool finished() const noexcept {
     return !state.empty() && state != "queued" && state != "running" && state != "scheduled";

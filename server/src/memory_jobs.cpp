@@ -238,6 +238,7 @@ job_view view_of(const async_record& r, time_point now) {
   if (r.deadline != time_point::max()) j.deadline_at_ms = since_accepted(r.deadline);
   if (r.due > r.created) j.due_at_ms = since_accepted(r.due);
   if (r.started != time_point{}) j.started_at_ms = since_accepted(r.started);
+  if (r.state == async_state::finished) j.finished_at_ms = since_accepted(r.finished_at);
   if (r.max_attempts > 1) {
     j.attempt = r.attempt;
     j.attempts_left = std::max(r.max_attempts - r.attempt, 0);

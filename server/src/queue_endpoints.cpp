@@ -94,4 +94,18 @@ void answer_purge_dead(core& c, std::string_view queue, std::string_view target,
   });
 }
 
+void answer_replay_dead_bulk(core& c, std::string_view queue, std::string_view target, duration freshness,
+                             answer_fn done) {
+  if (queue != c.opts.queue) return done(error_response(404, "not_found", "no such queue"));
+  const purge_reading q = read_purge_query(target, "a bulk replay queues many jobs at once: add confirm=yes");
+  if (!q.error.empty()) return done(error_response(400, "invalid_query", q.error));
+  c.store->replay_oldest_dead(q.limit, freshness, [done = std::move(done)](dead_result r) {
+    if (r.verdict != dead_result::kind::done && r.verdict != dead_result::kind::refused) return done(dead_refusal(r));
+    support::json_object o;
+    o.add("replayed", r.replayed).add("refused", r.verdict == dead_result::kind::refused).add("skipped", r.skipped);
+    o.add("left", r.left);
+    done(make_response(200, o.str(), json_type));
+  });
+}
+
 }  // namespace hourglass::server::detail

@@ -6,6 +6,7 @@
 //   POST /v1/jobs/{id}/replay             -> 202, the dead job queued again (admin)
 //   DELETE /v1/queues/{name}/dead/{id}    -> the dead job deleted (admin)
 //   DELETE /v1/queues/{name}/dead?limit=&confirm=yes -> the oldest purged (admin)
+//   POST /v1/queues/{name}/dead/replay?limit=&confirm=yes -> the oldest replayed (admin)
 #pragma once
 
 #include <string_view>
@@ -27,5 +28,11 @@ void answer_delete_dead(core& c, std::string_view queue, std::string id, answer_
 // The oldest dead jobs, at most `limit` (1 to 1000, default 100) and only
 // with confirm=yes: 200 {"purged", "entries", "left"}; 400 otherwise.
 void answer_purge_dead(core& c, std::string_view queue, std::string_view target, answer_fn done);
+// The oldest dead jobs, at most `limit` (as purge's, confirm=yes too), each
+// replayed as answer_replay does, oldest first, stopping at the first one
+// admission refuses (the ones after it would wait longer still):
+// 200 {"replayed", "refused", "skipped", "left"}.
+void answer_replay_dead_bulk(core& c, std::string_view queue, std::string_view target, duration freshness,
+                             answer_fn done);
 
 }  // namespace hourglass::server::detail

@@ -27,6 +27,7 @@ std::string queue_json(const queue_view& q) {
   for (const queue_view::consumer& k : q.consumers) {
     w.begin_object().member("name", k.name).member("slots", k.slots).member("held", k.held);
     if (k.lease_left_ms) w.member("lease_left_ms", *k.lease_left_ms);
+    if (k.draining) w.member("draining", true);
     w.end_object();
   }
   w.end_array();

@@ -33,6 +33,7 @@ struct queue_view {
     std::uint64_t slots = 0;
     std::uint64_t held = 0;               // jobs it holds
     std::optional<double> lease_left_ms;  // nullopt: none recorded; <= 0: expired (it left or died)
+    bool draining = false;                // a live lease and no slots: finishing its jobs, taking none
   };
   std::vector<consumer> consumers;  // fleet: every daemon with slots or jobs held
   // fleet: the fleet's counters since the queue began, as the broker keeps

@@ -74,6 +74,10 @@ route route_request(http::verb m, std::string_view target) noexcept {
       return r;
     }
     const std::string_view action = rest.substr(slash + 1);
+    if (!name.empty() && action == "dead/replay") {  // not a job id: those are 32 hex digits
+      if (m != http::verb::post) return {route_kind::method_not_allowed, name, "POST"};
+      return {route_kind::replay_dead_bulk, name, {}, false, true};
+    }
     if (!name.empty() && (action == "dead" || action.substr(0, 5) == "dead/")) {
       const std::string_view id = action.size() > 5 ? action.substr(5) : std::string_view();
       if (action.size() == 5 || id.find('/') != std::string_view::npos) return {};  // "dead/" alone, or deeper
@@ -136,18 +140,22 @@ framing judge_framing(const http::fields& req) {
 
 bool same_origin_or_none(std::string_view origin, std::string_view host) noexcept {
   if (origin.empty()) return true;
-  constexpr std::string_view http_scheme = "http://";
-  if (origin.size() <= http_scheme.size() || !iequals(origin.substr(0, http_scheme.size()), http_scheme)) return false;
-  std::string_view authority = origin.substr(http_scheme.size());
+  // http://, or https:// through a TLS-terminating proxy that keeps Host.
+  const auto scheme_end = origin.find("://");
+  if (scheme_end == std::string_view::npos) return false;
+  const std::string_view scheme = origin.substr(0, scheme_end);
+  const bool https = iequals(scheme, "https");
+  if (!https && !iequals(scheme, "http")) return false;
+  const std::string_view authority = origin.substr(scheme_end + 3);
   host = trim(host);
-  // The default port may be written or left out on either side.
-  const auto without_default_port = [](std::string_view a) {
-    constexpr std::string_view port80 = ":80";
-    return a.size() > port80.size() && a.substr(a.size() - port80.size()) == port80
-               ? a.substr(0, a.size() - port80.size())
+  // The scheme's default port may be written or left out on either side.
+  const std::string_view default_port = https ? ":443" : ":80";
+  const auto without_default_port = [&](std::string_view a) {
+    return a.size() > default_port.size() && a.substr(a.size() - default_port.size()) == default_port
+               ? a.substr(0, a.size() - default_port.size())
                : a;
   };
-  return !host.empty() && iequals(without_default_port(authority), without_default_port(host));
+  return !authority.empty() && !host.empty() && iequals(without_default_port(authority), without_default_port(host));
 }
 
 bool bearer_authorized(std::string_view auth, std::string_view token) noexcept {

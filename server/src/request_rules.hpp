@@ -51,6 +51,7 @@ enum class route_kind {
   replay_job,          // POST /v1/jobs/{id}/replay (admin): a dead job admitted again
   delete_dead,         // DELETE /v1/queues/{name}/dead/{id} (admin)
   purge_dead,          // DELETE /v1/queues/{name}/dead?limit=&confirm=yes (admin)
+  replay_dead_bulk,    // POST /v1/queues/{name}/dead/replay?limit=&confirm=yes (admin): the oldest admitted again
   cancel_job,          // DELETE /v1/jobs/{id}
   ui_redirect,         // GET/HEAD /ui: to /ui/
   ui_asset,            // GET/HEAD /ui/{file}: the dashboard's files (no token: they hold no data)
@@ -90,7 +91,7 @@ framing judge_framing(const boost::beast::http::fields& req);
 // `token` means the server has no auth: everything is authorized.
 // A request that changes something must come from a page of this daemon, if
 // from a page at all: a browser names the page's origin in `Origin`
-// ("http://host:port"), which must then name the `Host` the request was sent
+// ("http://host:port", or https:// through a TLS proxy), which must then name the `Host` the request was sent
 // to; no Origin (curl, a program) passes. With tokens sent in a header, never
 // in a cookie, a forged cross-site request carries no credentials anyway;
 // this refuses it before it is read (defence in depth against CSRF).

@@ -174,8 +174,7 @@ response job_response(const status& st, const job_timings& t, duration budget, d
     res = make_response(http_status_for(st, error), outcome_body(st, t, budget, remaining_now, error), json_type);
     // Overload may pass in a moment; an open breaker lets a probe through after --breaker-open.
     if (st.code == outcome::rejected &&
-        (st.reason == reject_reason::queue_full || st.reason == reject_reason::circuit_open ||
-         st.reason == reject_reason::queue_paused)) {
+        (st.reason == reject_reason::queue_full || st.reason == reject_reason::circuit_open)) {
       res.set(http::field::retry_after, "1");
     }
   }

@@ -198,6 +198,12 @@ void session::route() {
     case route_kind::purge_dead:
       phase_ = phase::job;
       return answer_purge_dead(core_, r.name, req.target(), answer_later());
+    case route_kind::replay_dead_bulk: {
+      phase_ = phase::job;
+      const budget_reading b = read_budget(req, {core_.opts.default_budget, core_.opts.max_budget}, true);
+      if (!b.ok) return send(invalid_budget_response(b.message));
+      return answer_replay_dead_bulk(core_, r.name, req.target(), b.freshness, answer_later());
+    }
     case route_kind::get_job:
     case route_kind::cancel_job:
       phase_ = phase::job;

@@ -103,7 +103,12 @@
   };
 
   function parseRoute() {
-    const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
+    let parts;
+    try {
+      parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
+    } catch (_) {
+      return { page: 'overview' }; // a malformed address: the overview, not a page that throws at every poll
+    }
     if (parts[0] === 'queues' && parts[1]) {
       return { page: 'queue', name: parts[1], state: LIST_STATES.includes(parts[2]) ? parts[2] : 'dead' };
     }
@@ -125,7 +130,16 @@
     return s;
   }
 
+  // One poll at a time: a slow daemon is not asked twice as often. A poll
+  // asked for meanwhile (a click, a new page) runs right after.
+  let polling = false;
+  let pollAgain = false;
   async function poll() {
+    if (polling) {
+      pollAgain = true;
+      return;
+    }
+    polling = true;
     state.route = parseRoute();
     try {
       const r = state.route;
@@ -148,7 +162,12 @@
     } catch (e) {
       state.error = e.message || String(e);
     }
+    polling = false;
     render();
+    if (pollAgain) {
+      pollAgain = false;
+      poll();
+    }
   }
 
   // ---- charts: SVG drawn here ----
@@ -246,6 +265,7 @@
       const b = r.body && typeof r.body === 'object' ? r.body : {};
       const ok = r.status >= 200 && r.status < 300;
       flash(ok ? `${key.split(':')[0]}: done (${r.status})` + (b.purged !== undefined ? `, ${b.purged} purged` : '')
+        + (b.replayed !== undefined ? `, ${b.replayed} replayed` + (b.refused ? ', then one refused at admission' : '') : '')
         : `${key.split(':')[0]} refused: ${r.status} ${b.error || ''}${b.stage ? ' (' + b.stage + ')' : ''} ${b.message || ''}`, !ok);
     } catch (e) {
       flash(String(e), true);
@@ -342,7 +362,8 @@
     return el('section', { class: 'card' }, el('h2', {}, 'Consumers'), el('div', { class: 'scroll' }, el('table', {},
       el('tr', {}, el('th', {}, 'daemon'), el('th', {}, 'slots'), el('th', {}, 'held'), el('th', {}, 'lease left')),
       q.consumers.map((c) => el('tr', {}, el('td', { class: 'mono' }, c.name), el('td', {}, c.slots), el('td', {}, c.held),
-        el('td', {}, c.lease_left_ms === undefined ? '–' : c.lease_left_ms <= 0 ? 'expired' : fmtMs(c.lease_left_ms)))))));
+        el('td', {}, c.lease_left_ms === undefined ? '–' : c.lease_left_ms <= 0 ? 'expired'
+          : fmtMs(c.lease_left_ms) + (c.draining ? ' (draining)' : '')))))));
   }
 
   function jobDetail(j) {
@@ -386,6 +407,8 @@
           fleet ? el('div', { class: 'actions' },
             q.paused ? actionButton('resume:' + q.name, 'Resume', post('/v1/queues/' + encodeURIComponent(q.name) + '/resume'))
               : actionButton('pause:' + q.name, 'Pause', post('/v1/queues/' + encodeURIComponent(q.name) + '/pause'), true),
+            actionButton('replay-dead:' + q.name, 'Replay 100 oldest dead',
+              post('/v1/queues/' + encodeURIComponent(q.name) + '/dead/replay?limit=100&confirm=yes')),
             actionButton('purge:' + q.name, 'Purge 100 oldest dead',
               del('/v1/queues/' + encodeURIComponent(q.name) + '/dead?limit=100&confirm=yes', true), true))
             : el('p', { class: 'muted' }, 'Pause and the dead letter are the fleet\'s (--broker).'),

@@ -40,6 +40,12 @@ TEST(CtlRender, ControlCharactersFromTheDaemonCannotDriveTheTerminal) {
   EXPECT_EQ(ctl::terminal_safe("ok\x1b[2Jgone\r\x7f"), "ok\\x1b[2Jgone\\x0d\\x7f");
   EXPECT_EQ(ctl::terminal_safe("line\n\tnext", true), "line\n\tnext") << "a result's lines stay lines";
   EXPECT_EQ(ctl::terminal_safe("line\nnext"), "line\\x0anext") << "but never inside a table's cell";
+  EXPECT_EQ(ctl::terminal_safe("a\xc2\x9b"
+                               "31mb\xe2\x80\xae"
+                               "c\xe2\x81\xa6"
+                               "d\xc3\xa9"),
+            "a\\u009b31mb\\u202ec\\u2066d\xc3\xa9")
+      << "CSI as one code point, bidi overrides and isolates; other UTF-8 as it is";
   const auto job = json::parse(R"({"id": "j1", "handler": "h", "state": "error", "error": "e\u001b[31m",
                                    "message": "m"})");
   EXPECT_NE(ctl::jobs_text({job.as_object()}).find("e\\x1b[31m: m"), std::string::npos);
@@ -177,6 +183,7 @@ TEST_F(CtlFleet, PauseResumeReplayAndPurgeFromTheTerminal) {
   EXPECT_EQ(again.code, ctl::exit_refused);
   EXPECT_NE(again.err.find("409 not_dead"), std::string::npos) << again.err;
 
+  EXPECT_NE(admin_cmd({"replay-dead"}).code, 0) << "a bulk replay needs --yes";
   const ctl_run purged = admin_cmd({"purge", "--yes"});
   EXPECT_EQ(purged.code, 0) << purged.err;
   EXPECT_EQ(purged.out, "purged 1 dead jobs; 0 left\n");

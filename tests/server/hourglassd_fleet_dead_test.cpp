@@ -73,5 +73,33 @@ TEST_F(FleetDead, DeleteOneAndPurgeTheOldestWithConfirmation) {
   EXPECT_EQ(client(front.port()).request("DELETE", "/v1/queues/default/dead?confirm=yes").status, 401u);
 }
 
+TEST_F(FleetDead, ABulkReplayTakesTheOldestUntilAdmissionRefusesOne) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    ids.push_back(submit());  // admitted while nothing waits
+    dead_letter(ids.back());
+  }
+  EXPECT_EQ(admin_call("POST", "/v1/queues/default/dead/replay?limit=2").status, 400u) << "confirm=yes needed";
+  EXPECT_EQ(client(front.port()).request("POST", "/v1/queues/default/dead/replay?confirm=yes").status, 401u);
+
+  // No daemon serves the queue: the first replay is admitted (nothing
+  // waits), the second then sees a backlog no live slot will take.
+  const reply r = admin_call("POST", "/v1/queues/default/dead/replay?limit=3&confirm=yes");
+  ASSERT_EQ(r.status, 200u) << r.body;
+  const auto v = support::parse_json(r.body);
+  EXPECT_EQ(v->at("replayed").to_number<int>(), 1) << r.body;
+  EXPECT_TRUE(v->at("refused").as_bool()) << "stopped at the first refusal: " << r.body;
+  EXPECT_EQ(v->at("left").to_number<int>(), 2);
+  EXPECT_EQ(json_string(get(front.port(), "/v1/jobs/" + ids[0]).body, "state"), "queued") << "the oldest first";
+  EXPECT_EQ(json_string(get(front.port(), "/v1/jobs/" + ids[1]).body, "state"), "dead") << "refused: unchanged";
+
+  ASSERT_EQ(client(front.port()).request("DELETE", "/v1/jobs/" + ids[0]).status, 200u);  // the backlog gone
+  const reply rest = admin_call("POST", "/v1/queues/default/dead/replay?limit=1&confirm=yes");
+  ASSERT_EQ(rest.status, 200u) << rest.body;
+  EXPECT_EQ(support::parse_json(rest.body)->at("replayed").to_number<int>(), 1) << "bounded by its limit";
+  EXPECT_FALSE(support::parse_json(rest.body)->at("refused").as_bool());
+  EXPECT_EQ(support::parse_json(rest.body)->at("left").to_number<int>(), 1);
+}
+
 }  // namespace
 }  // namespace hourglass::server::testing

@@ -91,6 +91,26 @@ TEST(JobTimeline, AnEarlierAttemptsStartIsNotTheWaitingRetrysAndUnknownTimesAreL
   EXPECT_EQ(d[1].at("state"), "dead");
   EXPECT_FALSE(d[1].as_object().contains("at_ms")) << "no time recorded: none shown";
 
+  job_view stale;  // judged stale as it was handed to a worker: it never ran
+  stale.state = "deadline_exceeded";
+  stale.stage = "queue";
+  stale.accepted = true;
+  stale.started_at_ms = 900;
+  stale.queued_ms = 900;
+  const auto s = timeline(stale);
+  ASSERT_EQ(s.size(), 2u) << "no start: " << s;
+  EXPECT_EQ(num(s[1], "at_ms"), 900);
+
+  job_view cancelled;  // cancelled while it waited an hour for its due time
+  cancelled.state = "cancelled";
+  cancelled.accepted = true;
+  cancelled.due_at_ms = 3'600'000;
+  cancelled.queued_ms = 0;
+  cancelled.finished_at_ms = 1000;
+  const auto c = timeline(cancelled);
+  ASSERT_EQ(c.size(), 3u) << c;
+  EXPECT_EQ(num(c[2], "at_ms"), 1000) << "when it was cancelled, not its due time";
+
   job_view old;  // a fleet job enqueued before timelines were kept
   old.id = "x";
   old.state = "queued";

@@ -28,6 +28,8 @@ TEST(RouteRequest, EveryPathAndMethod) {
   const row rows[] = {
       {http::verb::get, "/healthz", route_kind::healthz, "", "", false},
       {http::verb::head, "/healthz?x=1", route_kind::healthz, "", "", false},
+      {http::verb::post, "/v1/queues/default/dead/replay", route_kind::replay_dead_bulk, "default", "", false},
+      {http::verb::get, "/v1/queues/default/dead/replay", route_kind::method_not_allowed, "default", "POST", true},
       {http::verb::get, "/ui", route_kind::ui_redirect, "", "", false},
       {http::verb::get, "/ui/", route_kind::ui_asset, "", "", false},
       {http::verb::head, "/ui/app.js?v=2", route_kind::ui_asset, "app.js", "", false},
@@ -109,7 +111,10 @@ TEST(SameOriginOrNone, OnlyThisDaemonsOwnPagesOrNoPageAtAll) {
   EXPECT_TRUE(same_origin_or_none("http://[::1]:8080", "[::1]:8080"));
   EXPECT_FALSE(same_origin_or_none("http://evil.example", "127.0.0.1:8080"));
   EXPECT_FALSE(same_origin_or_none("http://127.0.0.1:9090", "127.0.0.1:8080")) << "another port is another origin";
-  EXPECT_FALSE(same_origin_or_none("https://127.0.0.1:8080", "127.0.0.1:8080")) << "we serve no TLS";
+  EXPECT_TRUE(same_origin_or_none("https://ops.example", "ops.example")) << "behind a TLS proxy that keeps Host";
+  EXPECT_TRUE(same_origin_or_none("https://ops.example", "ops.example:443"));
+  EXPECT_FALSE(same_origin_or_none("https://ops.example", "ops.example:80")) << "another port";
+  EXPECT_FALSE(same_origin_or_none("ftp://127.0.0.1:8080", "127.0.0.1:8080"));
   EXPECT_FALSE(same_origin_or_none("null", "127.0.0.1:8080")) << "a sandboxed or file: page";
   EXPECT_FALSE(same_origin_or_none("http://127.0.0.1:8080", "")) << "no Host to compare with";
   EXPECT_FALSE(same_origin_or_none("http://127.0.0.1:8080.evil.example", "127.0.0.1:8080"));

@@ -4,6 +4,7 @@
 //   queues [NAME] | jobs [--state S] [--handler H] [--limit N | --all] | job ID
 //   cancel ID | replay ID [--freshness DUR] | pause [QUEUE] | resume [QUEUE]
 //   delete ID [--queue Q] | purge [--queue Q] [--limit N] --yes
+//   replay-dead [--queue Q] [--limit N] [--freshness DUR] --yes
 //
 // docs/reference/cli.md has the whole reference.
 #pragma once

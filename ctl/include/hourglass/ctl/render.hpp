@@ -13,7 +13,9 @@
 namespace hourglass::ctl {
 
 // `s` with control characters other than those kept (newline, tab, when
-// `keep_newlines`) written as \xNN.
+// `keep_newlines`) written as \xNN, and the C1 controls and bidirectional
+// overrides a terminal would act on (U+0080-U+009F, U+202A-U+202E,
+// U+2066-U+2069) as \uNNNN.
 std::string terminal_safe(std::string_view s, bool keep_newlines = false);
 
 // "84 ms", "1.5 s", "3.2 min", "2.0 h"; "-" for a missing number.
