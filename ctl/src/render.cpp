@@ -179,7 +179,12 @@ std::string job_text(const json::object& job) {
   if (const auto* attempts = member(job, "attempts"); attempts != nullptr && attempts->is_array()) {
     text_table at;
     at.row({"ATTEMPT", "OUTCOME", "STAGE", "ERROR", "RUN"});
-    int n = 0;
+    // Only the last attempts are kept: number them from the first kept one.
+    const auto* started = member(job, "attempt");
+    const bool running = text_of(job, "state") == "running";
+    const int kept = static_cast<int>(attempts->get_array().size());
+    const int ended = started != nullptr ? static_cast<int>(number_of(*started)) - (running ? 1 : 0) : kept;
+    int n = std::max(ended - kept, 0);
     for (const auto& a : attempts->get_array()) {
       if (!a.is_object()) continue;
       const auto& ao = a.get_object();

@@ -38,6 +38,7 @@ local result_ttl_ms = ARGV[4]
 local dead_ttl_ms = ARGV[5]
 local dead_max = ARGV[6]
 local first_job_arg = 7
+local max_starts_listed = 10
 local n = (#ARGV - first_job_arg + 1) / 3
 
 local t = redis.call('TIME')
@@ -74,7 +75,7 @@ for i = 1, n do
   else
     local f = redis.call('HMGET', job_key, 'state', 'deliveries', 'handler', 'payload', 'content_type',
       'idempotency_key', 'cancel_requested', 'start_token', 'attempt', 'max_attempts', 'retry_base_us',
-      'retry_cap_us', 'deadline_us')
+      'retry_cap_us', 'deadline_us', 'starts')
     local state, deliveries, handler, payload = f[1], f[2], f[3], f[4]
     local content_type, idempotency_key, cancel_requested, last_start_token = f[5], f[6], f[7], f[8]
     local function run(d)
@@ -108,8 +109,12 @@ for i = 1, n do
       redis.call('HINCRBY', stats_key, 'finished:dead', 1)  -- the fleet's totals (finish.lua keeps the rest)
       answer = {'dead', d}
     else
+      -- starts: '<ms> <consumer>' a line, the last max_starts_listed (the timeline's deliveries)
+      local starts = (f[14] or '') .. now_ms .. ' ' .. consumer .. '\n'
+      local _, lines = string.gsub(starts, '\n', '')
+      if lines > max_starts_listed then starts = string.sub(starts, string.find(starts, '\n', 1, true) + 1) end
       redis.call('HSET', job_key, 'state', 'running', 'deliveries', tostring(d + 1), 'consumer', consumer,
-        'start_token', start_token, 'started_ms', now_ms)
+        'start_token', start_token, 'started_ms', now_ms, 'starts', starts)
       answer = run(d + 1)
     end
   end

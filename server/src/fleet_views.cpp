@@ -70,6 +70,15 @@ job_view view_of(const fleet::fleet_job& j, std::int64_t broker_now_ms) {
     if (!j.field("due_ms").empty()) v.due_at_ms = millis_field(j.field("due_ms")) - at;
     // (an entry id may run ahead of TIME by a millisecond: never before acceptance)
     if (!j.field("started_ms").empty()) v.started_at_ms = std::max(millis_field(j.field("started_ms")) - at, 0.0);
+    std::string_view starts = j.field("starts");  // "<ms> <consumer>\n" each
+    while (!starts.empty()) {
+      const std::string_view line = starts.substr(0, starts.find('\n'));
+      starts.remove_prefix(std::min(line.size() + 1, starts.size()));
+      const auto space = line.find(' ');
+      if (space == std::string_view::npos) continue;
+      v.starts.push_back(
+          {std::max(millis_field(line.substr(0, space)) - at, 0.0), std::string(line.substr(space + 1))});
+    }
   }
   if (v.state == "scheduled" && !j.field("due_ms").empty()) {
     const double due = millis_field(j.field("due_ms"));

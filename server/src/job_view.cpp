@@ -46,7 +46,10 @@ std::string timeline_json(const job_view& j) {
   if (j.freshness_ms) w.member("freshness_ms", *j.freshness_ms);
   if (j.deadline_at_ms) w.member("deadline_at_ms", *j.deadline_at_ms);
   w.end_object();
-  int n = 0;
+  // Only the last attempts are kept: the first listed is attempt
+  // (ended so far - listed + 1); ended so far = started, less a running one.
+  const int ended = j.attempt ? *j.attempt - (j.state == "running" ? 1 : 0) : static_cast<int>(j.attempts.size());
+  int n = std::max(ended - static_cast<int>(j.attempts.size()), 0);
   for (const attempt_view& a : j.attempts) {
     w.begin_object().member("event", "attempt_ended").member("attempt", ++n).member("outcome", a.outcome);
     if (!a.stage.empty()) w.member("stage", a.stage);
@@ -56,6 +59,13 @@ std::string timeline_json(const job_view& j) {
   // An earlier attempt's start is not this one's; a job that expired
   // waiting (stage queue: judged stale as it was handed to a worker) never started.
   const bool started = j.started_at_ms && *j.started_at_ms >= due && !(j.finished() && j.stage == "queue");
+  // Every delivery but the one `started` shows: daemons that took it and
+  // died or drained, and the starts of earlier attempts.
+  const std::size_t shown_apart = started && !j.starts.empty() ? 1 : 0;
+  for (std::size_t i = 0; i + shown_apart < j.starts.size(); ++i) {
+    w.begin_object().member("event", "delivered").member("at_ms", j.starts[i].at_ms);
+    w.member("consumer", j.starts[i].consumer).end_object();
+  }
   if (j.due_at_ms && *j.due_at_ms > 0) w.begin_object().member("event", "due").member("at_ms", due).end_object();
   if (started) {
     const double waited = std::max(*j.started_at_ms - due, 0.0);

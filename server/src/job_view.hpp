@@ -49,6 +49,11 @@ struct job_view {
   std::optional<double> due_at_ms;       // the current attempt's due time (delayed or retried)
   std::optional<double> started_at_ms;   // its latest start
   std::optional<double> finished_at_ms;  // its outcome (memory; the fleet records no finish time)
+  struct start_view {
+    double at_ms = 0;
+    std::string consumer;
+  };
+  std::vector<start_view> starts;  // fleet: its deliveries (the last 10), oldest first, the latest included
 
   bool finished() const noexcept {
     return !state.empty() && state != "queued" && state != "running" && state != "scheduled";

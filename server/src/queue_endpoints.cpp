@@ -1,5 +1,8 @@
 #include "queue_endpoints.hpp"
 
+#include <boost/url/decode_view.hpp>
+#include <boost/url/pct_string_view.hpp>
+
 #include "core.hpp"
 #include "hourglass/support/json.hpp"
 #include "job_listing.hpp"
@@ -10,8 +13,21 @@ namespace hourglass::server::detail {
 
 namespace http = boost::beast::http;
 
+namespace {
+
+// The {name} of a path names this daemon's queue once percent-decoded (the
+// page and the hourglass command encode a name, "a%2Bb" for "a+b").
+bool names_our_queue(std::string_view segment, const std::string& queue) {
+  const auto pct = boost::urls::make_pct_string_view(segment);
+  return pct.has_value() && **pct == std::string_view(queue);
+}
+
+}  // namespace
+
 void answer_queue(core& c, std::string_view name, queue_action a, answer_fn done) {
-  if (!name.empty() && name != c.opts.queue) return done(error_response(404, "not_found", "no such queue"));
+  if (!name.empty() && !names_our_queue(name, c.opts.queue)) {
+    return done(error_response(404, "not_found", "no such queue"));
+  }
   const bool list = name.empty();
   c.store->queue_state(a, [list, done = std::move(done)](queue_answer q) {
     if (q.unavailable) {
@@ -75,7 +91,7 @@ void answer_replay(core& c, std::string id, duration freshness, answer_fn done) 
 }
 
 void answer_delete_dead(core& c, std::string_view queue, std::string id, answer_fn done) {
-  if (queue != c.opts.queue) return done(error_response(404, "not_found", "no such queue"));
+  if (!names_our_queue(queue, c.opts.queue)) return done(error_response(404, "not_found", "no such queue"));
   c.store->delete_dead(std::move(id), [done = std::move(done)](dead_result r) {
     if (r.verdict != dead_result::kind::done) return done(dead_refusal(r));
     done(make_response(200, "{\"deleted\": 1}\n", json_type));
@@ -83,7 +99,7 @@ void answer_delete_dead(core& c, std::string_view queue, std::string id, answer_
 }
 
 void answer_purge_dead(core& c, std::string_view queue, std::string_view target, answer_fn done) {
-  if (queue != c.opts.queue) return done(error_response(404, "not_found", "no such queue"));
+  if (!names_our_queue(queue, c.opts.queue)) return done(error_response(404, "not_found", "no such queue"));
   const purge_reading q = read_purge_query(target);
   if (!q.error.empty()) return done(error_response(400, "invalid_query", q.error));
   c.store->purge_dead(q.limit, [done = std::move(done)](dead_result r) {
@@ -96,7 +112,7 @@ void answer_purge_dead(core& c, std::string_view queue, std::string_view target,
 
 void answer_replay_dead_bulk(core& c, std::string_view queue, std::string_view target, duration freshness,
                              answer_fn done) {
-  if (queue != c.opts.queue) return done(error_response(404, "not_found", "no such queue"));
+  if (!names_our_queue(queue, c.opts.queue)) return done(error_response(404, "not_found", "no such queue"));
   const purge_reading q = read_purge_query(target, "a bulk replay queues many jobs at once: add confirm=yes");
   if (!q.error.empty()) return done(error_response(400, "invalid_query", q.error));
   c.store->replay_oldest_dead(q.limit, freshness, [done = std::move(done)](dead_result r) {

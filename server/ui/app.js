@@ -495,7 +495,10 @@
       if (k === 'attempts' || k === 'timeline' || k === 'result' || k === 'result_base64') continue;
       fields.append(el('dt', {}, k), el('dd', { 'data-field': k }, typeof v === 'number' && k.endsWith('_ms') ? fmtMs(v) : String(v)));
     }
-    const attempts = (j.attempts || []).map((a, i) => el('tr', {}, el('td', {}, i + 1), el('td', {}, a.outcome),
+    // Only the last attempts are kept: number them from the first kept one.
+    const ended = j.attempt !== undefined ? j.attempt - (j.state === 'running' ? 1 : 0) : (j.attempts || []).length;
+    const firstKept = Math.max(ended - (j.attempts || []).length, 0) + 1;
+    const attempts = (j.attempts || []).map((a, i) => el('tr', {}, el('td', {}, firstKept + i), el('td', {}, a.outcome),
       el('td', {}, a.stage || ''), el('td', {}, a.error ? a.error + ': ' + (a.message || '') : ''), el('td', {}, fmtMs(a.run_ms))));
     return [
       el('h1', {}, el('a', { href: queueHref(queue) }, queue), ' / job ', el('span', { class: 'mono' }, j.id)),

@@ -105,6 +105,19 @@ TEST(CtlCommand, QueuesJobsAndAJobOfAMemoryDaemon) {
   EXPECT_TRUE(v.at("next_cursor").is_null());
 }
 
+TEST(CtlCommand, AQueueWithAReservedCharacterInItsNameIsFoundByNameAndInTheList) {
+  server_options o = test_options();
+  o.queue = "a+b";
+  test_server srv(o);
+  const ctl_run all = hourglass_cmd(srv.port(), {"queues"});
+  EXPECT_EQ(all.code, 0) << all.err;
+  EXPECT_NE(all.out.find("\na+b    memory"), std::string::npos) << "the list, not a queue named default: " << all.out;
+  const ctl_run one = hourglass_cmd(srv.port(), {"queues", "a+b"});
+  EXPECT_EQ(one.code, 0) << one.err;
+  EXPECT_EQ(get(srv.port(), "/v1/queues/a%2Bb").status, 200u) << "percent-decoded";
+  EXPECT_EQ(get(srv.port(), "/v1/queues/a%2Bc").status, 404u);
+}
+
 TEST(CtlCommand, AJobsWalkFollowsTheCursorToItsLimit) {
   test_server srv;
   for (int i = 0; i < 5; ++i)

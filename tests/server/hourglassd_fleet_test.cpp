@@ -275,6 +275,14 @@ TEST_F(FleetDaemon, AJobOfADaemonKilledWithSigkillIsFinishedByAnother) {
   const std::string done = wait_state(pb, id, "ok", 15s);
   EXPECT_EQ(json_string(done, "state"), "ok") << done << b.output();
   EXPECT_EQ(json_number(done, "deliveries"), 2.0) << "started again after its worker died";
+  // Its timeline: delivered to a (which died), started on b.
+  const auto t = boost::json::parse(done).at("timeline").as_array();
+  ASSERT_GE(t.size(), 3u) << done;
+  EXPECT_EQ(t[1].at("event"), "delivered") << done;
+  EXPECT_EQ(t[1].at("consumer"), "a");
+  EXPECT_EQ(t[2].at("event"), "started");
+  EXPECT_EQ(t[2].at("consumer"), "b");
+  EXPECT_GE(t[2].at("at_ms").to_number<double>(), t[1].at("at_ms").to_number<double>());
 }
 
 TEST_F(FleetDaemon, SigtermHandsUnfinishedJobsBackForAnotherDaemonAtOnce) {

@@ -21,21 +21,25 @@ TEST(JobTimeline, ARunJobWaitsStartsOnItsSecondDeliveryAndEnds) {
   j.started_at_ms = 120;
   j.deliveries = 2;
   j.consumer = "b:8080";
+  j.starts = {{40, "a:8080"}, {120, "b:8080"}};
   j.queued_ms = 120;
   j.run_ms = 30;
   const auto t = timeline(j);
-  ASSERT_EQ(t.size(), 3u) << t;
+  ASSERT_EQ(t.size(), 4u) << t;
   EXPECT_EQ(t[0].at("event"), "accepted");
   EXPECT_EQ(num(t[0], "freshness_ms"), 500);
   EXPECT_FALSE(t[0].as_object().contains("deadline_at_ms")) << "no Job-Deadline";
-  EXPECT_EQ(t[1].at("event"), "started");
-  EXPECT_EQ(num(t[1], "waited_ms"), 120);
-  EXPECT_EQ(num(t[1], "freshness_left_ms"), 380) << "the budget left at dispatch";
-  EXPECT_EQ(num(t[1], "delivery"), 2) << "an earlier daemon died holding it";
-  EXPECT_EQ(t[1].at("consumer"), "b:8080");
-  EXPECT_EQ(t[2].at("event"), "finished");
-  EXPECT_EQ(num(t[2], "at_ms"), 150);
-  EXPECT_EQ(num(t[2], "run_ms"), 30);
+  EXPECT_EQ(t[1].at("event"), "delivered") << "the daemon that died holding it";
+  EXPECT_EQ(num(t[1], "at_ms"), 40);
+  EXPECT_EQ(t[1].at("consumer"), "a:8080");
+  EXPECT_EQ(t[2].at("event"), "started");
+  EXPECT_EQ(num(t[2], "waited_ms"), 120);
+  EXPECT_EQ(num(t[2], "freshness_left_ms"), 380) << "the budget left at dispatch";
+  EXPECT_EQ(num(t[2], "delivery"), 2);
+  EXPECT_EQ(t[2].at("consumer"), "b:8080");
+  EXPECT_EQ(t[3].at("event"), "finished");
+  EXPECT_EQ(num(t[3], "at_ms"), 150);
+  EXPECT_EQ(num(t[3], "run_ms"), 30);
 }
 
 TEST(JobTimeline, AJobThatExpiredWaitingNeverStartedAndEndedAtItsWait) {
@@ -71,6 +75,22 @@ TEST(JobTimeline, ARetriedJobListsItsAttemptsAndCountsItsWaitFromItsDueTime) {
   EXPECT_EQ(num(t[2], "at_ms"), 2000);
   EXPECT_EQ(num(t[3], "waited_ms"), 250) << "from its due time, not its acceptance";
   EXPECT_EQ(num(t[3], "freshness_left_ms"), 750);
+}
+
+TEST(JobTimeline, AttemptsAreNumberedFromTheFirstOneKept) {
+  job_view j;
+  j.state = "error";
+  j.accepted = true;
+  j.attempt = 12;  // twelve ran; the last ten are kept
+  j.attempts.assign(10, attempt_view{"error", "", "boom", "no", 1});
+  const auto t = timeline(j);
+  ASSERT_EQ(t.size(), 12u) << t;
+  EXPECT_EQ(num(t[1], "attempt"), 3);
+  EXPECT_EQ(num(t[10], "attempt"), 12);
+  j.state = "running";  // the twelfth runs: eleven ended, the last ten kept
+  j.attempts.pop_back();
+  j.attempts.push_back(attempt_view{"error", "", "boom", "no", 1});
+  EXPECT_EQ(num(timeline(j)[1], "attempt"), 2);
 }
 
 TEST(JobTimeline, AnEarlierAttemptsStartIsNotTheWaitingRetrysAndUnknownTimesAreLeftOut) {
