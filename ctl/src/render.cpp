@@ -142,6 +142,32 @@ std::string queues_text(const json::value& answer) {
   }
   std::string out = t.str();
   for (const auto* q : queues) {
+    // The fleet's rates over recent minutes: ok, errors and expiries a second.
+    const auto* recent = member(*q, "recent");
+    if (recent == nullptr || !recent->is_array() || recent->get_array().empty()) continue;
+    std::string line = "recent (" + text_of(*q, "name") + "):";
+    for (const auto& r : recent->get_array()) {
+      if (!r.is_object() || !r.get_object().contains("per_second")) continue;
+      const auto& per = r.at("per_second");
+      const auto sum = [&](std::string_view group) {
+        double s = 0;
+        if (const auto* g = per.is_object() ? per.get_object().if_contains(group) : nullptr; g && g->is_object()) {
+          for (const auto& [k, v] : g->get_object()) {
+            if (group == "expired" || k == "error") s += number_of(v);
+          }
+        }
+        return s;
+      };
+      const auto* ok = per.is_object() && per.get_object().contains("finished") && per.at("finished").is_object()
+                           ? per.at("finished").get_object().if_contains("ok")
+                           : nullptr;
+      line += fmt::format(" {:.0f} s: {:.1f} ok/s, {:.1f} errors/s, {:.1f} expired/s;", number_of(r.at("window_s")),
+                          ok != nullptr ? number_of(*ok) : 0.0, sum("finished"), sum("expired"));
+    }
+    line.back() = '\n';
+    out += '\n' + line;
+  }
+  for (const auto* q : queues) {
     const auto* consumers = member(*q, "consumers");
     if (consumers == nullptr || !consumers->is_array() || consumers->get_array().empty()) continue;
     text_table ct;

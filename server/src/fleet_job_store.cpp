@@ -23,6 +23,7 @@
 #include "job_input.hpp"
 #include "request_rules.hpp"
 #include "schedules.hpp"
+#include "totals_rates.hpp"
 
 namespace hourglass::server::detail {
 
@@ -158,6 +159,7 @@ class fleet_job_store final : public job_store {
                                  return done(std::move(q));
                                }
                                q.view = view_of(s.value, queue_.options().name);
+                               add_recent_rates(q.view);
                                done(std::move(q));
                              }));
   }
@@ -446,6 +448,20 @@ class fleet_job_store final : public job_store {
     return std::nullopt;
   }
 
+  // Each read of the queue is a sample of the fleet's totals; the view
+  // gets their rates over the last minute and 5 minutes from the samples.
+  void add_recent_rates(queue_view& v) {
+    const time_point now = c_.clk.now();
+    std::lock_guard lock(totals_mu_);
+    totals_.add(now, v.totals);
+    for (const duration w : {duration(std::chrono::minutes(1)), duration(std::chrono::minutes(5))}) {
+      if (const auto r = totals_.over(w, now)) {
+        v.recent.push_back({std::chrono::duration<double>(r->window).count(),
+                            std::chrono::duration<double>(r->span).count(), r->per_second});
+      }
+    }
+  }
+
   struct bulk_replay {
     std::vector<fleet::fleet_job> jobs;
     std::size_t next = 0;
@@ -594,6 +610,8 @@ class fleet_job_store final : public job_store {
   std::size_t calls_ = 0;  // producer calls in flight
   std::atomic<std::uint64_t> enqueue_errors_{0};
   std::atomic<std::uint64_t> lookup_errors_{0};
+  std::mutex totals_mu_;  // queue reads answer on the I/O threads
+  totals_history totals_;
 };
 
 }  // namespace

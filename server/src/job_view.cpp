@@ -102,10 +102,10 @@ std::string job_json(const job_view& j) {
   if (j.attempt) o.add("attempt", *j.attempt).add("attempts_left", j.attempts_left.value_or(0));
   if (!j.attempts.empty()) o.add_raw("attempts", attempts_json(j.attempts));
   if (j.due_in_ms) o.add("due_in_ms", *j.due_in_ms);
-  if (j.accepted) o.add_raw("timeline", timeline_json(j));
   if (!j.finished()) {
     if (j.cancel_requested) o.add("cancel_requested", true);
     if (j.age_ms) o.add("age_ms", *j.age_ms);
+    if (j.accepted) o.add_raw("timeline", timeline_json(j));  // last: the fields above read as before
     return o.str();
   }
   if (j.state == "deadline_exceeded") o.add("stage", j.stage);
@@ -126,6 +126,7 @@ std::string job_json(const job_view& j) {
       o.add("result_base64", support::base64(j.result));
     }
   }
+  if (j.accepted) o.add_raw("timeline", timeline_json(j));  // last: the fields above read as before
   return o.str();
 }
 

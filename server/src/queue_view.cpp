@@ -4,6 +4,30 @@
 
 namespace hourglass::server::detail {
 
+namespace {
+
+// {"finished": {"ok": n, ...}, "expired": {"queue": n, ...}, "retries": n, ...}
+// from counters named "finished:ok", "expired:queue", "retries", ...
+template <class Value>
+void grouped(support::json_writer& w, const std::vector<std::pair<std::string, Value>>& named) {
+  w.begin_object();
+  for (const std::string_view group : {"finished", "expired"}) {
+    w.key(group).begin_object();
+    for (const auto& [name, n] : named) {
+      if (name.size() > group.size() + 1 && name.compare(0, group.size(), group) == 0 && name[group.size()] == ':') {
+        w.member(std::string_view(name).substr(group.size() + 1), n);
+      }
+    }
+    w.end_object();
+  }
+  for (const auto& [name, n] : named) {
+    if (name.find(':') == std::string::npos) w.member(name, n);
+  }
+  w.end_object();
+}
+
+}  // namespace
+
 std::string queue_json(const queue_view& q) {
   support::json_writer w;
   w.begin_object();
@@ -32,21 +56,17 @@ std::string queue_json(const queue_view& q) {
   }
   w.end_array();
   if (!q.totals.empty()) {
-    // {"finished": {"ok": n, ...}, "expired": {"queue": n, ...}, "retries": n, "dead_dropped": n, ...}
-    w.key("totals").begin_object();
-    for (const std::string_view group : {"finished", "expired"}) {
-      w.key(group).begin_object();
-      for (const auto& [name, n] : q.totals) {
-        if (name.size() > group.size() + 1 && name.compare(0, group.size(), group) == 0 && name[group.size()] == ':') {
-          w.member(std::string_view(name).substr(group.size() + 1), n);
-        }
-      }
+    w.key("totals");
+    grouped(w, q.totals);
+  }
+  if (!q.recent.empty()) {
+    w.key("recent").begin_array();
+    for (const queue_view::recent_rates& r : q.recent) {
+      w.begin_object().member("window_s", r.window_s).member("span_s", r.span_s).key("per_second");
+      grouped(w, r.per_second);
       w.end_object();
     }
-    for (const auto& [name, n] : q.totals) {
-      if (name.find(':') == std::string::npos) w.member(name, n);
-    }
-    w.end_object();
+    w.end_array();
   }
   w.end_object();
   return w.take() + "\n";

@@ -39,6 +39,13 @@ struct queue_view {
   // fleet: the fleet's counters since the queue began, as the broker keeps
   // them ("finished:ok", "expired:queue", "retries", "dead_dropped", ...).
   std::vector<std::pair<std::string, std::uint64_t>> totals;
+  // fleet: the same counters per second over the last minute and 5 minutes
+  // (totals_rates.hpp), when this daemon has read the queue over enough of them.
+  struct recent_rates {
+    double window_s = 0, span_s = 0;
+    std::vector<std::pair<std::string, double>> per_second;
+  };
+  std::vector<recent_rates> recent;
 };
 
 // What a queue request asks of the store.
