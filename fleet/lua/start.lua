@@ -6,22 +6,37 @@
 -- (consumer life and entry): the same start again, after its reply was lost,
 -- runs without counting a delivery.
 --
+-- Taken instead of given: a reader with free workers has the script read up
+-- to `count` new entries itself (XREADGROUP '>', this consumer) and start
+-- them in the same step, one round trip from the stream to its workers
+-- instead of a read and then a start. A taken entry already too late to
+-- start (its freshness from its entry id or due time, or its deadline, less
+-- its minimum budget, on this TIME) is not started: answered 'late', its
+-- expiry is the caller's to record. Its job key is hg:{Q}:job:<id> of the
+-- entry's id field: not in KEYS, in the same hash slot.
+--
 -- KEYS[1] stream_key      hg:{Q}:stream
 -- KEYS[2] dead_key        hg:{Q}:dead
 -- KEYS[3] stats_key       hg:{Q}:stats
--- KEYS[3 + i]             job i's hg:{Q}:job:<id> (i = 1..n)
+-- KEYS[3 + i]             given: job i's hg:{Q}:job:<id> (i = 1..n)
 -- ARGV[1] group           the consumer group, 'hourglass'
 -- ARGV[2] consumer        this daemon's consumer name
 -- ARGV[3] max_deliveries  starts allowed before the job is dead-lettered
 -- ARGV[4] result_ttl_ms   how long an outcome recorded here is kept
 -- ARGV[5] dead_ttl_ms     how long a dead-lettered job is kept (payload and all, for a replay)
 -- ARGV[6] dead_max        the dead list's bound: the oldest entries beyond it are dropped (counted)
--- ARGV[7 + 3(i-1)] ...    job i's entry id, job id (32 hex digits) and start
---                         token ('<lease token>/<entry id>')
+-- ARGV[7 + 3(i-1)] ...    given: job i's entry id, job id (32 hex digits) and
+--                         start token ('<lease token>/<entry id>')
+-- ARGV[7] 'take'          taken instead, with
+-- ARGV[8] count           how many new entries at most
+-- ARGV[9] lease_token     each start token is '<lease_token>/<entry id>'
+-- ARGV[10] judge          '1': a late entry is not started; '0' (--policy fifo): every one is
 --
 -- Reply: {TIME s, TIME us, answer 1, ..., answer n}, TIME as strings (the
--- broker's TIME); answer i is {verdict, deliveries} with verdict
---   'not_owner' | 'gone' | 'finished' | 'cancelled' | 'dead', or eleven elements
+-- broker's TIME); taken, answer i is {entry id, {field, value, ...}, start
+-- answer} (n: the entries read, 0 when none is new); given, the start answer.
+-- A start answer is {verdict, deliveries} with verdict
+--   'not_owner' | 'gone' | 'finished' | 'cancelled' | 'dead' | 'late' (taken only), or eleven elements
 --   {'run', deliveries, handler, payload, content_type, idempotency_key,
 --    attempt, max_attempts, retry_base_us, retry_cap_us, deadline_us}
 -- deliveries an integer (starts so far in this attempt, this one included),
@@ -39,25 +54,64 @@ local dead_ttl_ms = ARGV[5]
 local dead_max = ARGV[6]
 local first_job_arg = 7
 local max_starts_listed = 10
-local n = (#ARGV - first_job_arg + 1) / 3
+local taking = ARGV[first_job_arg] == 'take'
 
 local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now_ms = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))  -- started_ms, the timeline's
--- What this consumer holds among the batch's entries, in one read.
-local function id_less(a, b)
-  local ams, aseq = string.match(a, '^(%d+)-(%d+)$')
-  local bms, bseq = string.match(b, '^(%d+)-(%d+)$')
-  if ams ~= bms then return tonumber(ams) < tonumber(bms) end
-  return tonumber(aseq) < tonumber(bseq)
+
+-- The batch: each job's entry id, job id, start token and key, and (taken)
+-- its entry's fields; `held`: the entries this consumer holds among them.
+local jobs, held = {}, {}
+if taking then
+  local job_prefix = string.sub(stream_key, 1, #stream_key - #'stream') .. 'job:'
+  local read = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', ARGV[first_job_arg + 1], 'STREAMS',
+    stream_key, '>')
+  local lease_token = ARGV[first_job_arg + 2]
+  for _, e in ipairs(read and read[1][2] or {}) do
+    local fields = {}
+    for k = 1, #e[2], 2 do fields[e[2][k]] = e[2][k + 1] end
+    local job_id = fields['id'] or ''
+    table.insert(jobs, {entry = e[1], job_id = job_id, token = lease_token .. '/' .. e[1], key = job_prefix .. job_id,
+      raw = e[2], fields = fields})
+    held[e[1]] = true  -- just read: ours
+  end
+else
+  for i = 1, (#ARGV - first_job_arg + 1) / 3 do
+    local a = first_job_arg + 3 * (i - 1)
+    table.insert(jobs, {entry = ARGV[a], job_id = ARGV[a + 1], token = ARGV[a + 2], key = KEYS[3 + i]})
+  end
+  -- What this consumer holds among the batch's entries, in one read.
+  local function id_less(a, b)
+    local ams, aseq = string.match(a, '^(%d+)-(%d+)$')
+    local bms, bseq = string.match(b, '^(%d+)-(%d+)$')
+    if ams ~= bms then return tonumber(ams) < tonumber(bms) end
+    return tonumber(aseq) < tonumber(bseq)
+  end
+  local lo, hi = jobs[1].entry, jobs[1].entry
+  for i = 2, #jobs do
+    local e = jobs[i].entry
+    if id_less(e, lo) then lo = e end
+    if id_less(hi, e) then hi = e end
+  end
+  for _, p in ipairs(redis.call('XPENDING', stream_key, group, lo, hi, 1000000, consumer)) do held[p[1]] = true end
 end
-local lo, hi = ARGV[first_job_arg], ARGV[first_job_arg]
-for i = 2, n do
-  local e = ARGV[first_job_arg + 3 * (i - 1)]
-  if id_less(e, lo) then lo = e end
-  if id_less(hi, e) then hi = e end
+
+-- A taken entry too late to start, as the consumer judges one at delivery:
+-- what is left of its freshness (counted from its due time, else its entry
+-- id) or of its deadline is less than its minimum budget (at least 1 us).
+local function late(job)
+  if not taking or ARGV[first_job_arg + 3] ~= '1' then return false end
+  local f = job.fields
+  local need = math.max((tonumber(f['min_budget_ms'] or '0') or 0) * 1000, 1)
+  local fresh = tonumber(f['freshness_ms'] or '-1') or -1
+  if fresh >= 0 then
+    local from_ms = tonumber(f['due_ms'] or '') or tonumber(string.match(job.entry, '^(%d+)'))
+    if fresh * 1000 - math.max(now_us - from_ms * 1000, 0) < need then return true end
+  end
+  local deadline_us = tonumber(f['deadline_us'] or '')
+  return deadline_us ~= nil and deadline_us - now_us < need
 end
-local held = {}
-for _, p in ipairs(redis.call('XPENDING', stream_key, group, lo, hi, 1000000, consumer)) do held[p[1]] = true end
 
 local function acknowledged(entry)
   redis.call('XACK', stream_key, group, entry)
@@ -65,13 +119,13 @@ local function acknowledged(entry)
 end
 
 local out = {t[1], t[2]}
-for i = 1, n do
-  local a = first_job_arg + 3 * (i - 1)
-  local entry, job_id, start_token = ARGV[a], ARGV[a + 1], ARGV[a + 2]
-  local job_key = KEYS[3 + i]
+for i, job in ipairs(jobs) do
+  local entry, job_id, start_token, job_key = job.entry, job.job_id, job.token, job.key
   local answer
   if not held[entry] then
     answer = {'not_owner', 0}
+  elseif late(job) then
+    answer = {'late', 0}
   else
     local f = redis.call('HMGET', job_key, 'state', 'deliveries', 'handler', 'payload', 'content_type',
       'idempotency_key', 'cancel_requested', 'start_token', 'attempt', 'max_attempts', 'retry_base_us',
@@ -118,6 +172,6 @@ for i = 1, n do
       answer = run(d + 1)
     end
   end
-  out[2 + i] = answer
+  if taking then out[2 + i] = {entry, job.raw, answer} else out[2 + i] = answer end
 end
 return out

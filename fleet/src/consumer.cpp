@@ -123,7 +123,7 @@ void consumer::impl::stop_reading_locked() {
 // ---- a job's life ----
 
 void consumer::impl::submit(const std::string& entry, const std::string& job_id, const std::string& handler,
-                            const entry_terms& t) {
+                            const entry_terms& t, prestart_ptr started) {
   job_options o;
   o.handler = handler.empty() ? std::string_view("default") : std::string_view(handler);
   if (opts.metrics != nullptr) o.metrics = &in_executor.handler(o.handler);
@@ -134,7 +134,10 @@ void consumer::impl::submit(const std::string& entry, const std::string& job_id,
   if (runner.idle_limit) o.idle_limit = runner.idle_limit(handler);
   auto self = shared_from_this();
   job_ref ref = jobs.submit(
-      o, [self, entry, job_id, t](const context& ctx) { return self->start_and_run(ctx, entry, job_id, t); },
+      o,
+      [self, entry, job_id, t, started = std::move(started)](const context& ctx) {
+        return self->start_and_run(ctx, entry, job_id, t, started);
+      },
       [self, entry](job_result<run_value>&& r) noexcept { self->on_done(entry, std::move(r)); });
   stop_list stops;  // fenced or lost before the handle was here
   {
@@ -148,13 +151,19 @@ void consumer::impl::submit(const std::string& entry, const std::string& job_id,
 }
 
 consumer::impl::run_value consumer::impl::start_and_run(const context& ctx, const std::string& entry,
-                                                        const std::string& job_id, const entry_terms& t) {
+                                                        const std::string& job_id, const entry_terms& t,
+                                                        const prestart_ptr& started) {
   // A start whose reply is lost may have counted a delivery: it is tried
   // again, under the same token (counted once), until the job's context ends
-  // (fencing ends it when the broker stays away).
+  // (fencing ends it when the broker stays away). A job the reader's take
+  // started has its answer already.
   time_point sent;
   job_queue::start_answer a;
-  for (duration backoff = 50ms;; backoff = std::min<duration>(backoff * 2, 1s)) {
+  if (started) {
+    sent = started->sent;
+    a = std::move(started->answer);  // run once: the job's only use of it
+  }
+  for (duration backoff = 50ms; !started; backoff = std::min<duration>(backoff * 2, 1s)) {
     sent = clk.now();
     try {
       a = queue.start(ctx, {entry, job_id}, opts.name, opts.max_deliveries, lease_v.token + "/" + entry);

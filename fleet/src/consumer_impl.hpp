@@ -7,6 +7,7 @@
 // (renewal.hpp). Every timed wait is on the executor's clock (`clk`).
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -110,6 +111,7 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
 
   // ---- bookkeeping (under mu): consumer.cpp ----
   std::size_t busy_locked() const;
+  std::size_t free_slots_locked() const { return opts.slots - std::min(busy_locked(), opts.slots); }
   std::vector<job_queue::held_entry> renewable_locked() const;
   // Feeds `e` to the entry's state machine and does under mu what it says
   // about the entry: queues `outcome` (for outcome_ready) or its hand-back,
@@ -144,13 +146,25 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
     std::vector<stream_entry> entries;
     timed_now now;
   };
-  // `now`: when the entries were read, if known; else the broker's TIME is asked.
-  void deliver(const std::vector<stream_entry>& entries, bool reclaimed, std::optional<timed_now> now = std::nullopt);
+  // A start the reader's take did with the read: the worker runs it without
+  // a round trip of its own. `sent`: our clock when the take went.
+  struct prestart {
+    job_queue::start_answer answer;
+    time_point sent;
+  };
+  using prestart_ptr = std::shared_ptr<prestart>;  // its answer is moved to the worker
+  // `now`: when the entries were read, if known; else the broker's TIME is
+  // asked. `started`: the take's starts, by entry (none: the workers start them).
+  void deliver(const std::vector<stream_entry>& entries, bool reclaimed, std::optional<timed_now> now = std::nullopt,
+               const std::map<std::string, prestart_ptr>& started = {});
   timed_read read_new(const context& ctx, std::vector<std::string> xreadgroup);
+  // New entries read and started at once (job_queue::take) for `count` free workers.
+  timed_read take_new(const context& ctx, std::size_t count, std::map<std::string, prestart_ptr>& started);
   std::int64_t broker_time();
   std::int64_t time_of(const redis_reply& t);
   void note_offset(std::int64_t broker_now_us);
   std::size_t wait_for_room(time_point until);  // 0: no room by then, or reading stopped
+  std::size_t free_slots();                     // workers without a job
   time_point promote_due(const context& ctx);   // when to look again
   void read_loop();
 
@@ -163,9 +177,10 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
     duration min_budget{};
     stream_id counted_from;  // its freshness counts from here: its due time, else its entry id
   };
-  void submit(const std::string& entry, const std::string& job_id, const std::string& handler, const entry_terms& t);
-  run_value start_and_run(const context& ctx, const std::string& entry, const std::string& job_id,
-                          const entry_terms& t);
+  void submit(const std::string& entry, const std::string& job_id, const std::string& handler, const entry_terms& t,
+              prestart_ptr started);
+  run_value start_and_run(const context& ctx, const std::string& entry, const std::string& job_id, const entry_terms& t,
+                          const prestart_ptr& started);
   error_record describe(std::exception_ptr e) const;
   void on_done(const std::string& entry, job_result<run_value>&& r) noexcept;
 

@@ -1,6 +1,8 @@
 // The consumer's reader thread: this name's own pending entries first, then
-// new ones (XREADGROUP), and reclaims (XAUTOCLAIM) of entries idle past the
-// lease; each delivery judged on the broker's TIME before it is queued.
+// new ones (taken: read and started in one script call while a backlog
+// waits for free workers; else a blocking XREADGROUP), and reclaims
+// (XAUTOCLAIM) of entries idle past the lease; each delivery judged on the
+// broker's TIME before it is queued.
 #include <algorithm>
 #include <charconv>
 #include <condition_variable>
@@ -30,7 +32,8 @@ std::optional<std::int64_t> number_field(std::string_view text) {
 
 }  // namespace
 
-void consumer::impl::deliver(const std::vector<stream_entry>& entries, bool reclaimed, std::optional<timed_now> now) {
+void consumer::impl::deliver(const std::vector<stream_entry>& entries, bool reclaimed, std::optional<timed_now> now,
+                             const std::map<std::string, prestart_ptr>& started) {
   if (entries.empty()) return;
   if (!now) {
     const time_point sent = clk.now();
@@ -85,7 +88,8 @@ void consumer::impl::deliver(const std::vector<stream_entry>& entries, bool recl
         continue;
       }
     }
-    submit(e.id, job_id, e.field("handler"), t);
+    const auto s = started.find(e.id);
+    submit(e.id, job_id, e.field("handler"), t, s == started.end() ? nullptr : s->second);
   }
 }
 
@@ -130,6 +134,26 @@ consumer::impl::timed_read consumer::impl::read_new(const context& ctx, std::vec
   timed_read out;
   out.entries = read_entries(w->read->reply);
   out.now = timed_now{clk.now(), out.entries.empty() ? 0 : time_of(w->time->reply)};
+  return out;
+}
+
+consumer::impl::timed_read consumer::impl::take_new(const context& ctx, std::size_t count,
+                                                    std::map<std::string, prestart_ptr>& started) {
+  // Not cut off by a drain's stop: entries it started, unheard of, would wait
+  // for the lease to end before anyone reclaimed them, a delivery counted;
+  // answered, they are held and go back with the drain's hand-back. (Bounded
+  // by the connection's io_timeout; `ctx` is checked before it goes.)
+  ctx.check();
+  const time_point sent = clk.now();
+  job_queue::taken t = queue.take(context(), opts.name, count, opts.max_deliveries, lease_v.token,
+                                  opts.judge_freshness);
+  timed_read out;
+  out.now = timed_now{clk.now(), t.broker_now_us};
+  note_offset(t.broker_now_us);
+  for (job_queue::taken_entry& e : t.entries) {
+    if (e.started) started.emplace(e.id, std::make_shared<prestart>(prestart{std::move(*e.started), sent}));
+    out.entries.push_back(stream_entry{std::move(e.id), false, std::move(e.fields)});
+  }
   return out;
 }
 
@@ -191,6 +215,11 @@ time_point consumer::impl::promote_due(const context& ctx) {
 // Woken by a slot freed (feed_locked), a renewal after a fence or a pause
 // (renew) or the stop (stop_reading_locked); gives up at `until` (0: no
 // room by then, or reading stopped). A paused queue has no room.
+std::size_t consumer::impl::free_slots() {
+  std::lock_guard lock(mu);
+  return free_slots_locked();
+}
+
 std::size_t consumer::impl::wait_for_room(time_point until) {
   std::unique_lock lock(mu);
   const std::size_t held_at_most = opts.slots + opts.prefetch;
@@ -210,6 +239,7 @@ void consumer::impl::read_loop() {
   const std::string stream = queue.key("stream");
   const std::string group(job_queue::group);
   duration backoff = 50ms;
+  bool backlog_likely = true;  // the last read of new entries took all it asked for
   while (!ctx.done()) {
     // Full, due jobs still move on time: judged when due, and in the stream
     // ahead of work enqueued after them.
@@ -253,12 +283,24 @@ void consumer::impl::read_loop() {
         if (!c.entries.empty()) continue;
       }
       if (clk.now() >= next_promote) next_promote = promote_due(ctx);
+      // With more waiting than the last read took, free workers get their
+      // entries read and started in one step; a blocking read waits for new
+      // ones otherwise (and for entries held beyond the workers, prefetch).
+      if (const std::size_t free = std::min(room, free_slots()); backlog_likely && free > 0) {
+        std::map<std::string, prestart_ptr> started;
+        const timed_read r = take_new(ctx, free, started);
+        deliver(r.entries, false, r.now, started);
+        backlog_likely = r.entries.size() == free;
+        backoff = 50ms;
+        continue;
+      }
       const auto block = std::clamp<duration>(std::min(next_reclaim, next_promote) - clk.now(), 1ms, opts.read_block);
       const timed_read r = read_new(
           ctx, {"XREADGROUP", "GROUP", group, opts.name, "COUNT", count, "BLOCK",
                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(block).count()), "STREAMS", stream,
                 ">"});
       deliver(r.entries, false, r.now);
+      backlog_likely = r.entries.size() == room;  // as many as it asked: more may wait
       backoff = 50ms;
     } catch (const stopped_error&) {
       break;

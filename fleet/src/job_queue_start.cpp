@@ -1,7 +1,9 @@
 // The consumer's start check as group commit: workers that ask at the same
 // time share one script call (fleet/lua/start.lua), each job still judged on
 // its own, atomically with marking it running. A worker waits for its own
-// answer; while one batch is at the broker the next gathers.
+// answer; while one batch is at the broker the next gathers. A reader with
+// free workers takes instead: the same script reads new entries and starts
+// them in one call.
 #include <algorithm>
 #include <mutex>
 
@@ -19,6 +21,20 @@ struct job_queue::start_call : detail::lane_call<start_answer> {
   unsigned max_deliveries = 0;
   std::string token;
 };
+
+namespace {
+
+// start.lua's first six ARGV, given or taken.
+std::vector<std::string> start_args(const queue_options& o, std::string_view consumer, unsigned max_deliveries) {
+  return {std::string(job_queue::group),
+          std::string(consumer),
+          std::to_string(max_deliveries),
+          detail::millis(std::max<duration>(o.result_ttl, std::chrono::milliseconds(1))),
+          detail::millis(std::max<duration>(o.dead_ttl, std::chrono::milliseconds(1))),
+          std::to_string(std::max<std::size_t>(o.dead_max, 1))};
+}
+
+}  // namespace
 
 std::shared_ptr<job_queue::start_lane> job_queue::new_start_lane() {
   return std::make_shared<start_lane>(
@@ -48,12 +64,7 @@ void job_queue::send_starts(std::vector<std::shared_ptr<start_call>> batch) {
   }
   const start_call& first = *batch.front();
   std::vector<std::string> keys{key("stream"), key("dead"), key("stats")};
-  std::vector<std::string> args{std::string(group),
-                                first.consumer,
-                                std::to_string(first.max_deliveries),
-                                detail::millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1))),
-                                detail::millis(std::max<duration>(options_.dead_ttl, std::chrono::milliseconds(1))),
-                                std::to_string(std::max<std::size_t>(options_.dead_max, 1))};
+  std::vector<std::string> args = start_args(options_, first.consumer, first.max_deliveries);
   for (const auto& c : batch) {
     keys.push_back(key("job:" + c->entry.job_id));
     args.push_back(c->entry.entry);
@@ -82,6 +93,15 @@ void job_queue::send_starts(std::vector<std::shared_ptr<start_call>> batch) {
                if (!alive->alive) return;
                if (auto next = start_lane_->next()) send_starts(std::move(*next));
              });
+}
+
+job_queue::taken job_queue::take(const context& ctx, std::string_view consumer, std::size_t count,
+                                 unsigned max_deliveries, std::string_view lease_token, bool judge_late) {
+  const std::vector<std::string> keys{key("stream"), key("dead"), key("stats")};
+  std::vector<std::string> args = start_args(options_, consumer, max_deliveries);
+  args.insert(args.end(), {"take", std::to_string(std::max<std::size_t>(count, 1)), std::string(lease_token),
+                           judge_late ? "1" : "0"});
+  return detail::decode_take(eval(ctx, detail::start_script, keys, args), std::max<std::size_t>(count, 1));
 }
 
 job_queue::start_answer job_queue::start(const context& ctx, const held_entry& e, std::string_view consumer,

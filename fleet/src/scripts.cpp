@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <optional>
 
 #include "hourglass/fleet/freshness.hpp"
 
@@ -95,40 +96,73 @@ cancel_reply decode_cancel(const redis_reply& r) noexcept {
   return cancel_reply::finished;
 }
 
+namespace {
+
+// One start answer of `whole` (for its error message); nullopt: 'late'.
+std::optional<job_queue::start_answer> start_answer_of(const redis_reply& j, const redis_reply& whole,
+                                                       std::int64_t broker_now_us) {
+  if (!j.is_array() || j.elements.size() < 2) broker_error("start", whole);
+  using verdict = job_queue::start_answer::verdict;
+  const std::string& v = j.elements[0].str;
+  if (v == "late") return std::nullopt;
+  job_queue::start_answer a;
+  a.v = v == "run"         ? verdict::run
+        : v == "not_owner" ? verdict::not_owner
+        : v == "finished"  ? verdict::finished
+        : v == "cancelled" ? verdict::cancelled
+        : v == "dead"      ? verdict::dead
+                           : verdict::gone;
+  a.broker_now_us = broker_now_us;
+  a.deliveries = static_cast<unsigned>(at_least_zero(j.elements[1]));
+  if (a.v == verdict::run) {
+    if (j.elements.size() != 11) broker_error("start", whole);
+    a.handler = j.elements[2].str;
+    a.payload = j.elements[3].str;
+    a.content_type = j.elements[4].str;
+    a.idempotency_key = j.elements[5].str;
+    a.attempt = static_cast<int>(std::clamp<std::int64_t>(number_or(j.elements[6].str, 1), 1, 1'000'000));
+    a.retry.max_attempts = static_cast<int>(std::clamp<std::int64_t>(number_or(j.elements[7].str, 1), 1, 1'000'000));
+    a.retry.base = std::chrono::microseconds(std::max<std::int64_t>(number_or(j.elements[8].str, 0), 0));
+    a.retry.cap = std::chrono::microseconds(std::max<std::int64_t>(number_or(j.elements[9].str, 0), 0));
+    if (!j.elements[10].str.empty()) a.deadline_us = number_or(j.elements[10].str, 0);
+  }
+  return a;
+}
+
+}  // namespace
+
 start_batch_reply decode_start(const redis_reply& r, std::size_t jobs) {
   if (!r.is_array() || r.elements.size() != 2 + jobs) broker_error("start", r);
   start_batch_reply b;
   b.broker_now_us = broker_us(r.elements[0], r.elements[1]);
   b.jobs.reserve(jobs);
-  using verdict = job_queue::start_answer::verdict;
   for (std::size_t i = 0; i < jobs; ++i) {
-    const redis_reply& j = r.elements[2 + i];
-    if (!j.is_array() || j.elements.size() < 2) broker_error("start", r);
-    job_queue::start_answer a;
-    const std::string& v = j.elements[0].str;
-    a.v = v == "run"         ? verdict::run
-          : v == "not_owner" ? verdict::not_owner
-          : v == "finished"  ? verdict::finished
-          : v == "cancelled" ? verdict::cancelled
-          : v == "dead"      ? verdict::dead
-                             : verdict::gone;
-    a.broker_now_us = b.broker_now_us;
-    a.deliveries = static_cast<unsigned>(at_least_zero(j.elements[1]));
-    if (a.v == verdict::run) {
-      if (j.elements.size() != 11) broker_error("start", r);
-      a.handler = j.elements[2].str;
-      a.payload = j.elements[3].str;
-      a.content_type = j.elements[4].str;
-      a.idempotency_key = j.elements[5].str;
-      a.attempt = static_cast<int>(std::clamp<std::int64_t>(number_or(j.elements[6].str, 1), 1, 1'000'000));
-      a.retry.max_attempts = static_cast<int>(std::clamp<std::int64_t>(number_or(j.elements[7].str, 1), 1, 1'000'000));
-      a.retry.base = std::chrono::microseconds(std::max<std::int64_t>(number_or(j.elements[8].str, 0), 0));
-      a.retry.cap = std::chrono::microseconds(std::max<std::int64_t>(number_or(j.elements[9].str, 0), 0));
-      if (!j.elements[10].str.empty()) a.deadline_us = number_or(j.elements[10].str, 0);
-    }
-    b.jobs.push_back(std::move(a));
+    // 'late' is the taken form's only: here it reads as gone, as any unknown verdict
+    std::optional<job_queue::start_answer> a = start_answer_of(r.elements[2 + i], r, b.broker_now_us);
+    job_queue::start_answer gone;
+    gone.broker_now_us = b.broker_now_us;
+    b.jobs.push_back(a ? std::move(*a) : std::move(gone));
   }
   return b;
+}
+
+job_queue::taken decode_take(const redis_reply& r, std::size_t count) {
+  if (!r.is_array() || r.elements.size() < 2 || r.elements.size() > 2 + count) broker_error("take", r);
+  job_queue::taken t;
+  t.broker_now_us = broker_us(r.elements[0], r.elements[1]);
+  t.entries.reserve(r.elements.size() - 2);
+  for (std::size_t i = 2; i < r.elements.size(); ++i) {
+    const redis_reply& e = r.elements[i];
+    if (!e.is_array() || e.elements.size() != 3 || !e.elements[1].is_array() || e.elements[1].elements.size() % 2 != 0)
+      broker_error("take", r);
+    job_queue::taken_entry te;
+    te.id = e.elements[0].str;
+    const auto& kv = e.elements[1].elements;
+    for (std::size_t k = 0; k < kv.size(); k += 2) te.fields.emplace_back(kv[k].str, kv[k + 1].str);
+    te.started = start_answer_of(e.elements[2], r, t.broker_now_us);
+    t.entries.push_back(std::move(te));
+  }
+  return t;
 }
 
 renew_reply decode_renew(const redis_reply& r) {

@@ -67,6 +67,10 @@ struct start_batch_reply {
 // that is not a time: "redis: TIME is not a time". An unknown verdict reads
 // as gone.
 start_batch_reply decode_start(const redis_reply& r, std::size_t jobs);
+// Taken: {TIME s, TIME us, then at most `count` {entry id, {field, value,
+// ...}, start answer}}; an answer 'late' reads as no start (nullopt). Any
+// other shape: "take".
+job_queue::taken decode_take(const redis_reply& r, std::size_t count);
 
 // ---- renew_script: lease, slots and held entries, every lease/3 ----
 using renew_reply = job_queue::renew_answer;

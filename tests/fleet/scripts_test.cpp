@@ -165,6 +165,7 @@ TEST(ScriptReplies, StartReadsTheBrokersTimeAndEachJobsVerdict) {
       {"gone", short_answer("gone", 0), verdict::gone, 0, ""},
       {"dead", short_answer("dead", 3), verdict::dead, 3, ""},
       {"an unknown verdict reads as gone", short_answer("what", 0), verdict::gone, 0, ""},
+      {"late (taken only) reads as gone in a given batch", short_answer("late", 0), verdict::gone, 0, ""},
       {"negative deliveries read as 0", short_answer("dead", -1), verdict::dead, 0, ""},
   };
   std::vector<redis_reply> reply{time_s, time_us};
@@ -269,6 +270,28 @@ TEST(ScriptReplies, AReplyOfTheWrongShapeIsABrokerError) {
          decode_start(arr({time_s, str("1000000"), arr({str("gone"), num(0)})}), 1);
        },
        "redis: TIME is not a time"},
+      {"take: more entries than asked",
+       [] {
+         const redis_reply e = arr({str("1-0"), ids({"id", "x"}), arr({str("gone"), num(0)})});
+         decode_take(arr({time_s, time_us, e, e}), 1);
+       },
+       "redis: take" + unexpected},
+      {"take: an entry without its fields",
+       [] {
+         decode_take(arr({time_s, time_us, arr({str("1-0"), arr({str("gone"), num(0)})})}), 1);
+       },
+       "redis: take" + unexpected},
+      {"take: a field without its value",
+       [] {
+         decode_take(arr({time_s, time_us, arr({str("1-0"), ids({"id"}), arr({str("gone"), num(0)})})}), 1);
+       },
+       "redis: take" + unexpected},
+      {"take: no TIME", [] { decode_take(arr({time_s}), 1); }, "redis: take" + unexpected},
+      {"take: run without the job",
+       [] {
+         decode_take(arr({time_s, time_us, arr({str("1-0"), ids({}), arr({str("run"), num(1)})})}), 1);
+       },
+       "redis: start" + unexpected},
       {"finish: fewer answers than jobs", [] { decode_finish(arr({str("first")}), 2); }, "redis: finish" + unexpected},
       {"finish: an error reply", [] { decode_finish(err("ERR boom"), 1); }, "redis: finish: ERR boom"},
       {"renew: nil", [] { decode_renew(nil()); }, "redis: renew" + unexpected},

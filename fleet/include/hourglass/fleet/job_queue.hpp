@@ -293,6 +293,24 @@ class job_queue {
   void async_start(const context& ctx, const held_entry& e, std::string_view consumer, unsigned max_deliveries,
                    std::string_view token, answer_fn<start_answer> done);
 
+  // A reader with free workers: up to `count` new entries read and started
+  // in one step (start.lua, taken), one round trip instead of a read and a
+  // start. Each entry comes with its fields and its start answer, or none
+  // when `judge_late` and the script found it too late to start: not started,
+  // its expiry is the caller's to record. Start tokens are
+  // "<lease_token>/<entry id>", as a worker's start of the same entry.
+  struct taken_entry {
+    std::string id;
+    std::vector<std::pair<std::string, std::string>> fields;
+    std::optional<start_answer> started;
+  };
+  struct taken {
+    std::int64_t broker_now_us = 0;  // the script's TIME
+    std::vector<taken_entry> entries;
+  };
+  taken take(const context& ctx, std::string_view consumer, std::size_t count, unsigned max_deliveries,
+             std::string_view lease_token, bool judge_late);
+
   struct renew_answer {
     bool fenced = false;               // another process holds the consumer name
     std::vector<std::string> marked;   // entries whose job a DELETE marked
