@@ -9,7 +9,7 @@
 //    end to end (enqueue and consume at once), enqueue alone (one job per
 //    call, and in bulks), drain alone (N enqueued first), with the Redis
 //    commands (INFO commandstats) and Redis CPU (INFO cpu) each job costs,
-//    and enqueue-to-start latency at half the end-to-end rate;
+//    and enqueue-to-start latency at half the end-to-end rate (or --latency-rate);
 //  - goodput within freshness under overload (2x and 5x the consumers'
 //    capacity, service time spent waiting, as I/O-bound jobs do), for
 //    hourglass against a naive consumer that runs everything it reads.
@@ -34,6 +34,7 @@ struct fleet_options {
   std::size_t window = 256;                        // each producer's enqueues in flight
   std::size_t bulk = 100;                          // jobs per enqueue_bulk call
   bool fsync_always = false;  // appendonly yes + appendfsync always for the throughput runs (a 202 on disk)
+  double latency_rate = 0;    // jobs/s of the start-latency runs; 0: half the end-to-end rate
   // Overload: `overload_consumers` consumers of `slots` each, jobs of
   // `service_time`, offered at `loads` x capacity (or `rate` jobs/s) for `length`.
   std::size_t overload_consumers = 1;
@@ -57,6 +58,7 @@ struct fleet_throughput {
   std::string commands;       // end to end: each command's calls and Redis time per job, costliest first
   double latency_p50_ms = 0;  // enqueue -> start at half the end-to-end rate
   double latency_p99_ms = 0;
+  double latency_rate = 0;  // jobs/s offered in that run
 };
 
 struct fleet_goodput {

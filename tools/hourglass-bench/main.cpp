@@ -236,6 +236,11 @@ int main(int argc, char** argv) {
   fl->add_option("--window", flo.window, "each producer's enqueues in flight (a pipelined client)")
       ->capture_default_str();
   fl->add_option("--bulk", flo.bulk, "jobs per bulk enqueue call")->capture_default_str();
+  fl->add_option(
+        "--latency-rate", flo.latency_rate,
+        "jobs/s offered in the start-latency runs (0: half the end-to-end rate), to compare builds at one rate")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   fl->add_flag("--fsync-always", flo.fsync_always,
                "throughput runs with appendonly yes + appendfsync always (a 202 on disk); settings restored after");
   fl->add_option("--overload-consumers", flo.overload_consumers, "consumers in the overload runs")
