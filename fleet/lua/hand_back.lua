@@ -28,12 +28,14 @@ for i = first_job_key, #KEYS do
   local entry = ARGV[first_entry_arg + i - first_job_key]
   local p = redis.call('XPENDING', stream_key, group, entry, entry, 1, consumer)
   if #p == 1 then
-    local f = redis.call('HMGET', job_key, 'state', 'start_token')
-    local state, start_token = f[1], f[2]
+    local f = redis.call('HMGET', job_key, 'state', 'start_token', 'starts')
+    local state, start_token, starts = f[1], f[2], f[3]
     if state == 'running' and start_token == lease_token .. '/' .. entry then
       redis.call('HINCRBY', job_key, 'deliveries', -1)
-      redis.call('HSET', job_key, 'state', 'queued')
-      redis.call('HDEL', job_key, 'start_token', 'started_ms')  -- not started after all: no start on its timeline
+      -- not started after all: no start on its timeline (start.lua appended
+      -- its line last to `starts`)
+      redis.call('HSET', job_key, 'state', 'queued', 'starts', string.match(starts or '', '^(.-)[^\n]*\n$') or '')
+      redis.call('HDEL', job_key, 'start_token', 'started_ms')
     end
     redis.call('XCLAIM', stream_key, group, consumer, 0, entry, 'IDLE', idle_ms, 'JUSTID')
     n = n + 1

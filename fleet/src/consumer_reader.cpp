@@ -69,6 +69,11 @@ void consumer::impl::deliver(const std::vector<stream_entry>& entries, bool recl
                        : saturating_add(sent, std::chrono::microseconds(*deadline_us - broker_now));
     }
     t.start_by = opts.judge_freshness ? std::min(start_by_on_our_clock(age, t.freshness, sent), t.deadline) : never;
+    // A take's answer decided already (run, or dead, cancelled, ...): the
+    // worker acts on it as on its own start's, the final freshness check
+    // included, so the broker's record and ours never tell two stories.
+    const auto s = started.find(e.id);
+    const prestart_ptr pre = s == started.end() ? nullptr : s->second;
     {
       std::lock_guard lock(mu);
       const auto [it, added] = held_entries.try_emplace(e.id);
@@ -80,7 +85,13 @@ void consumer::impl::deliver(const std::vector<stream_entry>& entries, bool recl
       h.queued = age.waited;
       ++(reclaimed ? st.reclaimed : st.delivered);
       if (age.negative) ++st.negative_ages;  // the broker's clock stepped back: judged as waited zero
-      if (opts.judge_freshness && !worth_starting(t.start_by, t.min_budget, clk.now())) {
+      if (pre && pre->answer.v == job_queue::start_answer::verdict::run && stop_reading.get().done()) {
+        // Taken as a drain or a fence stopped reading: no worker begins it
+        // now; it goes back with its delivery uncounted (hand_back.lua).
+        feed_locked(it, detail::held_event::refused);
+        continue;
+      }
+      if (!pre && opts.judge_freshness && !worth_starting(t.start_by, t.min_budget, clk.now())) {
         ++(reclaimed ? st.expired_reclaim : st.expired_queue);
         const status late = status::expired(reclaimed ? expiry_stage::reclaim : expiry_stage::queue);
         outcome_parts o{std::nullopt, detail::expired_fields(h.queued, late.stage), late};
@@ -88,8 +99,7 @@ void consumer::impl::deliver(const std::vector<stream_entry>& entries, bool recl
         continue;
       }
     }
-    const auto s = started.find(e.id);
-    submit(e.id, job_id, e.field("handler"), t, s == started.end() ? nullptr : s->second);
+    submit(e.id, job_id, e.field("handler"), t, pre);
   }
 }
 
@@ -310,6 +320,11 @@ void consumer::impl::read_loop() {
         ++st.broker_errors;
       }
       log(std::string("fleet: reading queue ") + queue.options().name + ": " + e.what());
+      // A reply lost on its way may have held entries for us (a take's
+      // already started): our pending list is read again, so they run now,
+      // under the same start token (counted once), not after a lease.
+      own_done = false;
+      own_from = "0";
       ctx.sleep_for(backoff);
       backoff = std::min<duration>(backoff * 2, 2s);
     }

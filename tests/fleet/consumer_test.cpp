@@ -95,6 +95,9 @@ TEST_F(Consumer, AJobPastItsFreshnessOnTheBrokersClockIsNeverRun) {
   EXPECT_EQ(field(stale.id, "stage"), "queue");
   EXPECT_GE(std::stod(field(stale.id, "queued_ms")), 10000.0);
   EXPECT_FALSE(runner.find(stale.id)) << "expired work is never run";
+  EXPECT_EQ(field(stale.id, "deliveries"), "0") << "nor started: the reader's take left it unstarted";
+  EXPECT_EQ(field(stale.id, "started_ms"), "") << "no start on its timeline";
+  EXPECT_EQ(field(fresh.id, "deliveries"), "1");
   EXPECT_EQ(xlen(), 0) << "and it leaves the stream";
   EXPECT_EQ(c.stats().expired_queue, 1u);
 }
@@ -276,6 +279,62 @@ TEST_F(Consumer, EachRecordedOutcomeIsCountedOnceByStageAndADeadLetterAsAnError)
   EXPECT_EQ(h.admitted, 0u) << "admitted where the 202 was given, not here";
   EXPECT_EQ(h.rejected_queue_full + h.rejected_shutting_down, 0u);
   EXPECT_EQ(m.run_duration.snapshot().count, 0u) << "the executor timed the run, in its own registry";
+}
+
+// A take whose reply is lost has started its entries for this consumer
+// with no worker to run them. After the failed read the reader reads its
+// own pending list again: such an entry runs at once, its start counted
+// once, instead of waiting a lease for a reclaim that would count another.
+TEST_F(Consumer, AfterAFailedReadItsOwnStartedEntriesRunAtOnceCountedOnce) {
+  consumer_options o = named("a");
+  o.lease = 30s;  // no reclaim within the test's wait
+  consumer c(queue, reads, jobs, runner.get(), o);
+  c.start(context());
+  const std::string lease_key = queue.key("lease:a");
+  ASSERT_TRUE(eventually([&] { return !raw({"GET", lease_key}).str.empty(); }));
+  const std::string lease = raw({"GET", lease_key}).str;
+  const std::string token = lease.substr(0, lease.find(':'));
+  // What a lost take leaves: the entry delivered to "a" and started under
+  // its token. In one transaction, so the consumer's own read cannot take it.
+  const std::string id = new_job_id();
+  raw({"MULTI"});
+  raw({"XADD", queue.key("stream"), "*", "id", id, "handler", "echo", "freshness_ms", "-1", "min_budget_ms", "0"});
+  raw({"XREADGROUP", "GROUP", std::string(job_queue::group), "a", "COUNT", "1", "STREAMS", queue.key("stream"), ">"});
+  const redis_reply done = raw({"EXEC"});
+  ASSERT_TRUE(done.is_array() && done.elements.size() == 2u) << done.str;
+  const std::string entry = done.elements[0].str;
+  raw({"HSET",
+       queue.key("job:" + id),
+       "id",
+       id,
+       "handler",
+       "echo",
+       "payload",
+       "p",
+       "content_type",
+       "text/plain",
+       "freshness_ms",
+       "-1",
+       "min_budget_ms",
+       "0",
+       "entry",
+       entry,
+       "state",
+       "running",
+       "deliveries",
+       "1",
+       "idempotency_key",
+       "",
+       "start_token",
+       token + "/" + entry});
+  EXPECT_EQ(pending(), 1);
+  // The reader's connection breaks (its blocking read fails).
+  raw({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+  ASSERT_TRUE(eventually([&] { return state(id) == "ok"; })) << state(id) << " (a lease is 30 s)";
+  EXPECT_EQ(field(id, "deliveries"), "1") << "the lost start and the run are one delivery";
+  ASSERT_TRUE(runner.find(id));
+  EXPECT_EQ(runner.find(id)->delivery, 1u);
+  c.stop();
 }
 
 TEST_F(Consumer, WithFreshnessJudgingOffAJobPastItsFreshnessStillRuns) {

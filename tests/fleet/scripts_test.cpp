@@ -529,6 +529,7 @@ TEST_F(LuaScript, HandBackUncountsThisLifesStartsAndMakesTheEntriesIdle) {
   const std::string a = new_job_id(), b = new_job_id();
   const std::string ea = enqueue(a), eb = enqueue(b);
   deliver("c1", 2);
+  call({"HSET", job(a), "starts", "1700000000000 c0\n"});  // a start of an earlier delivery
   ASSERT_EQ(decode_start(eval(start_script, {stream, dead, stats, job(a)},
                               {group, "c1", "5", "60000", "600000", "100", ea, a, "life-1/" + ea}),
                          1)
@@ -542,6 +543,8 @@ TEST_F(LuaScript, HandBackUncountsThisLifesStartsAndMakesTheEntriesIdle) {
   EXPECT_EQ(field(job(a), "state"), "queued");
   EXPECT_EQ(field(job(a), "deliveries"), "0");
   EXPECT_EQ(call({"HEXISTS", job(a), "start_token"}).integer, 0);
+  EXPECT_EQ(field(job(a), "starts"), "1700000000000 c0\n") << "its own start off the timeline, the earlier kept";
+  EXPECT_EQ(call({"HEXISTS", job(a), "started_ms"}).integer, 0);
   const redis_reply pending = call({"XPENDING", stream, group, "-", "+", "10", "c1"});
   ASSERT_EQ(pending.elements.size(), 2u);
   for (const redis_reply& p : pending.elements) EXPECT_GE(p.elements[2].integer, 100000000000LL);
