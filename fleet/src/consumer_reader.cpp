@@ -151,8 +151,8 @@ consumer::impl::timed_read consumer::impl::take_new(const context& ctx, std::siz
                                                     std::map<std::string, prestart_ptr>& started) {
   // Not cut off by a drain's stop: entries it started, unheard of, would wait
   // for the lease to end before anyone reclaimed them, a delivery counted;
-  // answered, they are held and go back with the drain's hand-back. (Bounded
-  // by the connection's io_timeout; `ctx` is checked before it goes.)
+  // answered, deliver() hands them back uncounted. (Bounded by the
+  // connection's io_timeout; `ctx` is checked before it goes.)
   ctx.check();
   const time_point sent = clk.now();
   job_queue::taken t = queue.take(context(), opts.name, count, opts.max_deliveries, lease_v.token,
@@ -222,14 +222,14 @@ time_point consumer::impl::promote_due(const context& ctx) {
   return now + std::clamp<duration>(until, duration::zero(), promote_every);
 }
 
-// Woken by a slot freed (feed_locked), a renewal after a fence or a pause
-// (renew) or the stop (stop_reading_locked); gives up at `until` (0: no
-// room by then, or reading stopped). A paused queue has no room.
 std::size_t consumer::impl::free_slots() {
   std::lock_guard lock(mu);
   return free_slots_locked();
 }
 
+// Woken by a slot freed (feed_locked), a renewal after a fence or a pause
+// (renew) or the stop (stop_reading_locked); gives up at `until` (0: no
+// room by then, or reading stopped). A paused queue has no room.
 std::size_t consumer::impl::wait_for_room(time_point until) {
   std::unique_lock lock(mu);
   const std::size_t held_at_most = opts.slots + opts.prefetch;
