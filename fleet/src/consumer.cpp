@@ -13,7 +13,7 @@ namespace hourglass::fleet {
 
 using namespace std::chrono_literals;
 
-consumer::impl::impl(job_queue& q, redis_connection& r, executor& ex, job_runner run, consumer_options o)
+consumer::impl::impl(job_queue& q, redis_client& r, executor& ex, job_runner run, consumer_options o)
     : queue(q),
       reader(r),
       jobs(ex),
@@ -353,8 +353,7 @@ consumer_stats consumer::impl::stats() const {
   return s;
 }
 
-consumer::consumer(job_queue& queue, redis_connection& reader, executor& jobs, job_runner runner,
-                   consumer_options options)
+consumer::consumer(job_queue& queue, redis_client& reader, executor& jobs, job_runner runner, consumer_options options)
     : impl_(std::make_shared<impl>(queue, reader, jobs, std::move(runner), std::move(options))) {
   if (impl_->opts.name.empty()) throw std::invalid_argument("fleet consumer: a name is needed");
   if (impl_->opts.slots == 0) throw std::invalid_argument("fleet consumer: at least one slot");

@@ -70,10 +70,10 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
   };
   using stop_list = std::vector<job_stop>;
 
-  impl(job_queue& q, redis_connection& r, executor& ex, job_runner run, consumer_options o);
+  impl(job_queue& q, redis_client& r, executor& ex, job_runner run, consumer_options o);
 
   job_queue& queue;
-  redis_connection& reader;
+  redis_client& reader;
   executor& jobs;
   hourglass::clock& clk;
   job_runner runner;

@@ -104,7 +104,10 @@ void consumer::impl::deliver(const std::vector<stream_entry>& entries, bool recl
 }
 
 // The broker's TIME; call it right after taking our own clock's reading.
-std::int64_t consumer::impl::broker_time() { return time_of(queue.connection().call(stop_reading.get(), {"TIME"})); }
+// (On a cluster, the clock of the node holding the queue.)
+std::int64_t consumer::impl::broker_time() {
+  return time_of(queue.connection().call(stop_reading.get(), {"TIME"}, false, queue.key("stream")));
+}
 
 std::int64_t consumer::impl::time_of(const redis_reply& t) {
   if (!t.is_array() || t.elements.size() != 2) throw redis_unavailable("redis: TIME: unexpected reply");
@@ -134,7 +137,7 @@ consumer::impl::timed_read consumer::impl::read_new(const context& ctx, std::vec
     };
   };
   reader.async_call(ctx, std::move(xreadgroup), keep(&waiter::read), true);
-  reader.async_call(ctx, {"TIME"}, keep(&waiter::time), true);
+  reader.async_call(ctx, {"TIME"}, keep(&waiter::time), true, queue.key("stream"));
   std::unique_lock lock(w->mu);
   w->cv.wait(lock, [&] { return w->read.has_value() && w->time.has_value(); });
   for (const redis_result* r : {&*w->read, &*w->time}) {

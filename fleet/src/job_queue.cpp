@@ -52,7 +52,7 @@ std::string new_job_id() {
   return id;
 }
 
-job_queue::job_queue(redis_connection& redis, queue_options options)
+job_queue::job_queue(redis_client& redis, queue_options options)
     : redis_(redis),
       options_(std::move(options)),
       alive_(std::make_shared<detail::liveness>()),

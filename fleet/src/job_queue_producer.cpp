@@ -111,7 +111,7 @@ class script_shas {
 }  // namespace
 
 struct job_queue::eval_call {
-  redis_connection* redis;  // outlives the queue: a call in flight needs nothing of the queue
+  redis_client* redis;  // outlives the queue: a call in flight needs nothing of the queue
   context ctx;
   std::string_view script;
   std::vector<std::string> keys, args;
@@ -144,12 +144,17 @@ void job_queue::load_script(std::shared_ptr<eval_call> call) {
     return call->done(failed<redis_reply>(
         std::make_exception_ptr(redis_unavailable("redis: the broker keeps forgetting our scripts"))));
   }
-  call->redis->async_call(call->ctx, {"SCRIPT", "LOAD", std::string(call->script)}, [call](redis_result r) {
-    if (auto e = error_of(r)) return call->done(failed<redis_reply>(e));
-    if (!r.reply.is_string()) return call->done(failed<redis_reply>(broker_error_ptr("SCRIPT LOAD", r.reply)));
-    script_shas::remember(call->script, r.reply.str);
-    send_eval(call);
-  });
+  // On a cluster, loaded on the node the script's keys live on (each node keeps its own scripts).
+  const std::string route = call->keys.empty() ? std::string() : call->keys.front();
+  call->redis->async_call(
+      call->ctx, {"SCRIPT", "LOAD", std::string(call->script)},
+      [call](redis_result r) {
+        if (auto e = error_of(r)) return call->done(failed<redis_reply>(e));
+        if (!r.reply.is_string()) return call->done(failed<redis_reply>(broker_error_ptr("SCRIPT LOAD", r.reply)));
+        script_shas::remember(call->script, r.reply.str);
+        send_eval(call);
+      },
+      false, route);
 }
 
 redis_reply job_queue::eval(const context& ctx, std::string_view script, const std::vector<std::string>& keys,
@@ -278,22 +283,24 @@ void job_queue::async_list(const context& ctx, list_query q, answer_fn<job_list>
   }
   const std::string prefix = key("job:");
   std::vector<std::string> scan{"SCAN", q.cursor.empty() ? "0" : q.cursor, "MATCH", prefix + "*", "COUNT", count};
-  redis_.async_call(ctx, std::move(scan),
-                    [this, ctx, q = std::move(q), prefix, done = std::move(done)](redis_result r) mutable {
-                      if (auto e = error_of(r)) return done(failed<job_list>(e));
-                      const redis_reply& page = r.reply;
-                      if (!page.is_array() || page.elements.size() != 2 || !page.elements[1].is_array()) {
-                        return done(failed<job_list>(broker_error_ptr("SCAN", page)));
-                      }
-                      std::vector<std::string> ids;
-                      for (const redis_reply& k : page.elements[1].elements) {
-                        if (k.str.size() > prefix.size() && k.str.compare(0, prefix.size(), prefix) == 0) {
-                          ids.push_back(k.str.substr(prefix.size()));
-                        }
-                      }
-                      std::string next = page.elements[0].str == "0" ? std::string() : page.elements[0].str;
-                      fetch_page(*this, ctx, std::move(ids), std::move(q), std::move(next), std::move(done));
-                    });
+  redis_.async_call(
+      ctx, std::move(scan),
+      [this, ctx, q = std::move(q), prefix, done = std::move(done)](redis_result r) mutable {
+        if (auto e = error_of(r)) return done(failed<job_list>(e));
+        const redis_reply& page = r.reply;
+        if (!page.is_array() || page.elements.size() != 2 || !page.elements[1].is_array()) {
+          return done(failed<job_list>(broker_error_ptr("SCAN", page)));
+        }
+        std::vector<std::string> ids;
+        for (const redis_reply& k : page.elements[1].elements) {
+          if (k.str.size() > prefix.size() && k.str.compare(0, prefix.size(), prefix) == 0) {
+            ids.push_back(k.str.substr(prefix.size()));
+          }
+        }
+        std::string next = page.elements[0].str == "0" ? std::string() : page.elements[0].str;
+        fetch_page(*this, ctx, std::move(ids), std::move(q), std::move(next), std::move(done));
+      },
+      false, prefix);  // a cluster scans the node holding the queue
 }
 
 void job_queue::async_queue_state(const context& ctx, queue_op op, answer_fn<queue_state> done) {

@@ -32,6 +32,7 @@ namespace {
 struct op {
   std::string wire;
   bool blocking = false;
+  bool asking = false;    // sent right behind an ASKING, whose reply is dropped
   bool internal = false;  // AUTH/SELECT: its failure fails the connection
   std::function<void(redis_result)> done;
   std::atomic<bool> completed{false};
@@ -168,6 +169,13 @@ struct redis_connection::impl : std::enable_shared_from_this<impl> {
 
   void send(const op_ptr& o) {
     if (o->completed.load()) return;
+    if (o->asking) {  // in the same write, so nothing comes between the two
+      auto a = std::make_shared<op>();
+      a->done = [](const redis_result&) {};  // an ASKING refused shows in the command's own reply
+      a->sent_on = gen;
+      inflight.push_back(a);
+      outbuf += detail::format_command({"ASKING"});
+    }
     o->sent_on = gen;
     inflight.push_back(o);
     outbuf += o->wire;
@@ -326,11 +334,22 @@ redis_connection::~redis_connection() {
 }
 
 void redis_connection::async_call(const context& ctx, std::vector<std::string> args,
-                                  std::function<void(redis_result)> done, bool blocking) {
+                                  std::function<void(redis_result)> done, bool blocking, std::string_view /*route*/) {
+  submit_call(ctx, std::move(args), std::move(done), blocking, false);
+}
+
+void redis_connection::async_call_asking(const context& ctx, std::vector<std::string> args,
+                                         std::function<void(redis_result)> done) {
+  submit_call(ctx, std::move(args), std::move(done), false, true);
+}
+
+void redis_connection::submit_call(const context& ctx, std::vector<std::string> args,
+                                   std::function<void(redis_result)> done, bool blocking, bool asking) {
   if (args.empty()) throw std::invalid_argument("redis: a command needs at least its name");
   auto o = std::make_shared<op>();
   o->wire = detail::format_command(args);
   o->blocking = blocking;
+  o->asking = asking;
   o->done = std::move(done);
   o->caller = ctx;
   // Non-blocking commands answer at once: io_timeout bounds them whatever the
@@ -372,7 +391,8 @@ void redis_connection::async_call(const context& ctx, std::vector<std::string> a
   net::post(impl_->strand, [self = impl_, o] { self->submit(o); });
 }
 
-redis_reply redis_connection::call(const context& ctx, std::vector<std::string> args, bool blocking) {
+redis_reply redis_client::call(const context& ctx, std::vector<std::string> args, bool blocking,
+                               std::string_view route) {
   struct waiter {
     std::mutex mu;
     std::condition_variable cv;
@@ -386,7 +406,7 @@ redis_reply redis_connection::call(const context& ctx, std::vector<std::string> 
         w->r = std::move(r);
         w->cv.notify_all();
       },
-      blocking);
+      blocking, route);
   std::unique_lock lock(w->mu);
   w->cv.wait(lock, [&] { return w->r.has_value(); });
   redis_result r = std::move(*w->r);

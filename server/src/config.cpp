@@ -309,7 +309,9 @@ struct command_line_parser::impl {
                "NAME=ATTEMPTS[,BASE[,CAP]]: async jobs of handler NAME are retried (repeatable; e.g. call=5,200ms,30s)")
         ->type_name("NAME=POLICY");
     t_.count("async-max-jobs", o_.async_max_jobs, "async jobs remembered at once (finished or not)", 1, 100'000'000);
-    t_.text("broker", o_.broker, "redis://HOST:PORT[/DB]: fleet mode, async jobs on a durable Redis queue")
+    t_.text("broker", o_.broker,
+            "redis://HOST:PORT[/DB] or redis+cluster://HOST:PORT[,HOST:PORT...]: fleet mode, async jobs on a "
+            "durable Redis queue")
         ->type_name("URL")
         ->always_capture_default(false);
     t_.text("queue", o_.queue, "fleet: the queue's name")->type_name("NAME");

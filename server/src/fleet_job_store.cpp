@@ -17,6 +17,7 @@
 #include "hourglass/fleet/consumer.hpp"
 #include "hourglass/fleet/job_queue.hpp"
 #include "hourglass/fleet/redis.hpp"
+#include "hourglass/fleet/redis_cluster.hpp"
 #include "hourglass/support/json.hpp"
 #include "hourglass/support/secret_file.hpp"
 #include "hourglass/support/url.hpp"
@@ -35,17 +36,17 @@ class fleet_job_store final : public job_store {
  public:
   fleet_job_store(core& c, std::uint16_t port)
       : c_(c),
-        endpoint_(endpoint_of(c.opts)),
-        commands_(c.io, endpoint_, redis_settings(c, "commands")),
-        reader_(c.io, endpoint_, redis_settings(c, "reads")),
-        queue_(commands_, {.name = c.opts.queue,
-                           .result_ttl = c.opts.result_ttl,
-                           .idempotency_ttl = c.opts.idempotency_ttl,
-                           .dead_ttl = c.opts.dead_ttl,
-                           .dead_max = c.opts.dead_max,
-                           .refuse_while_paused = c.opts.refuse_while_paused,
-                           .clock = &c.clk}),
-        consumer_(queue_, reader_, *c.jobs, runner(c), consumer_settings(c, port)) {}
+        broker_(support::parse_broker_url(c.opts.broker, "--broker")),
+        commands_(connect(c, broker_, "commands")),
+        reader_(connect(c, broker_, "reads")),
+        queue_(*commands_, {.name = c.opts.queue,
+                            .result_ttl = c.opts.result_ttl,
+                            .idempotency_ttl = c.opts.idempotency_ttl,
+                            .dead_ttl = c.opts.dead_ttl,
+                            .dead_max = c.opts.dead_max,
+                            .refuse_while_paused = c.opts.refuse_while_paused,
+                            .clock = &c.clk}),
+        consumer_(queue_, *reader_, *c.jobs, runner(c), consumer_settings(c, port)) {}
 
   // The producer's calls in flight end first: their callbacks use the queue.
   // Once the I/O threads have stopped none will run, and none is waited for.
@@ -72,13 +73,12 @@ class fleet_job_store final : public job_store {
   void start() override {
     if (c_.opts.produce_only) {
       queue_.ensure_group(context());
-      c_.log->info("fleet: taking jobs for queue {} on {}:{}; other daemons run them (--produce-only)", c_.opts.queue,
-                   endpoint_.host, endpoint_.port);
+      c_.log->info("fleet: taking jobs for queue {} on {}; other daemons run them (--produce-only)", c_.opts.queue,
+                   c_.opts.broker);
       return;
     }
     consumer_.start(context());
-    c_.log->info("fleet: consuming queue {} on {}:{} as {}", c_.opts.queue, endpoint_.host, endpoint_.port,
-                 consumer_name_);
+    c_.log->info("fleet: consuming queue {} on {} as {}", c_.opts.queue, c_.opts.broker, consumer_name_);
   }
 
   void create(new_job job, callback<created> done) override {
@@ -342,12 +342,13 @@ class fleet_job_store final : public job_store {
   }
 
  private:
-  static fleet::redis_endpoint endpoint_of(const server_options& o) {
-    const support::redis_url u = support::parse_redis_url(o.broker, "--broker");
-    return {u.host, u.port, u.db,
-            o.broker_password_file.empty()
-                ? std::string()
-                : support::read_secret_file(o.broker_password_file, "--broker-password-file")};
+  static std::unique_ptr<fleet::redis_client> connect(core& c, const support::broker_url& u, const char* role) {
+    const std::string password = c.opts.broker_password_file.empty()
+                                     ? std::string()
+                                     : support::read_secret_file(c.opts.broker_password_file, "--broker-password-file");
+    std::vector<fleet::redis_endpoint> nodes;
+    for (const support::redis_url& n : u.nodes) nodes.push_back({n.host, n.port, n.db, password});
+    return fleet::connect_broker(c.io, u.cluster, std::move(nodes), redis_settings(c, role));
   }
   static fleet::redis_options redis_settings(core& c, const char* role) {
     fleet::redis_options r;
@@ -599,9 +600,9 @@ class fleet_job_store final : public job_store {
   }
 
   core& c_;
-  fleet::redis_endpoint endpoint_;
-  fleet::redis_connection commands_;
-  fleet::redis_connection reader_;
+  support::broker_url broker_;
+  std::unique_ptr<fleet::redis_client> commands_;
+  std::unique_ptr<fleet::redis_client> reader_;
   fleet::job_queue queue_;
   std::string consumer_name_;
   fleet::consumer consumer_;

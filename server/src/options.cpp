@@ -88,7 +88,7 @@ void validate(const server_options& o) {
   if (o.refuse_while_paused && o.broker.empty())
     fail("--refuse-while-paused needs --broker: only a fleet's queue pauses");
   if (!o.broker.empty()) {
-    (void)support::parse_redis_url(o.broker, "--broker");
+    (void)support::parse_broker_url(o.broker, "--broker");
     if (o.queue.empty() || o.queue.find_first_of("{}: \t\r\n") != std::string::npos) {
       fail("--queue '" + o.queue + "' must be non-empty, without {, }, : or spaces");
     }

@@ -92,6 +92,33 @@ redis_url parse_redis_url(std::string_view text, std::string_view what) {
   return out;
 }
 
+broker_url parse_broker_url(std::string_view text, std::string_view what) {
+  constexpr std::string_view cluster_scheme = "redis+cluster://";
+  broker_url out;
+  if (text.substr(0, cluster_scheme.size()) != cluster_scheme) {
+    if (text.substr(0, 8) != "redis://") {
+      fail(what, "must be redis://HOST:PORT[/DB] or redis+cluster://HOST:PORT[,HOST:PORT...], got " + quoted(text));
+    }
+    out.nodes.push_back(parse_redis_url(text, what));
+    return out;
+  }
+  out.cluster = true;
+  std::string_view rest = text.substr(cluster_scheme.size());
+  while (true) {
+    const auto comma = rest.find(',');
+    const std::string node = "redis://" + std::string(rest.substr(0, comma));
+    std::string_view path = node;
+    path.remove_prefix(8);
+    if (path.find('/') != std::string_view::npos) {
+      fail(what, "names a database or path; a Redis Cluster has only database 0: " + quoted(text));
+    }
+    out.nodes.push_back(parse_redis_url(node, what));
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
 boost::asio::ip::tcp::endpoint parse_ip_endpoint(std::string_view text, std::string_view what) {
   namespace urls = boost::urls;
   const auto parsed = urls::parse_authority(text);

@@ -12,6 +12,7 @@
 
 #include "hourglass/fleet/freshness.hpp"
 #include "lua_script_fixture.hpp"
+#include "reply_builders.hpp"
 
 namespace hourglass::fleet::testing {
 namespace {
@@ -21,35 +22,6 @@ using namespace hourglass::fleet::detail;
 
 // ---- replies built by hand ----
 
-redis_reply nil() { return {}; }
-redis_reply str(std::string s) {
-  redis_reply r;
-  r.kind = redis_reply::type::string;
-  r.str = std::move(s);
-  return r;
-}
-redis_reply status_reply(std::string s) {
-  redis_reply r = str(std::move(s));
-  r.kind = redis_reply::type::status;
-  return r;
-}
-redis_reply err(std::string s) {
-  redis_reply r = str(std::move(s));
-  r.kind = redis_reply::type::error;
-  return r;
-}
-redis_reply num(long long n) {
-  redis_reply r;
-  r.kind = redis_reply::type::integer;
-  r.integer = n;
-  return r;
-}
-redis_reply arr(std::vector<redis_reply> e) {
-  redis_reply r;
-  r.kind = redis_reply::type::array;
-  r.elements = std::move(e);
-  return r;
-}
 redis_reply ids(std::vector<std::string> v) {
   std::vector<redis_reply> e;
   for (std::string& s : v) e.push_back(str(std::move(s)));

@@ -86,6 +86,33 @@ TEST(RedisUrl, RejectsWhatWeDoNotSpeak) {
   }
 }
 
+TEST(BrokerUrl, OneRedisOrAClustersSeedNodes) {
+  const broker_url one = parse_broker_url("redis://127.0.0.1:6380/2");
+  EXPECT_FALSE(one.cluster);
+  ASSERT_EQ(one.nodes.size(), 1u);
+  EXPECT_EQ(one.nodes[0].db, 2);
+  const broker_url c = parse_broker_url("redis+cluster://10.0.0.1:7000,[::1]:7001,redis.internal");
+  EXPECT_TRUE(c.cluster);
+  ASSERT_EQ(c.nodes.size(), 3u);
+  EXPECT_EQ(c.nodes[0].host, "10.0.0.1");
+  EXPECT_EQ(c.nodes[0].port, 7000);
+  EXPECT_EQ(c.nodes[1].host, "::1");
+  EXPECT_EQ(c.nodes[1].port, 7001);
+  EXPECT_EQ(c.nodes[2].host, "redis.internal");
+  EXPECT_EQ(c.nodes[2].port, 6379);
+  for (const char* bad :
+       {"redis+cluster://", "redis+cluster://a:1,", "redis+cluster://a:1/0", "redis+cluster://a:1,b/2",
+        "redis+cluster://u:pw@a:1", "redis+cluster://a:99999", "rediss+cluster://a:1", "a:1"}) {
+    EXPECT_THROW(parse_broker_url(bad), std::invalid_argument) << bad;
+  }
+  try {
+    parse_broker_url("redis+cluster://a:1/3", "--broker");
+    FAIL() << "accepted a database";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("only database 0"), std::string::npos) << e.what();
+  }
+}
+
 TEST(IpEndpoint, AddressAndPort) {
   auto ep = parse_ip_endpoint("127.0.0.1:8080");
   EXPECT_EQ(ep.address().to_string(), "127.0.0.1");

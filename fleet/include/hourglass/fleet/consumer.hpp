@@ -113,7 +113,7 @@ class consumer {
  public:
   // `queue` and its connection carry the scripts; `reader` is used for
   // blocking reads only. The executor's clock is the consumer's.
-  consumer(job_queue& queue, redis_connection& reader, executor& jobs, job_runner runner, consumer_options options);
+  consumer(job_queue& queue, redis_client& reader, executor& jobs, job_runner runner, consumer_options options);
   ~consumer();  // stop()
   consumer(const consumer&) = delete;
   consumer& operator=(const consumer&) = delete;

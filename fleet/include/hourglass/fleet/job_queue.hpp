@@ -27,7 +27,7 @@
 // Never wait for one on the connection's own strand. The queue must outlive
 // the calls it has in flight.
 //
-// Thread safety: as the redis_connection it uses; the object itself holds
+// Thread safety: as the redis_client it uses; the object itself holds
 // constants and the enqueues waiting for their batch (guarded).
 #pragma once
 
@@ -190,7 +190,7 @@ enum class finish_result {
 
 class job_queue {
  public:
-  job_queue(redis_connection& redis, queue_options options);
+  job_queue(redis_client& redis, queue_options options);
   // A batch still at the broker (a call answered early, its context stopped,
   // may be in one) is only answered when it completes. Never destroy a
   // queue inside one of its own callbacks.
@@ -377,7 +377,7 @@ class job_queue {
   // "hg:{name}:suffix": every key of this queue, in one hash slot.
   std::string key(std::string_view suffix) const;
   const queue_options& options() const noexcept { return options_; }
-  redis_connection& connection() const noexcept { return redis_; }
+  redis_client& connection() const noexcept { return redis_; }
   static constexpr std::string_view group = "hourglass";
 
  private:
@@ -404,7 +404,7 @@ class job_queue {
   static std::shared_ptr<start_lane> new_start_lane();
   void send_starts(std::vector<std::shared_ptr<start_call>> batch);
 
-  redis_connection& redis_;
+  redis_client& redis_;
   queue_options options_;
   std::shared_ptr<detail::liveness> alive_;  // completions check it: see batch_lane.hpp
   std::shared_ptr<enqueue_lane> enqueue_lane_;

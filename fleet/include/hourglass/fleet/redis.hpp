@@ -102,29 +102,56 @@ struct redis_result {
   status stop_status;   // when stopped: the context's reason
 };
 
-class redis_connection {
+// What the fleet calls: one Redis (redis_connection) or a Redis Cluster
+// (redis_cluster, redis_cluster.hpp). Every call carries the caller's context
+// and ends in one redis_result.
+//
+// `route` says where a command runs on a cluster: a key in the hash slot it
+// concerns. Commands that name a key are routed by it (EVALSHA's first key,
+// XREADGROUP's stream, ...); `route` is for those that name none (TIME,
+// SCRIPT LOAD, SCAN) and must run on the node serving some slot, as the
+// broker's clock of a queue is its own node's. One Redis ignores it.
+class redis_client {
+ public:
+  virtual ~redis_client() = default;
+
+  // Sends `args` as one command; `done` runs once, on an I/O thread.
+  virtual void async_call(const context& ctx, std::vector<std::string> args, std::function<void(redis_result)> done,
+                          bool blocking = false, std::string_view route = {}) = 0;
+
+  // The same, waiting: throws redis_unavailable, or stopped_error when `ctx`
+  // stopped first. An error reply (-ERR ...) is returned, not thrown. Must not
+  // run on one of the io_context's threads.
+  redis_reply call(const context& ctx, std::vector<std::string> args, bool blocking = false,
+                   std::string_view route = {});
+
+  // Closes every connection now; calls in flight end unavailable. The next call reconnects.
+  virtual void reset() = 0;
+  virtual bool connected() const noexcept = 0;
+};
+
+class redis_connection final : public redis_client {
  public:
   redis_connection(boost::asio::io_context& io, redis_endpoint endpoint, redis_options options = {});
   // Closes the connection; calls still waiting end unavailable.
-  ~redis_connection();
+  ~redis_connection() override;
   redis_connection(const redis_connection&) = delete;
   redis_connection& operator=(const redis_connection&) = delete;
 
-  // Sends `args` as one command. Throws redis_unavailable, or stopped_error
-  // when `ctx` stopped first. An error reply (-ERR ...) is returned, not thrown.
-  redis_reply call(const context& ctx, std::vector<std::string> args, bool blocking = false);
-
-  // The same without blocking: `done` runs once, on the connection's strand.
+  // `done` runs on the connection's strand. `route` is ignored.
   void async_call(const context& ctx, std::vector<std::string> args, std::function<void(redis_result)> done,
-                  bool blocking = false);
+                  bool blocking = false, std::string_view route = {}) override;
+  // The same, sent right behind an ASKING on this connection (a cluster's
+  // ASK redirect: the next command may use a slot being imported).
+  void async_call_asking(const context& ctx, std::vector<std::string> args, std::function<void(redis_result)> done);
 
-  // Closes the connection now; calls in flight end unavailable. The next call reconnects.
-  void reset();
-
-  bool connected() const noexcept;
+  void reset() override;
+  bool connected() const noexcept override;
   std::uint64_t connects() const noexcept;  // successful connects so far
 
  private:
+  void submit_call(const context& ctx, std::vector<std::string> args, std::function<void(redis_result)> done,
+                   bool blocking, bool asking);
   struct impl;
   std::shared_ptr<impl> impl_;
 };

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace hourglass::support {
 
@@ -38,6 +39,16 @@ struct redis_url {
 // credentials, no or bad host, a bad port, a DB that is not 0-15, a query or
 // fragment.
 redis_url parse_redis_url(std::string_view text, std::string_view what = "broker URL");
+
+// The fleet's broker: one Redis ("redis://HOST[:PORT][/DB]"), or a Redis
+// Cluster named by some of its nodes ("redis+cluster://HOST[:PORT][,HOST[:PORT]...]";
+// the client learns the rest from them; a cluster has only database 0).
+struct broker_url {
+  bool cluster = false;
+  std::vector<redis_url> nodes;  // one unless cluster
+};
+// Throws std::invalid_argument as parse_redis_url does, for each node.
+broker_url parse_broker_url(std::string_view text, std::string_view what = "broker URL");
 
 // "ADDR:PORT" or "[IPv6]:PORT" where ADDR is an IP address (not a name) and
 // PORT is 0-65535. Throws std::invalid_argument naming `what` ("listen
