@@ -146,56 +146,58 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
     for (const auto& c : batch) c->finish(failed<enqueued>(e));
     next_enqueues();
   };
-  async_eval(context(), detail::enqueue_script, std::move(keys), std::move(args),
-             [this, alive = alive_, batch, group_ensured, fail_all](async_answer<redis_reply> r) {
-               const std::lock_guard lock(alive->mu);
-               if (!alive->alive) {
-                 const std::exception_ptr gone = r.error ? r.error
-                                                         : std::make_exception_ptr(redis_unavailable(
-                                                               "redis: the queue was destroyed during the call"));
-                 for (const auto& c : batch) c->finish(failed<enqueued>(gone));
-                 return;
-               }
-               if (r.error) return fail_all(r.error);
-               detail::enqueue_batch_reply b;
-               try {
-                 b = detail::decode_enqueue(r.value, batch.size());
-                 if (b.nostream && group_ensured) detail::broker_error("enqueue", r.value);
-               } catch (...) {
-                 return fail_all(std::current_exception());
-               }
-               if (b.nostream) {
-                 // The stream was deleted (FLUSHALL, a new broker): both again, once.
-                 return async_ensure_group(context(), [this, alive, batch, fail_all](async_answer<bool> made) {
-                   const std::lock_guard again(alive->mu);
-                   if (!alive->alive) {
-                     for (const auto& c : batch) c->finish(failed<enqueued>(made.error));
-                     return;
-                   }
-                   if (made.error) return fail_all(made.error);
-                   send_enqueues(batch, true);
-                 });
-               }
-               if (b.paused) {
-                 for (const auto& c : batch) c->finish(answer(enqueued{enqueued::kind::paused, {}, {}, false}));
-                 return next_enqueues();
-               }
-               using added = detail::enqueue_reply::kind;
-               for (std::size_t i = 0; i < batch.size(); ++i) {
-                 detail::enqueue_reply& j = b.jobs[i];
-                 enqueued out;
-                 out.verdict = j.verdict == added::duplicate ? enqueued::kind::duplicate
-                               : j.verdict == added::refused ? enqueued::kind::refused
-                                                             : enqueued::kind::accepted;
-                 out.id = j.verdict == added::duplicate ? std::move(j.id)
-                          : j.verdict == added::refused ? std::string()
-                                                        : batch[i]->id;
-                 out.predicted_wait = j.predicted_wait;
-                 out.scheduled = j.verdict == added::accepted && j.id.empty();  // no stream entry yet
-                 batch[i]->finish(answer(std::move(out)));
-               }
-               next_enqueues();
-             });
+  async_eval(
+      context(), detail::enqueue_script, std::move(keys), std::move(args),
+      [this, alive = alive_, batch, group_ensured, fail_all](async_answer<redis_reply> r) {
+        const std::lock_guard lock(alive->mu);
+        if (!alive->alive) {
+          const std::exception_ptr gone =
+              r.error ? r.error
+                      : std::make_exception_ptr(redis_unavailable("redis: the queue was destroyed during the call"));
+          for (const auto& c : batch) c->finish(failed<enqueued>(gone));
+          return;
+        }
+        if (r.error) return fail_all(r.error);
+        detail::enqueue_batch_reply b;
+        try {
+          b = detail::decode_enqueue(r.value, batch.size());
+          if (b.nostream && group_ensured) detail::broker_error("enqueue", r.value);
+        } catch (...) {
+          return fail_all(std::current_exception());
+        }
+        if (b.nostream) {
+          // The stream was deleted (FLUSHALL, a new broker): both again, once.
+          return async_ensure_group(context(), [this, alive, batch, fail_all](async_answer<bool> made) {
+            const std::lock_guard again(alive->mu);
+            if (!alive->alive) {
+              for (const auto& c : batch) c->finish(failed<enqueued>(made.error));
+              return;
+            }
+            if (made.error) return fail_all(made.error);
+            send_enqueues(batch, true);
+          });
+        }
+        if (b.paused) {
+          for (const auto& c : batch) c->finish(answer(enqueued{enqueued::kind::paused, {}, {}, false}));
+          return next_enqueues();
+        }
+        using added = detail::enqueue_reply::kind;
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+          detail::enqueue_reply& j = b.jobs[i];
+          enqueued out;
+          out.verdict = j.verdict == added::duplicate ? enqueued::kind::duplicate
+                        : j.verdict == added::refused ? enqueued::kind::refused
+                                                      : enqueued::kind::accepted;
+          out.id = j.verdict == added::duplicate ? std::move(j.id)
+                   : j.verdict == added::refused ? std::string()
+                                                 : batch[i]->id;
+          out.predicted_wait = j.predicted_wait;
+          out.scheduled = j.verdict == added::accepted && j.id.empty();  // no stream entry yet
+          batch[i]->finish(answer(std::move(out)));
+        }
+        next_enqueues();
+      },
+      /*replicated=*/true);
 }
 
 enqueued job_queue::enqueue(const context& ctx, const job_spec& job) {

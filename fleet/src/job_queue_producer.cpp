@@ -116,13 +116,20 @@ struct job_queue::eval_call {
   std::string_view script;
   std::vector<std::string> keys, args;
   answer_fn<redis_reply> done;
-  int loads = 0;  // SCRIPT LOADs so far: a broker that keeps forgetting is an error
+  int loads = 0;     // SCRIPT LOADs so far: a broker that keeps forgetting is an error
+  int replicas = 0;  // > 0: a WAIT behind it must find this many replicas holding it, or it failed
+  duration replica_timeout{};
 };
 
 void job_queue::async_eval(const context& ctx, std::string_view script, std::vector<std::string> keys,
-                           std::vector<std::string> args, answer_fn<redis_reply> done) {
-  send_eval(
-      std::make_shared<eval_call>(eval_call{&redis_, ctx, script, std::move(keys), std::move(args), std::move(done)}));
+                           std::vector<std::string> args, answer_fn<redis_reply> done, bool replicated) {
+  auto call = std::make_shared<eval_call>(
+      eval_call{&redis_, ctx, script, std::move(keys), std::move(args), std::move(done)});
+  if (replicated) {
+    call->replicas = static_cast<int>(options_.replicas);
+    call->replica_timeout = options_.replica_timeout;
+  }
+  send_eval(std::move(call));
 }
 
 void job_queue::send_eval(std::shared_ptr<eval_call> call) {
@@ -131,12 +138,23 @@ void job_queue::send_eval(std::shared_ptr<eval_call> call) {
   std::vector<std::string> cmd{"EVALSHA", std::move(sha), std::to_string(call->keys.size())};
   cmd.insert(cmd.end(), call->keys.begin(), call->keys.end());
   cmd.insert(cmd.end(), call->args.begin(), call->args.end());
-  call->redis->async_call(call->ctx, std::move(cmd), [call](redis_result r) {
+  auto answered = [call](redis_result r) {
     if (auto e = error_of(r)) return call->done(failed<redis_reply>(e));
     if (r.reply.is_error() && r.reply.str.rfind("NOSCRIPT", 0) == 0) return load_script(call);
     if (r.reply.is_error()) return call->done(failed<redis_reply>(broker_error_ptr("script", r.reply)));
+    if (call->replicas > 0 && r.replicas < call->replicas) {
+      // Held by the master alone, which may lose it in a failover: not the promise asked for.
+      return call->done(failed<redis_reply>(std::make_exception_ptr(redis_unavailable(
+          "redis: the write reached " + std::to_string(std::max(r.replicas, 0LL)) + " of " +
+          std::to_string(call->replicas) + " replicas within " + detail::millis(call->replica_timeout) + " ms"))));
+    }
     call->done(answer(std::move(r.reply)));
-  });
+  };
+  if (call->replicas > 0) {
+    return call->redis->async_call_replicated(call->ctx, std::move(cmd), std::move(answered), call->replicas,
+                                              call->replica_timeout);
+  }
+  call->redis->async_call(call->ctx, std::move(cmd), std::move(answered));
 }
 
 void job_queue::load_script(std::shared_ptr<eval_call> call) {

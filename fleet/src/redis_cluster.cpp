@@ -30,6 +30,8 @@ struct attempt {
   std::vector<std::string> args;
   std::function<void(redis_result)> done;
   bool blocking = false;
+  int replicas = -1;  // >= 0: a WAIT behind it, on the node that runs it
+  duration wait_timeout{};
   std::optional<std::uint16_t> slot;  // nullopt: any master will do
   int redirects_left = 0;
   duration pause{};
@@ -93,8 +95,9 @@ struct redis_cluster::impl : std::enable_shared_from_this<impl> {
       where = node->host;
     }
     auto self = shared_from_this();
-    conn->async_call(
-        a->ctx, a->args, [self, a, where](redis_result r) { self->on_result(a, where, std::move(r)); }, a->blocking);
+    auto answered = [self, a, where](redis_result r) { self->on_result(a, where, std::move(r)); };
+    if (a->replicas >= 0) return conn->async_call_replicated(a->ctx, a->args, answered, a->replicas, a->wait_timeout);
+    conn->async_call(a->ctx, a->args, answered, a->blocking);
   }
 
   void on_result(const attempt_ptr& a, const std::string& answered_by, redis_result r) {
@@ -116,8 +119,9 @@ struct redis_cluster::impl : std::enable_shared_from_this<impl> {
         }
         auto self = shared_from_this();
         const std::string host = node.host;
-        conn->async_call_asking(a->ctx, a->args,
-                                [self, a, host](redis_result r2) { self->on_result(a, host, std::move(r2)); });
+        conn->async_call_asking(
+            a->ctx, a->args, [self, a, host](redis_result r2) { self->on_result(a, host, std::move(r2)); }, a->replicas,
+            a->wait_timeout);
         return;
       }
       {
@@ -287,8 +291,20 @@ redis_cluster::~redis_cluster() {
 
 void redis_cluster::async_call(const context& ctx, std::vector<std::string> args,
                                std::function<void(redis_result)> done, bool blocking, std::string_view route) {
+  send(ctx, std::move(args), std::move(done), blocking, route, -1, {});
+}
+
+void redis_cluster::async_call_replicated(const context& ctx, std::vector<std::string> args,
+                                          std::function<void(redis_result)> done, int replicas, duration timeout) {
+  send(ctx, std::move(args), std::move(done), false, {}, std::max(replicas, 0), timeout);
+}
+
+void redis_cluster::send(const context& ctx, std::vector<std::string> args, std::function<void(redis_result)> done,
+                         bool blocking, std::string_view route, int replicas, duration wait_timeout) {
   if (args.empty()) throw std::invalid_argument("redis: a command needs at least its name");
   auto a = std::make_shared<attempt>();
+  a->replicas = replicas;
+  a->wait_timeout = wait_timeout;
   a->ctx = ctx;
   a->done = std::move(done);
   a->blocking = blocking;

@@ -32,8 +32,9 @@ namespace {
 struct op {
   std::string wire;
   bool blocking = false;
-  bool asking = false;    // sent right behind an ASKING, whose reply is dropped
-  bool internal = false;  // AUTH/SELECT: its failure fails the connection
+  bool asking = false;            // sent right behind an ASKING, whose reply is dropped
+  std::shared_ptr<op> then_wait;  // a WAIT sent right behind it, which answers the caller
+  bool internal = false;          // AUTH/SELECT: its failure fails the connection
   std::function<void(redis_result)> done;
   std::atomic<bool> completed{false};
   context caller;                         // whose stop is `stopped`
@@ -180,6 +181,12 @@ struct redis_connection::impl : std::enable_shared_from_this<impl> {
     inflight.push_back(o);
     outbuf += o->wire;
     o->wire.clear();
+    if (o->then_wait) {
+      o->then_wait->sent_on = gen;
+      inflight.push_back(o->then_wait);
+      outbuf += o->then_wait->wire;
+      o->then_wait->wire.clear();
+    }
     flush();
   }
 
@@ -279,6 +286,46 @@ struct redis_connection::impl : std::enable_shared_from_this<impl> {
     });
   }
 
+  // `o` ends when `ctx` stops, or after `limit` (nullopt: the caller's
+  // deadline alone, or io_timeout when it has none): stopped_error or
+  // redis_unavailable, completed on the strand.
+  void arm(const op_ptr& o, const context& ctx, std::optional<duration> limit) {
+    o->caller = ctx;
+    if (limit || ctx.deadline() == never) {
+      o->bounded.emplace(ctx.child_until(saturating_add(ctx.get_clock().now(), limit.value_or(opts.io_timeout))));
+    }
+    const context watched = o->bounded ? o->bounded->get() : ctx;
+    std::weak_ptr<op> weak_op = o;
+    std::weak_ptr<impl> weak_impl = weak_from_this();
+    o->on_stop = std::make_unique<cancellation_callback<std::function<void()>>>(
+        watched.token(), std::function<void()>([weak_op, weak_impl] {
+          op_ptr o = weak_op.lock();
+          if (!o) return;
+          const bool by_caller = o->caller.done();
+          redis_result r;
+          if (by_caller) {
+            r.result = redis_result::code::stopped;
+            r.stop_status = o->caller.stop_status();
+          } else {
+            r = unavailable("redis: no answer within the I/O timeout");
+          }
+          // Completed on the strand, and the connection failed there first if
+          // it must be: whatever the caller sends next is queued behind that.
+          if (auto self = weak_impl.lock()) {
+            try {
+              // `o` moves into the post: this thread holds no reference to it after.
+              net::post(self->strand, [self, o = std::move(o), by_caller, r = std::move(r)]() mutable {
+                if (o->complete(std::move(r))) self->on_abandoned(o, !by_caller);
+              });
+              return;
+            } catch (...) {
+              // Out of memory: complete here; an answer, if it comes, is read and dropped.
+            }
+          }
+          o->complete(std::move(r));
+        }));
+  }
+
   net::strand<net::io_context::executor_type> strand;
   tcp::socket socket;
   tcp::resolver resolver;
@@ -335,59 +382,74 @@ redis_connection::~redis_connection() {
 
 void redis_connection::async_call(const context& ctx, std::vector<std::string> args,
                                   std::function<void(redis_result)> done, bool blocking, std::string_view /*route*/) {
-  submit_call(ctx, std::move(args), std::move(done), blocking, false);
+  submit_call(ctx, std::move(args), std::move(done), {.blocking = blocking});
+}
+
+void redis_connection::async_call_replicated(const context& ctx, std::vector<std::string> args,
+                                             std::function<void(redis_result)> done, int replicas, duration timeout) {
+  submit_call(ctx, std::move(args), std::move(done), {.replicas = std::max(replicas, 0), .timeout = timeout});
 }
 
 void redis_connection::async_call_asking(const context& ctx, std::vector<std::string> args,
-                                         std::function<void(redis_result)> done) {
-  submit_call(ctx, std::move(args), std::move(done), false, true);
+                                         std::function<void(redis_result)> done, int replicas, duration timeout) {
+  submit_call(ctx, std::move(args), std::move(done), {.asking = true, .replicas = replicas, .timeout = timeout});
 }
 
+namespace {
+
+// The command's answer, held until its WAIT's comes: the caller gets both at
+// once. Both ops complete on the connection's strand, in reply order.
+struct replicated_answer {
+  std::optional<redis_result> command;
+  bool answered = false;
+  std::function<void(redis_result)> done;
+
+  void answer(redis_result r) {
+    if (answered) return;
+    answered = true;
+    done(std::move(r));
+  }
+};
+
+}  // namespace
+
 void redis_connection::submit_call(const context& ctx, std::vector<std::string> args,
-                                   std::function<void(redis_result)> done, bool blocking, bool asking) {
+                                   std::function<void(redis_result)> done, call_shape shape) {
   if (args.empty()) throw std::invalid_argument("redis: a command needs at least its name");
   auto o = std::make_shared<op>();
   o->wire = detail::format_command(args);
-  o->blocking = blocking;
-  o->asking = asking;
+  o->blocking = shape.blocking;
+  o->asking = shape.asking;
+  if (shape.replicas >= 0) {
+    // WAIT's timeout 0 would wait forever: at least a millisecond.
+    const auto ms = std::max<std::int64_t>(std::chrono::ceil<std::chrono::milliseconds>(shape.timeout).count(), 1);
+    auto w = std::make_shared<op>();
+    w->wire = detail::format_command({"WAIT", std::to_string(shape.replicas), std::to_string(ms)});
+    auto held = std::make_shared<replicated_answer>();
+    held->done = std::move(done);
+    // The command failed, was refused (an error reply, a redirect) or stopped: answered at once.
+    done = [held](redis_result r) {
+      if (r.result == redis_result::code::ok && !r.reply.is_error()) {
+        held->command = std::move(r);
+      } else {
+        held->answer(std::move(r));
+      }
+    };
+    w->done = [held](redis_result r) {
+      if (held->answered || !held->command) return;
+      if (r.result != redis_result::code::ok) return held->answer(std::move(r));  // its connection broke
+      redis_result both = std::move(*held->command);
+      both.replicas = r.reply.is_integer() ? r.reply.integer : 0;  // an error: no replica vouched for it
+      held->answer(std::move(both));
+    };
+    o->then_wait = std::move(w);
+  }
   o->done = std::move(done);
-  o->caller = ctx;
   // Non-blocking commands answer at once: io_timeout bounds them whatever the
   // caller's deadline. A blocking one is bounded by its caller's deadline.
-  const duration limit = impl_->opts.io_timeout;
-  if (!blocking || ctx.deadline() == never) {
-    o->bounded.emplace(ctx.child_until(saturating_add(ctx.get_clock().now(), limit)));
-  }
-  const context watched = o->bounded ? o->bounded->get() : ctx;
-  std::weak_ptr<op> weak_op = o;
-  std::weak_ptr<impl> weak_impl = impl_;
-  o->on_stop = std::make_unique<cancellation_callback<std::function<void()>>>(
-      watched.token(), std::function<void()>([weak_op, weak_impl] {
-        op_ptr o = weak_op.lock();
-        if (!o) return;
-        const bool by_caller = o->caller.done();
-        redis_result r;
-        if (by_caller) {
-          r.result = redis_result::code::stopped;
-          r.stop_status = o->caller.stop_status();
-        } else {
-          r = unavailable("redis: no answer within the I/O timeout");
-        }
-        // Completed on the strand, and the connection failed there first if
-        // it must be: whatever the caller sends next is queued behind that.
-        if (auto self = weak_impl.lock()) {
-          try {
-            // `o` moves into the post: this thread holds no reference to it after.
-            net::post(self->strand, [self, o = std::move(o), by_caller, r = std::move(r)]() mutable {
-              if (o->complete(std::move(r))) self->on_abandoned(o, !by_caller);
-            });
-            return;
-          } catch (...) {
-            // Out of memory: complete here; an answer, if it comes, is read and dropped.
-          }
-        }
-        o->complete(std::move(r));
-      }));
+  impl_->arm(o, ctx, shape.blocking ? std::nullopt : std::optional<duration>(impl_->opts.io_timeout));
+  if (o->then_wait)
+    impl_->arm(o->then_wait, ctx, impl_->opts.io_timeout + std::min(shape.timeout, impl_->opts.io_timeout * 100));
   net::post(impl_->strand, [self = impl_, o] { self->submit(o); });
 }
 

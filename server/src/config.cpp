@@ -334,6 +334,11 @@ struct command_line_parser::impl {
     t_.count("dead-max", o_.dead_max, "fleet: the most dead-lettered jobs listed; the oldest beyond are dropped", 1,
              100'000'000);
     t_.time("idempotency-ttl", o_.idempotency_ttl, "fleet: how long an Idempotency-Key names its job");
+    t_.count("broker-replicas", o_.broker_replicas,
+             "fleet: answer 202 once the broker's master and this many replicas hold the job (WAIT); 0: the master", 0,
+             16);
+    t_.time("broker-replica-timeout", o_.broker_replica_timeout,
+            "fleet: how long an enqueue waits for --broker-replicas before it answers 503");
     t_.text("broker-password-file", o_.broker_password_file, "fleet: file holding the broker's AUTH password")
         ->type_name("FILE")
         ->always_capture_default(false);

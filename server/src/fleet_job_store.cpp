@@ -45,6 +45,8 @@ class fleet_job_store final : public job_store {
                             .dead_ttl = c.opts.dead_ttl,
                             .dead_max = c.opts.dead_max,
                             .refuse_while_paused = c.opts.refuse_while_paused,
+                            .replicas = static_cast<unsigned>(c.opts.broker_replicas),
+                            .replica_timeout = c.opts.broker_replica_timeout,
                             .clock = &c.clk}),
         consumer_(queue_, *reader_, *c.jobs, runner(c), consumer_settings(c, port)) {}
 

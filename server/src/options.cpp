@@ -93,6 +93,7 @@ void validate(const server_options& o) {
       fail("--queue '" + o.queue + "' must be non-empty, without {, }, : or spaces");
     }
     if (o.lease < std::chrono::milliseconds(30)) fail("--lease must be at least 30ms");
+    if (o.broker_replica_timeout < std::chrono::milliseconds(1)) fail("--broker-replica-timeout must be at least 1ms");
     if (o.max_deliveries == 0) fail("--max-deliveries must be at least 1");
     if (o.result_ttl < std::chrono::milliseconds(1) || o.idempotency_ttl < std::chrono::milliseconds(1)) {
       fail("--result-ttl and --idempotency-ttl must be at least 1ms");

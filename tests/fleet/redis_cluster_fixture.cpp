@@ -24,7 +24,7 @@ redis_cluster_servers::redis_cluster_servers(int masters, int replicas_each) {
     // times out after 1 s so a failover is quick.
     nodes_.push_back(std::make_unique<redis_server>(std::vector<std::string>{
         "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
-        "--appendfsync", "everysec", "--cluster-require-full-coverage", "no"}));
+        "--appendfsync", "everysec", "--cluster-require-full-coverage", "no", "--repl-diskless-sync-delay", "0"}));
   }
   std::vector<std::string> create{"redis-cli", "--cluster", "create"};
   for (const auto& n : nodes_) create.push_back("127.0.0.1:" + std::to_string(n->port()));

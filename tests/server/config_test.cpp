@@ -203,6 +203,14 @@ TEST(Config, FleetOptionsFollowTheProtocolFromTheCommandLineAndTheFile) {
   EXPECT_EQ(o.result_ttl, 1h);
   EXPECT_EQ(o.idempotency_ttl, 2h);
   EXPECT_EQ(o.broker_password_file, "/etc/hourglassd/redis");
+  EXPECT_EQ(o.broker_replicas, 0u) << "a 202 once the master holds it, unless asked";
+
+  const auto cl = parse({"--broker", "redis+cluster://10.0.0.5:7000,10.0.0.6:7000", "--broker-replicas", "1",
+                         "--broker-replica-timeout", "250ms"});
+  ASSERT_TRUE(cl.result.options) << cl.err;
+  EXPECT_EQ(cl.result.options->broker, "redis+cluster://10.0.0.5:7000,10.0.0.6:7000");
+  EXPECT_EQ(cl.result.options->broker_replicas, 1u);
+  EXPECT_EQ(cl.result.options->broker_replica_timeout, 250ms);
 
   temp_file f(R"(
 broker = "redis://127.0.0.1:6390"
@@ -235,6 +243,9 @@ TEST(Config, BadFleetValuesAreLoud) {
            {"--broker", "redis://127.0.0.1:6379", "--max-deliveries", "0"},
            {"--broker", "redis://127.0.0.1:6379", "--result-ttl", "0s"},
            {"--broker", "redis://127.0.0.1:6379", "--queue", "a}b"},
+           {"--broker", "redis+cluster://127.0.0.1:7000/1"},  // a cluster has only database 0
+           {"--broker", "redis+cluster://127.0.0.1:7000", "--broker-replica-timeout", "0s"},
+           {"--broker", "redis://127.0.0.1:6379", "--broker-replicas", "17"},
            {"--produce-only"},  // in memory a daemon runs what it takes
        }) {
     const auto p = parse(args);

@@ -66,6 +66,12 @@ struct queue_options {
   // While an operator has the queue paused, refuse enqueues (enqueued::kind::paused)
   // instead of letting jobs wait for the resume.
   bool refuse_while_paused = false;
+  // An enqueue is confirmed once the master and this many replicas hold it
+  // (WAIT behind each enqueue batch, on the same connection); fewer within
+  // replica_timeout fail the batch's calls with redis_unavailable, never
+  // confirmed. 0: once the master holds it (Redis replicates asynchronously).
+  unsigned replicas = 0;
+  duration replica_timeout = std::chrono::seconds(1);
   hourglass::clock* clock = nullptr;  // times an enqueue's own round trips; nullptr: real_clock()
 };
 
@@ -387,7 +393,7 @@ class job_queue {
                    const std::vector<std::string>& args);
   struct eval_call;
   void async_eval(const context& ctx, std::string_view script, std::vector<std::string> keys,
-                  std::vector<std::string> args, answer_fn<redis_reply> done);
+                  std::vector<std::string> args, answer_fn<redis_reply> done, bool replicated = false);
   static void send_eval(std::shared_ptr<eval_call> call);
   static void load_script(std::shared_ptr<eval_call> call);
   void async_ensure_group(const context& ctx, answer_fn<bool> done);

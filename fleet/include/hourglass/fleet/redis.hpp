@@ -97,9 +97,10 @@ struct redis_options {
 struct redis_result {
   enum class code { ok, unavailable, stopped };
   code result = code::ok;
-  redis_reply reply;    // when ok
-  std::string message;  // when unavailable
-  status stop_status;   // when stopped: the context's reason
+  redis_reply reply;        // when ok
+  long long replicas = -1;  // async_call_replicated, ok: the WAIT's answer
+  std::string message;      // when unavailable
+  status stop_status;       // when stopped: the context's reason
 };
 
 // What the fleet calls: one Redis (redis_connection) or a Redis Cluster
@@ -118,6 +119,14 @@ class redis_client {
   // Sends `args` as one command; `done` runs once, on an I/O thread.
   virtual void async_call(const context& ctx, std::vector<std::string> args, std::function<void(redis_result)> done,
                           bool blocking = false, std::string_view route = {}) = 0;
+
+  // The same, with `WAIT replicas timeout` sent right behind it on the same
+  // connection, in the same write: `done` has both answers, the WAIT's in
+  // redis_result::replicas (how many replicas acknowledged every write sent
+  // on that connection up to it). On a cluster, the WAIT goes with the
+  // command to whichever node runs it, redirects included.
+  virtual void async_call_replicated(const context& ctx, std::vector<std::string> args,
+                                     std::function<void(redis_result)> done, int replicas, duration timeout) = 0;
 
   // The same, waiting: throws redis_unavailable, or stopped_error when `ctx`
   // stopped first. An error reply (-ERR ...) is returned, not thrown. Must not
@@ -141,17 +150,27 @@ class redis_connection final : public redis_client {
   // `done` runs on the connection's strand. `route` is ignored.
   void async_call(const context& ctx, std::vector<std::string> args, std::function<void(redis_result)> done,
                   bool blocking = false, std::string_view route = {}) override;
+  void async_call_replicated(const context& ctx, std::vector<std::string> args, std::function<void(redis_result)> done,
+                             int replicas, duration timeout) override;
   // The same, sent right behind an ASKING on this connection (a cluster's
   // ASK redirect: the next command may use a slot being imported).
-  void async_call_asking(const context& ctx, std::vector<std::string> args, std::function<void(redis_result)> done);
+  // replicas >= 0: a WAIT follows it, as async_call_replicated.
+  void async_call_asking(const context& ctx, std::vector<std::string> args, std::function<void(redis_result)> done,
+                         int replicas = -1, duration timeout = {});
 
   void reset() override;
   bool connected() const noexcept override;
   std::uint64_t connects() const noexcept;  // successful connects so far
 
  private:
+  struct call_shape {
+    bool blocking = false;
+    bool asking = false;  // behind an ASKING
+    int replicas = -1;    // >= 0: a WAIT behind it
+    duration timeout{};   // the WAIT's
+  };
   void submit_call(const context& ctx, std::vector<std::string> args, std::function<void(redis_result)> done,
-                   bool blocking, bool asking);
+                   call_shape shape);
   struct impl;
   std::shared_ptr<impl> impl_;
 };

@@ -43,6 +43,8 @@ class redis_cluster final : public redis_client {
 
   void async_call(const context& ctx, std::vector<std::string> args, std::function<void(redis_result)> done,
                   bool blocking = false, std::string_view route = {}) override;
+  void async_call_replicated(const context& ctx, std::vector<std::string> args, std::function<void(redis_result)> done,
+                             int replicas, duration timeout) override;
   void reset() override;
   // A slot map is known and every master's connection opened so far is up.
   bool connected() const noexcept override;
@@ -51,6 +53,8 @@ class redis_cluster final : public redis_client {
   std::uint64_t redirects() const noexcept;      // MOVED, ASK and TRYAGAIN answers followed
 
  private:
+  void send(const context& ctx, std::vector<std::string> args, std::function<void(redis_result)> done, bool blocking,
+            std::string_view route, int replicas, duration wait_timeout);
   struct impl;
   std::shared_ptr<impl> impl_;
 };

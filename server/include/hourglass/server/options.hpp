@@ -95,7 +95,7 @@ struct server_options {
 
   // Fleet mode (docs/fleet.md): with a broker, async jobs live
   // on a durable Redis Streams queue that many daemons share.
-  std::string broker;             // --broker redis://HOST:PORT[/DB]; empty: async jobs in memory
+  std::string broker;             // --broker redis://HOST:PORT[/DB] or redis+cluster://...; empty: in memory
   std::string queue = "default";  // --queue
   std::string consumer;           // --consumer; empty: <hostname>:<port>
   duration lease = std::chrono::seconds(10);
@@ -108,8 +108,12 @@ struct server_options {
   bool refuse_while_paused = false;                // --refuse-while-paused: 503 queue_paused instead of enqueueing
   duration idempotency_ttl = std::chrono::hours(24);
   std::string broker_password_file;  // AUTH with its content (surrounding whitespace ignored)
-  bool builtin_handlers = true;      // echo, sleep, spin, call
-  std::string log_level = "info";    // trace debug info warn error critical off
+  // --broker-replicas: a 202 once the master and this many replicas hold the
+  // job (WAIT behind each enqueue batch); fewer within the timeout: 503.
+  std::size_t broker_replicas = 0;
+  duration broker_replica_timeout = std::chrono::seconds(1);  // --broker-replica-timeout
+  bool builtin_handlers = true;                               // echo, sleep, spin, call
+  std::string log_level = "info";                             // trace debug info warn error critical off
 };
 
 // Throws std::invalid_argument when the options cannot mean what they say:
