@@ -35,6 +35,7 @@ struct attempt {
   std::optional<std::uint16_t> slot;  // nullopt: any master will do
   int redirects_left = 0;
   duration pause{};
+  duration paused{};  // TRYAGAIN pauses so far: at most the I/O timeout in all
   std::atomic<bool> finished{false};
   // While it waits for a slot map or a TRYAGAIN pause: its context's stop ends it.
   std::unique_ptr<cancellation_callback<std::function<void()>>> on_stop;
@@ -132,7 +133,11 @@ struct redis_cluster::impl : std::enable_shared_from_this<impl> {
       return run(a);
     }
     if (detail::is_try_again(error)) {
-      if (a->redirects_left-- <= 0) return a->finish(std::move(r));
+      // A migration under way: sent again until it completes, inside the
+      // caller's deadline (watched) and the I/O timeout, never answered as done.
+      if (a->paused >= opts.node.io_timeout) {
+        return a->finish(cluster_unavailable("a slot migration did not complete within the I/O timeout: " + error));
+      }
       redirect_count.fetch_add(1);
       return pause_then_run(a);
     }
@@ -145,6 +150,7 @@ struct redis_cluster::impl : std::enable_shared_from_this<impl> {
 
   void pause_then_run(const attempt_ptr& a) {
     const duration pause = a->pause;
+    a->paused += pause;
     a->pause = std::min(a->pause * 2, opts.try_again_pause * 8);
     watch(a);
     auto timer = std::make_shared<net::steady_timer>(io, pause);

@@ -16,15 +16,17 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 
 }  // namespace
 
-redis_cluster_servers::redis_cluster_servers(int masters, int replicas_each) {
+redis_cluster_servers::redis_cluster_servers(int masters, int replicas_each, std::vector<std::string> skews) {
   const int count = masters * (1 + replicas_each);
   for (int i = 0; i < count; ++i) {
     // Not durable on each write (the cluster tests are about routing and
     // failover, and six fsyncing servers on two cores are slow); a node
     // times out after 1 s so a failover is quick.
-    nodes_.push_back(std::make_unique<redis_server>(std::vector<std::string>{
-        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
-        "--appendfsync", "everysec", "--cluster-require-full-coverage", "no", "--repl-diskless-sync-delay", "0"}));
+    nodes_.push_back(std::make_unique<redis_server>(
+        std::vector<std::string>{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                                 "--cluster-node-timeout", "1000", "--appendfsync", "everysec",
+                                 "--cluster-require-full-coverage", "no", "--repl-diskless-sync-delay", "0"},
+        skewed_redis_clock(skews.empty() ? std::string() : skews[static_cast<std::size_t>(i) % skews.size()])));
   }
   std::vector<std::string> create{"redis-cli", "--cluster", "create"};
   for (const auto& n : nodes_) create.push_back("127.0.0.1:" + std::to_string(n->port()));
@@ -125,6 +127,26 @@ void redis_cluster_servers::migrate_slot(const std::string& key, const redis_ser
     must(on(from, {"MIGRATE", "127.0.0.1", std::to_string(to.port()), k, "0", "5000"}), "MIGRATE " + k);
   }
   if (finish) finish_migration(key, from, to);
+}
+
+void redis_cluster_servers::reshard_all(const redis_server& from, const redis_server& to) const {
+  const auto map = detail::slot_map::from_cluster_slots(on(from, {"CLUSTER", "SLOTS"}), {"127.0.0.1", from.port()});
+  int count = 0;
+  for (std::uint16_t slot = 0; slot < detail::cluster_slots; ++slot) {
+    const detail::cluster_node* owner = map.owner(slot);
+    if (owner != nullptr && owner->port == from.port()) ++count;
+  }
+  const std::string log = "/tmp/hourglass-cluster-reshard-" + std::to_string(from.port()) + ".log";
+  const pid_t pid = test_common::spawn_process(
+      {"redis-cli", "--cluster", "reshard", "127.0.0.1:" + std::to_string(from.port()), "--cluster-from", node_id(from),
+       "--cluster-to", node_id(to), "--cluster-slots", std::to_string(count), "--cluster-yes"},
+      log, "redis-cli");
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw std::runtime_error("redis-cli --cluster reshard failed; see " + log);
+  }
+  std::remove(log.c_str());
 }
 
 void redis_cluster_servers::finish_migration(const std::string& key, const redis_server& from,

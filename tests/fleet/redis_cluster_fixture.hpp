@@ -16,7 +16,8 @@ class redis_cluster_servers {
  public:
   // Starts the nodes and creates the cluster; returns once every node says
   // cluster_state:ok and agrees on who serves each slot. Throws std::runtime_error.
-  explicit redis_cluster_servers(int masters = 3, int replicas_each = 1);
+  // Node i runs with its wall clock skews[i % skews.size()] off (none when empty).
+  explicit redis_cluster_servers(int masters = 3, int replicas_each = 1, std::vector<std::string> skews = {});
 
   std::vector<redis_server*> nodes() const;
   std::vector<redis_endpoint> seeds() const;  // every node
@@ -37,6 +38,9 @@ class redis_cluster_servers {
   // migrated, the slot still MIGRATING (ASK and TRYAGAIN territory).
   void migrate_slot(const std::string& key, const redis_server& to, const std::vector<std::string>& move_keys,
                     bool finish = true) const;
+  // Moves every slot `from` serves to `to` with `redis-cli --cluster reshard`,
+  // the operator's tool; returns once it has finished. Throws on failure.
+  void reshard_all(const redis_server& from, const redis_server& to) const;
   // Ends a migration migrate_slot(finish = false) left open: the slot is `to`'s.
   void finish_migration(const std::string& key, const redis_server& from, const redis_server& to) const;
 

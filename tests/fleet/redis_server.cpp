@@ -30,7 +30,16 @@ std::uint16_t free_port() {
   return a.local_endpoint().port();
 }
 
-redis_server::redis_server(std::vector<std::string> extra) : extra_(std::move(extra)) {
+std::vector<std::string> skewed_redis_clock(const std::string& skew) {
+  if (skew.empty()) return {};
+  return {"/usr/bin/env",
+          "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libc_malloc_debug.so.0 "
+          "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
+          "FAKETIME=" + skew, "FAKETIME_DONT_FAKE_MONOTONIC=1"};
+}
+
+redis_server::redis_server(std::vector<std::string> extra, std::vector<std::string> prefix)
+    : extra_(std::move(extra)), prefix_(std::move(prefix)) {
   char tmpl[] = "/tmp/hourglass-redis-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = tmpl;
@@ -53,6 +62,7 @@ void redis_server::spawn() {
       "--appendonly", "yes",       "--appendfsync",       "always", "--save",    "",      "--daemonize",
       "no",           "--logfile", dir_ + "/redis.log"};
   args.insert(args.end(), extra_.begin(), extra_.end());
+  args.insert(args.begin(), prefix_.begin(), prefix_.end());
   try {
     pid_ = test_common::spawn_process(args, "", "redis-server (tools/install-deps installs it)");
   } catch (...) {

@@ -248,5 +248,87 @@ TEST_F(ClusterDaemon, WithoutBrokerReplicasAFailoverMayLoseWhatTheReplicaHadNotY
   EXPECT_LE(run.lost, run.on_default.accepted.size());
 }
 
+// An operator moves every slot of the queue's master to another master with
+// redis-cli --cluster reshard while two daemons take and run jobs: scripts
+// meet ASK, TRYAGAIN and MOVED and are sent again; none is confirmed that did
+// not land, and every job that got a 202 ends ok.
+TEST_F(ClusterDaemon, ASlotReshardedWhileJobsFlowLosesNoConfirmedJob) {
+  fleet::testing::redis_server& from = cluster.master_of("hg:{default}:stream");
+  fleet::testing::redis_server& to = cluster.other_master("hg:{default}:stream");
+  test_server a(cluster_options("a"));
+  test_server b(cluster_options("b"));
+  produced jobs;
+  std::atomic<bool> stop{false};
+  std::thread producer([&] {
+    for (std::size_t i = 0; !stop.load(); ++i) {
+      jobs.record(post(i % 2 == 0 ? a.port() : b.port(), "/v1/jobs/echo", std::to_string(i),
+                       {{"Prefer", "respond-async"}}, 10s));
+      std::this_thread::sleep_for(5ms);
+    }
+  });
+  std::this_thread::sleep_for(1s);
+  const auto began = std::chrono::steady_clock::now();
+  cluster.reshard_all(from, to);
+  const auto resharded = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(2s);
+  stop = true;
+  producer.join();
+  ASSERT_EQ(&cluster.master_of("hg:{default}:stream"), &to) << "the queue's slot moved";
+
+  for (const std::string& id : jobs.accepted) {
+    const std::string done = wait_state(a.port(), id, "ok", 30s);
+    ASSERT_EQ(json_string(done, "state"), "ok") << id << " " << done;
+  }
+  EXPECT_TRUE(jobs.other.empty()) << jobs.other.front();
+  const auto during = std::count_if(jobs.accepted_at.begin(), jobs.accepted_at.end(),
+                                    [&](auto t) { return t > began && t < resharded; });
+  const auto after = std::count_if(jobs.accepted_at.begin(), jobs.accepted_at.end(),
+                                   [&](auto t) { return t > resharded; });
+  const double duplicates = metric_value(get(a.port(), "/metrics").body, "hourglass_fleet_duplicate_outcomes_total");
+  std::printf(
+      "reshard of %s in %.1f s: %zu accepted (%ld during it, %ld after), %zu answered 503, %zu refused at "
+      "admission; duplicate outcomes %.0f\n",
+      cluster.node_id(from).substr(0, 8).c_str(), std::chrono::duration<double>(resharded - began).count(),
+      jobs.accepted.size(), static_cast<long>(during), static_cast<long>(after), jobs.unavailable, jobs.refused,
+      duplicates);
+  EXPECT_GT(after, 0) << "jobs flow on the new master";
+}
+
+// Each node of the cluster with its own wall clock: masters at -5 min, 0
+// and +5 min (their replicas likewise). A queue on each master is judged on
+// that master's TIME against entry ids that master wrote, so the fleet
+// decides exactly as on an unskewed cluster, whichever node a queue is on.
+TEST(SkewedCluster, EachQueueIsJudgedOnItsOwnMastersClockAndDecidesAsWithoutSkew) {
+  redis_cluster_servers cluster(3, 1, {"-5m", "", "+5m"});
+  std::vector<fleet::testing::redis_server*> masters;
+  for (fleet::testing::redis_server* n : cluster.nodes()) {
+    if (cluster.on(*n, {"ROLE"}).elements.at(0).str == "master") masters.push_back(n);
+  }
+  ASSERT_EQ(masters.size(), 3u);
+  std::vector<double> offsets;
+  for (fleet::testing::redis_server* m : masters) {
+    std::string queue;
+    for (int i = 0; queue.empty(); ++i) {
+      const std::string q = "skew" + std::to_string(i);
+      if (&cluster.master_of("hg:{" + q + "}:stream") == m) queue = q;
+    }
+    server_options o = test_options();
+    o.broker = cluster.url();
+    o.queue = queue;
+    o.consumer = "d-" + queue;
+    o.workers = 1;
+    o.lease = 1s;
+    test_server d(o);
+    const std::vector<std::string> expected{"ok/", "deadline_exceeded/queue", "ok/"};
+    EXPECT_EQ(freshness_decisions(d.port()), expected) << "queue " << queue << " on " << m->port();
+    offsets.push_back(metric_value(get(d.port(), "/metrics").body, "hourglass_fleet_broker_clock_offset_seconds"));
+  }
+  // The skews are real: one master 5 minutes behind, one on time, one 5 minutes ahead.
+  std::sort(offsets.begin(), offsets.end());
+  EXPECT_NEAR(offsets[0], -300.0, 30.0);
+  EXPECT_NEAR(offsets[1], 0.0, 30.0);
+  EXPECT_NEAR(offsets[2], 300.0, 30.0);
+}
+
 }  // namespace
 }  // namespace hourglass::server::testing

@@ -277,39 +277,6 @@ TEST_F(FleetFaults, ABrokerKilledAndRestartedLosesNoJobThatGotA202) {
   }
 }
 
-// What a fleet decides for the same schedule, submitted to `port`: blockers
-// holding each daemon's only worker for 1.5 s, then a job fresh for 0.5 s (it
-// must expire in the queue) and one fresh for 10 s (it must run).
-std::vector<std::string> decisions(std::uint16_t port, int blockers = 1) {
-  const auto async = [&](const std::string& body, const std::string& freshness) {
-    headers hs{{"Prefer", "respond-async"}};
-    if (!freshness.empty()) hs.emplace_back("Job-Freshness", freshness);
-    const reply r = post(port, "/v1/jobs/sleep", body, hs);
-    EXPECT_EQ(r.status, 202u) << r.body;
-    return json_string(r.body, "id");
-  };
-  std::vector<std::string> ids;
-  for (int i = 0; i < blockers; ++i) ids.push_back(async(R"({"ms": 1500})", ""));
-  for (const std::string& blocker : ids) {
-    EXPECT_TRUE(wait_until([&] { return json_string(get(port, "/v1/jobs/" + blocker).body, "state") == "running"; }));
-  }
-  ids.push_back(async(R"({"ms": 1})", "500m"));  // stale
-  ids.push_back(async(R"({"ms": 1})", "10S"));   // fresh
-  std::vector<std::string> out;
-  for (const std::string& id : ids) {
-    std::string body;
-    EXPECT_TRUE(wait_until(
-        [&] {
-          body = get(port, "/v1/jobs/" + id).body;
-          const std::string s = json_string(body, "state");
-          return s != "queued" && s != "running" && !s.empty();
-        },
-        20s));
-    out.push_back(json_string(body, "state") + "/" + json_string(body, "stage"));
-  }
-  return out;
-}
-
 TEST_F(FleetFaults, DaemonsWhoseWallClocksAreTenMinutesOffDecideExactlyAsOnesWithoutSkew) {
   const std::vector<std::string> expected{"ok/", "deadline_exceeded/queue", "ok/"};
   for (const std::string skew : {"", "-10m", "+10m"}) {
@@ -328,7 +295,7 @@ TEST_F(FleetFaults, DaemonsWhoseWallClocksAreTenMinutesOffDecideExactlyAsOnesWit
       const double offset = metric_value(metrics, "hourglass_fleet_broker_clock_offset_seconds");
       EXPECT_NEAR(std::abs(offset), 600.0, 30.0) << "the skew is real: " << skew;
     }
-    EXPECT_EQ(decisions(port), expected) << "skew " << (skew.empty() ? "none" : skew);
+    EXPECT_EQ(freshness_decisions(port), expected) << "skew " << (skew.empty() ? "none" : skew);
   }
 }
 
@@ -349,7 +316,7 @@ TEST_F(FleetFaults, AFleetWhoseHostsDisagreeByTwentyMinutesDecidesAsAnUnskewedOn
     const std::uint16_t pp = p.wait_for_port();
     ASSERT_NE(pp, 0) << p.output();
     ASSERT_NE(c.wait_for_port(), 0) << c.output();
-    seen.push_back(decisions(pp, 2));  // a blocker on each daemon, then stale and fresh
+    seen.push_back(freshness_decisions(pp, 2));  // a blocker on each daemon, then stale and fresh
   }
   const std::vector<std::string> expected{"ok/", "ok/", "deadline_exceeded/queue", "ok/"};
   EXPECT_EQ(seen[0], expected) << "unskewed";

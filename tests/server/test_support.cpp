@@ -302,6 +302,36 @@ std::vector<std::string> skewed_clock(const std::string& skew) {
               ":verify_asan_link_order=0:allocator_release_to_os_interval_ms=-1"};
 }
 
+std::vector<std::string> freshness_decisions(std::uint16_t port, int blockers) {
+  const auto async = [&](const std::string& body, const std::string& freshness) {
+    headers hs{{"Prefer", "respond-async"}};
+    if (!freshness.empty()) hs.emplace_back("Job-Freshness", freshness);
+    const reply r = post(port, "/v1/jobs/sleep", body, hs);
+    EXPECT_EQ(r.status, 202u) << r.body;
+    return json_string(r.body, "id");
+  };
+  std::vector<std::string> ids;
+  for (int i = 0; i < blockers; ++i) ids.push_back(async(R"({"ms": 1500})", ""));
+  for (const std::string& blocker : ids) {
+    EXPECT_TRUE(wait_until([&] { return json_string(get(port, "/v1/jobs/" + blocker).body, "state") == "running"; }));
+  }
+  ids.push_back(async(R"({"ms": 1})", "500m"));  // stale
+  ids.push_back(async(R"({"ms": 1})", "10S"));   // fresh
+  std::vector<std::string> out;
+  for (const std::string& id : ids) {
+    std::string body;
+    EXPECT_TRUE(wait_until(
+        [&] {
+          body = get(port, "/v1/jobs/" + id).body;
+          const std::string s = json_string(body, "state");
+          return s != "queued" && s != "running" && !s.empty();
+        },
+        20s));
+    out.push_back(json_string(body, "state") + "/" + json_string(body, "stage"));
+  }
+  return out;
+}
+
 std::pair<std::string, int> run_command(const std::string& command) {
   FILE* p = ::popen(command.c_str(), "r");
   if (p == nullptr) return {"", -1};

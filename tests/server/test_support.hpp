@@ -187,6 +187,12 @@ class daemon_process {
 // deadlocks before main (seen in libstdc++'s start-up allocation).
 std::vector<std::string> skewed_clock(const std::string& skew);
 
+// What a fleet decides for the same schedule, submitted to `port` (fleet
+// daemons of one worker each): `blockers` jobs holding each daemon's worker
+// for 1.5 s, then a job fresh for 0.5 s (it must expire in the queue) and
+// one fresh for 10 s (it must run). Each job's "state/stage", in that order.
+std::vector<std::string> freshness_decisions(std::uint16_t port, int blockers = 1);
+
 // Runs a shell command (test-controlled text only) and returns its stdout and exit status.
 std::pair<std::string, int> run_command(const std::string& command);
 

@@ -10,8 +10,9 @@
 // connection. A MOVED reply records the slot's new master and sends the
 // command there; an ASK sends it once to the importing node behind an ASKING;
 // a TRYAGAIN (a multi-key command during a slot's migration) is sent again
-// after a short pause. All of it inside the call's own deadline (or the I/O
-// timeout), and at most max_redirects times. CLUSTERDOWN, a slot no master
+// after a short pause until the migration completes. All of it inside the
+// call's own deadline and the I/O timeout, and at most max_redirects
+// MOVED/ASK answers. CLUSTERDOWN, a slot no master
 // serves, and a node that cannot be reached end the call redis_unavailable
 // (the daemon answers 503) — never retried elsewhere, as a write that was
 // sent may have landed; the map is refreshed for the next call.
@@ -29,8 +30,9 @@ namespace hourglass::fleet {
 
 struct redis_cluster_options {
   redis_options node;     // each master's connection (AUTH with endpoint.password; db must be 0)
-  int max_redirects = 5;  // MOVED/ASK/TRYAGAIN answers one call may follow
-  duration try_again_pause = std::chrono::milliseconds(10);  // doubling, up to 8x
+  int max_redirects = 5;  // MOVED/ASK answers one call may follow
+  // After a TRYAGAIN; doubling, up to 8x; in all at most node.io_timeout.
+  duration try_again_pause = std::chrono::milliseconds(10);
 };
 
 class redis_cluster final : public redis_client {
