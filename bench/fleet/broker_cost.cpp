@@ -12,10 +12,10 @@
 
 namespace hourglass::bench {
 
-using fleet::redis_connection;
+using fleet::redis_client;
 using fleet::redis_reply;
 
-redis_reply must(redis_connection& c, std::vector<std::string> args) {
+redis_reply must(redis_client& c, std::vector<std::string> args) {
   redis_reply r = c.call(context(), std::move(args));
   if (r.is_error()) throw std::runtime_error("redis: " + r.str);
   return r;
@@ -24,7 +24,7 @@ redis_reply must(redis_connection& c, std::vector<std::string> args) {
 namespace {
 
 // Every command Redis has run so far (INFO commandstats), scripts' inner ones included.
-std::uint64_t redis_calls(redis_connection& c) {
+std::uint64_t redis_calls(redis_client& c) {
   const std::string info = must(c, {"INFO", "commandstats"}).str;
   std::uint64_t total = 0;
   for (auto pos = info.find("calls="); pos != std::string::npos; pos = info.find("calls=", pos + 6)) {
@@ -34,7 +34,7 @@ std::uint64_t redis_calls(redis_connection& c) {
 }
 
 // Redis's CPU so far, user + system, in microseconds (INFO cpu).
-double redis_cpu_us(redis_connection& c) {
+double redis_cpu_us(redis_client& c) {
   const std::string info = must(c, {"INFO", "cpu"}).str;
   double total = 0;
   for (const char* k : {"used_cpu_sys:", "used_cpu_user:"}) {
@@ -45,7 +45,7 @@ double redis_cpu_us(redis_connection& c) {
 }
 
 // Per command (INFO commandstats): {calls, usec}, scripts' inner commands included.
-std::map<std::string, std::pair<double, double>> command_stats(redis_connection& c) {
+std::map<std::string, std::pair<double, double>> command_stats(redis_client& c) {
   std::map<std::string, std::pair<double, double>> out;
   std::istringstream info(must(c, {"INFO", "commandstats"}).str);
   for (std::string line; std::getline(info, line);) {
@@ -81,7 +81,7 @@ std::string command_breakdown(const std::map<std::string, std::pair<double, doub
 
 }  // namespace
 
-broker_cost::broker_cost(redis_connection& c)
+broker_cost::broker_cost(redis_client& c)
     : admin(c), calls0(redis_calls(c)), cpu0(redis_cpu_us(c)), stats0(command_stats(c)) {}
 
 double broker_cost::calls_per(std::uint64_t jobs) const {

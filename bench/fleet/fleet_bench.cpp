@@ -1,6 +1,7 @@
 #include "fleet/fleet_bench.hpp"
 
 #include "fleet/broker_cost.hpp"
+#include "fleet/fleet_parts.hpp"
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -34,48 +35,22 @@ namespace hourglass::bench {
 namespace {
 
 using namespace std::chrono_literals;
-using steady = std::chrono::steady_clock;
-using fleet::redis_connection;
+using fleet::redis_client;
 using fleet::redis_reply;
+using fleet_parts::broker_io;
+using fleet_parts::drop_queue;
+using fleet_parts::fleet_members;
+using fleet_parts::noop;
+using fleet_parts::seconds;
+using fleet_parts::start_fleet;
+using fleet_parts::steady;
+using fleet_parts::stop_fleet;
+using fleet_parts::unique;
+using fleet_parts::wait_written;
+using fleet_parts::windowed;
 
-// The connections' io_context, run by two threads of its own.
-struct broker_io {
-  explicit broker_io(const std::string& url) {
-    const support::redis_url u = support::parse_redis_url(url, "--broker");
-    endpoint = {u.host, u.port, u.db, ""};
-    for (int i = 0; i < 2; ++i) threads.emplace_back([this] { io.run(); });
-  }
-  ~broker_io() {
-    work.reset();
-    io.stop();
-    for (auto& t : threads) t.join();
-  }
-  std::unique_ptr<redis_connection> connect() { return std::make_unique<redis_connection>(io, endpoint); }
-
-  boost::asio::io_context io;
-  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work{io.get_executor()};
-  std::vector<std::thread> threads;
-  fleet::redis_endpoint endpoint;
-};
-
-double seconds(steady::duration d) { return std::chrono::duration<double>(d).count(); }
-
-std::string unique(const std::string& what) { return "bench-" + what + "-" + std::to_string(::getpid()); }
-
-void drop_queue(redis_connection& c, const std::string& name) {
-  for (const char* k : {"stream", "slots", "stats", "dead"}) must(c, {"DEL", "hg:{" + name + "}:" + k});
-}
-
-// Runs send(i, done) for i in [first, n) by `step`, at most `window` in
-// flight (done() ends one), and waits for all: a pipelined client.
-void windowed(std::uint64_t first, std::uint64_t n, std::uint64_t step, std::size_t window,
-              const std::function<void(std::uint64_t, std::function<void()>)>& send) {
-  std::counting_semaphore<> room(static_cast<std::ptrdiff_t>(window));
-  for (std::uint64_t i = first; i < n; i += step) {
-    room.acquire();
-    send(i, [&room] { room.release(); });
-  }
-  for (std::size_t i = 0; i < window; ++i) room.acquire();
+void produce(broker_io& b, const std::string& name, const fleet_options& o, std::size_t bulk) {
+  fleet_parts::produce(b, name, o.jobs, o.producers, o.window, bulk);
 }
 
 // ---- the broker's own limit ----
@@ -124,82 +99,6 @@ double raw_rate(broker_io& b, std::size_t consumers, const fleet_options& o, dou
   calls_per_job = cost.calls_per(o.jobs);
   must(*admin, {"DEL", key});
   return static_cast<double>(o.jobs) / elapsed;
-}
-
-// ---- hourglass consumers ----
-
-// One daemon's worth: its executor, connections, queue and consumer.
-struct member {
-  member(broker_io& b, const std::string& queue_name, const std::string& name, std::size_t slots, std::size_t prefetch,
-         fleet::job_runner runner)
-      : jobs(executor_options{.workers = slots}),
-        commands(b.connect()),
-        reader(b.connect()),
-        queue(*commands, {.name = queue_name, .result_ttl = 60s, .idempotency_ttl = 60s}),
-        consumer(queue, *reader, jobs, std::move(runner),
-                 {.name = name, .slots = slots, .prefetch = prefetch, .lease = 5s}) {}
-
-  executor jobs;
-  std::unique_ptr<redis_connection> commands;
-  std::unique_ptr<redis_connection> reader;
-  fleet::job_queue queue;
-  fleet::consumer consumer;
-};
-
-using fleet_members = std::vector<std::unique_ptr<member>>;
-
-fleet_members start_fleet(broker_io& b, const std::string& name, std::size_t consumers, std::size_t slots,
-                          std::size_t prefetch, const fleet::job_runner& runner) {
-  fleet_members fleet;
-  for (std::size_t i = 0; i < consumers; ++i) {
-    fleet.push_back(std::make_unique<member>(b, name, "c" + std::to_string(i), slots, prefetch, runner));
-    fleet.back()->consumer.start(context());
-  }
-  return fleet;
-}
-
-std::uint64_t written(const fleet_members& fleet) {
-  std::uint64_t n = 0;
-  for (const auto& m : fleet) n += m->consumer.stats().outcomes_written;
-  return n;
-}
-
-void stop_fleet(fleet_members& fleet) {
-  for (auto& m : fleet) m->consumer.stop();
-  fleet.clear();
-}
-
-// Enqueues o.jobs empty jobs from the producer threads, each pipelined
-// (o.window in flight), one job per call or `bulk` per enqueue_bulk.
-void produce(broker_io& b, const std::string& name, const fleet_options& o, std::size_t bulk) {
-  std::vector<std::thread> producers;
-  for (std::size_t p = 0; p < o.producers; ++p) {
-    producers.emplace_back([&, p] {
-      auto c = b.connect();
-      fleet::job_queue q(*c, {.name = name, .result_ttl = 60s, .idempotency_ttl = 60s});
-      if (bulk <= 1) {
-        windowed(p, o.jobs, o.producers, o.window, [&](std::uint64_t, std::function<void()> done) {
-          q.async_enqueue(context(), {.handler = "noop"},
-                          [done = std::move(done)](fleet::async_answer<fleet::enqueued>) { done(); });
-        });
-        return;
-      }
-      const std::uint64_t chunks = (o.jobs + bulk - 1) / bulk;
-      windowed(p, chunks, o.producers, std::max<std::size_t>(1, o.window / bulk),
-               [&](std::uint64_t chunk, std::function<void()> done) {
-                 const std::uint64_t n = std::min<std::uint64_t>(bulk, o.jobs - chunk * bulk);
-                 q.async_enqueue_bulk(context(), std::vector<fleet::job_spec>(n, fleet::job_spec{.handler = "noop"}),
-                                      [done = std::move(done)](auto) { done(); });
-               });
-    });
-  }
-  for (auto& t : producers) t.join();
-}
-
-const fleet::job_runner noop{.run = [](const context&, const fleet::delivered_job&) { return fleet::job_output{}; }};
-
-void wait_written(const fleet_members& fleet, std::uint64_t n) {
-  while (written(fleet) < n) std::this_thread::sleep_for(1ms);
 }
 
 // End to end: producers and consumers at once.
@@ -295,7 +194,7 @@ bool started_in_time(const std::string& payload, duration freshness) { return si
 // Returns how long the offering took (longer than `length` when the
 // producers could not keep up: goodput is counted over this).
 double offer(broker_io& b, double rate, const fleet_options& o, fleet_tally& t,
-             const std::function<void(redis_connection&)>& send_one) {
+             const std::function<void(redis_client&)>& send_one) {
   const auto t0 = steady::now();
   const auto total = static_cast<std::uint64_t>(rate * seconds(o.length));
   const auto gap = std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(1.0 / rate));
@@ -341,7 +240,7 @@ fleet_goodput hourglass_goodput(broker_io& b, double load, double rate, const fl
     return fleet::job_output{};
   }};
   fleet_members fleet = start_fleet(b, name, o.overload_consumers, o.slots, o.prefetch, sleeper);
-  const double offered_for = offer(b, rate, o, t, [&](redis_connection& c) {
+  const double offered_for = offer(b, rate, o, t, [&](redis_client& c) {
     fleet::job_queue q(c, {.name = name, .result_ttl = 60s, .idempotency_ttl = 60s});
     const fleet::enqueued e = q.enqueue(context(), {.handler = "sleep", .payload = stamp(), .freshness = o.freshness});
     if (e.verdict == fleet::enqueued::kind::refused) ++t.refused;
@@ -378,9 +277,7 @@ fleet_goodput naive_goodput(broker_io& b, double load, double rate, const fleet_
       }
     });
   }
-  const double offered_for = offer(b, rate, o, t, [&](redis_connection& c) {
-    must(c, {"XADD", key, "*", "t", stamp()});
-  });
+  const double offered_for = offer(b, rate, o, t, [&](redis_client& c) { must(c, {"XADD", key, "*", "t", stamp()}); });
   std::this_thread::sleep_for(o.freshness + o.service_time * 2);
   stop = true;
   for (auto& w : workers) w.join();
@@ -410,7 +307,7 @@ struct durable_broker {
     } catch (const std::exception&) {  // the broker is gone: nothing to restore
     }
   }
-  std::unique_ptr<redis_connection> admin;
+  std::unique_ptr<redis_client> admin;
   std::string appendonly = "no", appendfsync = "everysec";
 };
 
@@ -425,6 +322,9 @@ fleet_report run_fleet(const fleet_options& o, const std::function<void(const st
     throw std::invalid_argument("--service-time, --freshness and --duration must be positive");
   }
   broker_io b(o.broker);
+  if (b.url.cluster) {
+    throw std::invalid_argument("fleet measures one Redis; on a Redis Cluster: hourglass-bench cluster");
+  }
   {
     auto c = b.connect();
     try {

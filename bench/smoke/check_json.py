@@ -2,7 +2,7 @@
 """Runs a hourglass-bench command and checks that the last line of its
 standard output is one JSON object with the keys docs/reference/cli.md promises.
 
-usage: check_json.py {throughput|overload|http|fleet|cancel} -- COMMAND [ARGS...]
+usage: check_json.py {throughput|overload|http|fleet|cluster|cancel} -- COMMAND [ARGS...]
 """
 import json
 import subprocess
@@ -14,6 +14,7 @@ KEYS = {
     "http": ["offered", "sent", "ok", "ok_in_deadline", "goodput_rps", "rejected", "deadline_exceeded",
              "errors", "latency_ms"],
     "fleet": ["broker", "capacity_per_s", "throughput", "goodput"],
+    "cluster": ["broker", "masters", "runs"],
     "cancel": ["jobs", "concurrency", "budget_ms", "bare_wait_us", "sleep_for_us", "asio_timer_us", "early", "not_measured"],
 }
 RUN_KEYS = ["policy", "load", "offered_rps", "goodput_rps", "goodput_ratio", "wasted_work_ratio", "p99_ms"]
@@ -62,6 +63,19 @@ def main():
         for g in doc["goodput"]:
             if g["ran_in_time"] + g["ran_too_late"] != g["ran"]:
                 fail("ran != in time + too late: %r" % g)
+    if kind == "cluster":
+        if not doc["runs"] or doc["masters"] < 1:
+            fail("no runs or no masters")
+        for run in doc["runs"]:
+            if not run["jobs_per_s"] > 0 or run["masters_used"] > run["queues"]:
+                fail("a run without jobs or with more masters than queues: %r" % run)
+            if len(run["nodes"]) != doc["masters"]:
+                fail("a run must report every master: %r" % run)
+            if sum(n["queues"] for n in run["nodes"]) != run["queues"]:
+                fail("the nodes' queues do not add up: %r" % run)
+            for n in run["nodes"]:
+                if n["queues"] > 0 and not (n["commands_per_s"] > 0 and n["cpu_us_per_job"] > 0):
+                    fail("a master with queues shows no work: %r" % n)
     if kind == "overload":
         if not (doc["capacity_rps"] > 0):
             fail("capacity_rps is not positive")

@@ -85,15 +85,18 @@ std::optional<std::string_view> command_key(const std::vector<std::string>& args
 
 std::optional<redirect> parse_redirect(std::string_view error) noexcept {
   redirect r;
+  std::string_view word;
   if (starts_with_word(error, "MOVED")) {
     r.how = redirect::kind::moved;
-    error.remove_prefix(6);
+    word = "MOVED";
   } else if (starts_with_word(error, "ASK")) {
     r.how = redirect::kind::ask;
-    error.remove_prefix(4);
+    word = "ASK";
   } else {
     return std::nullopt;
   }
+  if (error.size() <= word.size() + 1) return std::nullopt;  // the word alone
+  error.remove_prefix(word.size() + 1);
   const auto space = error.find(' ');
   if (space == std::string_view::npos) return std::nullopt;
   const auto slot = number<std::uint16_t>(error.substr(0, space));

@@ -61,6 +61,27 @@ job_queue::job_queue(redis_client& redis, queue_options options)
   if (options_.name.empty() || options_.name.find_first_of("{}: \t\r\n") != std::string::npos) {
     throw std::invalid_argument("queue name '" + options_.name + "' must be non-empty, without {, }, : or spaces");
   }
+  if (options_.shards < 1 || options_.shards > 64 || options_.shard >= options_.shards) {
+    throw std::invalid_argument("queue " + options_.name + ": shard " + std::to_string(options_.shard) + " of " +
+                                std::to_string(options_.shards) + " (1 to 64 shards)");
+  }
+  tag_ = options_.shard == 0 ? options_.name : options_.name + ":" + std::to_string(options_.shard);
+}
+
+unsigned shard_of_job(std::string_view id, unsigned shards) noexcept {
+  if (shards <= 1 || id.size() < 2) return 0;
+  unsigned v = 0;
+  for (const char c : id.substr(id.size() - 2)) {
+    v <<= 4;
+    if (c >= '0' && c <= '9') {
+      v |= static_cast<unsigned>(c - '0');
+    } else if (c >= 'a' && c <= 'f') {
+      v |= static_cast<unsigned>(c - 'a' + 10);
+    } else {
+      return 0;
+    }
+  }
+  return v < shards ? v : 0;
 }
 
 job_queue::~job_queue() {
@@ -69,7 +90,9 @@ job_queue::~job_queue() {
 }
 
 std::string job_queue::key(std::string_view suffix) const {
-  return "hg:{" + options_.name + "}:" + std::string(suffix);
+  std::string k;
+  k.reserve(6 + tag_.size() + suffix.size());
+  return k.append("hg:{").append(tag_).append("}:").append(suffix);
 }
 
 void job_queue::ensure_group(const context& ctx) {

@@ -67,8 +67,8 @@ TEST(Redirect, ParsesMovedAndAskWithTheirNodes) {
   ASSERT_TRUE(unknown);
   EXPECT_EQ(unknown->host, "");
   EXPECT_EQ(unknown->port, 7002);
-  for (const char* other : {"ERR unknown command", "MOVED", "MOVED 16384 a:1", "MOVED x a:1", "MOVED 5 a",
-                            "MOVED 5 a:0", "MOVEDX 5 a:1", "ASKING 5 a:1", "MOVED 5 a:99999"}) {
+  for (const char* other : {"ERR unknown command", "MOVED", "MOVED ", "ASK", "ASK ", "MOVED 16384 a:1", "MOVED x a:1",
+                            "MOVED 5 a", "MOVED 5 a:0", "MOVEDX 5 a:1", "ASKING 5 a:1", "MOVED 5 a:99999"}) {
     EXPECT_FALSE(parse_redirect(other)) << other;
   }
   EXPECT_TRUE(is_try_again("TRYAGAIN Multiple keys request during rehashing of slot"));

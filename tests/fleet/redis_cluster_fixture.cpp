@@ -21,11 +21,14 @@ redis_cluster_servers::redis_cluster_servers(int masters, int replicas_each, std
   for (int i = 0; i < count; ++i) {
     // Not durable on each write (the cluster tests are about routing and
     // failover, and six fsyncing servers on two cores are slow); a node
-    // times out after 1 s so a failover is quick.
+    // times out after 1 s so a failover is quick. The cluster bus on a free
+    // port of its own: the default, port + 10000, is past 65535 for a
+    // fifth of the ephemeral range, or taken.
     nodes_.push_back(std::make_unique<redis_server>(
-        std::vector<std::string>{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                                 "--cluster-node-timeout", "1000", "--appendfsync", "everysec",
-                                 "--cluster-require-full-coverage", "no", "--repl-diskless-sync-delay", "0"},
+        std::vector<std::string>{"--cluster-enabled", "yes", "--cluster-port", std::to_string(free_port()),
+                                 "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
+                                 "--appendfsync", "everysec", "--cluster-require-full-coverage", "no",
+                                 "--repl-diskless-sync-delay", "0"},
         skewed_redis_clock(skews.empty() ? std::string() : skews[static_cast<std::size_t>(i) % skews.size()])));
   }
   std::vector<std::string> create{"redis-cli", "--cluster", "create"};

@@ -11,6 +11,7 @@
 #include "hourglass/support/cli.hpp"
 #include "http/http_load.hpp"
 #ifdef HOURGLASS_BENCH_FLEET
+#include "fleet/cluster_bench.hpp"
 #include "fleet/fleet_bench.hpp"
 #endif
 #include "overload/overload.hpp"
@@ -254,6 +255,26 @@ int main(int argc, char** argv) {
   add_duration(*fl, "--freshness", flo.freshness, "each overload job's freshness bound");
   add_duration(*fl, "--service-time", flo.service_time, "each overload job's run time (spent waiting, as I/O)");
   fl->add_flag("--json", fl_json, "print one JSON object as the last line of standard output");
+
+  // ---- cluster ----
+  auto* cl = app.add_subcommand("cluster",
+                                "the fleet on a Redis Cluster: queues spread over its masters, jobs/s of the whole "
+                                "and each master's commands/s and CPU");
+  hourglass::bench::cluster_options clo;
+  bool cl_json = false;
+  cl->add_option("--broker", clo.broker, "redis+cluster://HOST:PORT[,HOST:PORT...] (keys bench-*, removed after)")
+      ->required();
+  cl->add_option("--queues", clo.queues,
+                 "comma list of queue counts, one run each (each queue on its own master "
+                 "while there is one)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cl->add_option("--consumers", clo.consumers, "consumers per queue")->capture_default_str();
+  cl->add_option("--slots", clo.slots, "worker slots per consumer")->capture_default_str();
+  cl->add_option("--jobs", clo.jobs, "jobs per queue and run")->capture_default_str();
+  cl->add_option("--producers", clo.producers, "threads enqueueing, per queue")->capture_default_str();
+  cl->add_option("--window", clo.window, "each producer's enqueues in flight")->capture_default_str();
+  cl->add_flag("--json", cl_json, "print one JSON object as the last line of standard output");
 #endif
 
   try {
@@ -261,6 +282,9 @@ int main(int argc, char** argv) {
 #ifdef HOURGLASS_BENCH_FLEET
     if (*fl)
       return run_and_print("fleet", fl_json, [&] { return hourglass::bench::run_fleet(flo, progress_to_stderr); });
+    if (*cl) {
+      return run_and_print("cluster", cl_json, [&] { return hourglass::bench::run_cluster(clo, progress_to_stderr); });
+    }
 #endif
 #ifdef HOURGLASS_BENCH_SOAK
     if (*sk) {

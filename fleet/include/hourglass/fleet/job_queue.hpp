@@ -72,6 +72,12 @@ struct queue_options {
   // confirmed. 0: once the master holds it (Redis replicates asynchronously).
   unsigned replicas = 0;
   duration replica_timeout = std::chrono::seconds(1);
+  // One shard of a queue spread over `shards` streams (1 to 64): shard 0's
+  // keys carry the hash tag {name}, shard i's {name:i}, so a Redis Cluster
+  // spreads them over its masters; with shards > 1 a new job's id ends in
+  // its shard's number (two hex digits: shard_of_job).
+  unsigned shard = 0;
+  unsigned shards = 1;
   hourglass::clock* clock = nullptr;  // times an enqueue's own round trips; nullptr: real_clock()
 };
 
@@ -380,7 +386,7 @@ class job_queue {
                        std::uint64_t missed);
   void schedule_ran(const context& ctx, std::string_view name, std::string_view job_id);
 
-  // "hg:{name}:suffix": every key of this queue, in one hash slot.
+  // "hg:{name}:suffix" ("hg:{name:shard}:suffix"): every key of this queue (shard), in one hash slot.
   std::string key(std::string_view suffix) const;
   const queue_options& options() const noexcept { return options_; }
   redis_client& connection() const noexcept { return redis_; }
@@ -412,10 +418,16 @@ class job_queue {
 
   redis_client& redis_;
   queue_options options_;
+  std::string tag_;                          // the hash tag of this queue's (or shard's) keys
   std::shared_ptr<detail::liveness> alive_;  // completions check it: see batch_lane.hpp
   std::shared_ptr<enqueue_lane> enqueue_lane_;
   std::shared_ptr<start_lane> start_lane_;
 };
+
+// The shard a job id names in a queue of `shards` shards: its last two hex
+// digits, 0 with one shard, or when they name no shard. (An id made before
+// the queue was sharded may name a wrong one: look in shard 0 too.)
+unsigned shard_of_job(std::string_view id, unsigned shards) noexcept;
 
 // A new job id: 32 hex digits from a CSPRNG-seeded generator.
 std::string new_job_id();

@@ -1,0 +1,179 @@
+#include "hourglass/fleet/sharded_queue.hpp"
+
+#include <mutex>
+#include <stdexcept>
+
+namespace hourglass::fleet {
+
+unsigned shard_of_key(std::string_view idempotency_key, unsigned shards) noexcept {
+  if (shards <= 1) return 0;
+  std::uint64_t h = 14695981039346656037ULL;
+  for (const char c : idempotency_key) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ULL;
+  }
+  return static_cast<unsigned>(h % shards);
+}
+
+sharded_queue::sharded_queue(redis_client& redis, queue_options options) : options_(std::move(options)) {
+  if (options_.shards < 1 || options_.shards > 64) throw std::invalid_argument("a queue has 1 to 64 shards");
+  for (unsigned i = 0; i < options_.shards; ++i) {
+    queue_options o = options_;
+    o.shard = i;
+    shards_.push_back(std::make_unique<job_queue>(redis, std::move(o)));
+  }
+}
+
+std::size_t sharded_queue::index_for_new(const job_spec& job) noexcept {
+  if (shards_.size() == 1) return 0;
+  if (!job.idempotency_key.empty()) return shard_of_key(job.idempotency_key, options_.shards);
+  return turn_.fetch_add(1, std::memory_order_relaxed) % shards_.size();
+}
+
+job_queue& sharded_queue::for_new(const job_spec& job) noexcept { return *shards_[index_for_new(job)]; }
+
+job_queue& sharded_queue::of_id(std::string_view id) noexcept { return *shards_[shard_of_job(id, options_.shards)]; }
+
+void sharded_queue::ensure_groups(const context& ctx) {
+  for (auto& s : shards_) s->ensure_group(ctx);
+}
+
+void sharded_queue::async_enqueue(const context& ctx, job_spec job, answer_fn<enqueued> done) {
+  job_queue& q = for_new(job);
+  q.async_enqueue(ctx, std::move(job), std::move(done));
+}
+
+void sharded_queue::async_enqueue_bulk(const context& ctx, std::vector<job_spec> jobs,
+                                       std::function<void(std::vector<async_answer<enqueued>>)> done) {
+  if (shards_.size() == 1) return shards_.front()->async_enqueue_bulk(ctx, std::move(jobs), std::move(done));
+  // Each job's shard, then one bulk call per shard that has jobs.
+  std::vector<std::vector<job_spec>> per(shards_.size());
+  std::vector<std::vector<std::size_t>> where(shards_.size());
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const std::size_t s = index_for_new(jobs[i]);
+    where[s].push_back(i);
+    per[s].push_back(std::move(jobs[i]));
+  }
+  struct all {
+    std::mutex mu;
+    std::vector<async_answer<enqueued>> answers;
+    std::size_t left = 0;
+    std::function<void(std::vector<async_answer<enqueued>>)> done;
+  };
+  auto a = std::make_shared<all>();
+  a->answers.resize(jobs.size());
+  a->done = std::move(done);
+  for (const auto& w : where) a->left += w.empty() ? 0 : 1;
+  if (a->left == 0) return a->done({});
+  for (std::size_t s = 0; s < shards_.size(); ++s) {
+    if (where[s].empty()) continue;
+    shards_[s]->async_enqueue_bulk(ctx, std::move(per[s]),
+                                   [a, at = std::move(where[s])](std::vector<async_answer<enqueued>> got) {
+                                     std::unique_lock lock(a->mu);
+                                     for (std::size_t k = 0; k < at.size() && k < got.size(); ++k)
+                                       a->answers[at[k]] = std::move(got[k]);
+                                     if (--a->left != 0) return;
+                                     lock.unlock();
+                                     a->done(std::move(a->answers));
+                                   });
+  }
+}
+
+void sharded_queue::async_find(const context& ctx, std::string id, answer_fn<std::optional<fleet_job>> done) {
+  job_queue& q = of_id(id);
+  if (&q == shards_.front().get()) return q.async_find(ctx, std::move(id), std::move(done));
+  // Not there: perhaps an id from before the queue was sharded.
+  q.async_find(ctx, id, [this, ctx, id, done = std::move(done)](async_answer<std::optional<fleet_job>> a) mutable {
+    if (a.error || a.value) return done(std::move(a));
+    shards_.front()->async_find(ctx, std::move(id), std::move(done));
+  });
+}
+
+void sharded_queue::async_cancel(const context& ctx, std::string id, answer_fn<cancelled_job> done) {
+  job_queue& q = of_id(id);
+  if (&q == shards_.front().get()) return q.async_cancel(ctx, std::move(id), std::move(done));
+  q.async_cancel(ctx, id, [this, ctx, id, done = std::move(done)](async_answer<cancelled_job> a) mutable {
+    if (a.error || a.value.job) return done(std::move(a));
+    shards_.front()->async_cancel(ctx, std::move(id), std::move(done));
+  });
+}
+
+void sharded_queue::async_replay(const context& ctx, std::string id, duration freshness, duration min_budget,
+                                 bool admission, answer_fn<dead_answer> done) {
+  job_queue& q = of_id(id);
+  if (&q == shards_.front().get()) {
+    return q.async_replay(ctx, std::move(id), freshness, min_budget, admission, std::move(done));
+  }
+  q.async_replay(
+      ctx, id, freshness, min_budget, admission,
+      [this, ctx, id, freshness, min_budget, admission, done = std::move(done)](async_answer<dead_answer> a) mutable {
+        if (a.error || a.value.verdict != dead_answer::kind::unknown) return done(std::move(a));
+        shards_.front()->async_replay(ctx, std::move(id), freshness, min_budget, admission, std::move(done));
+      });
+}
+
+void sharded_queue::async_delete_dead(const context& ctx, std::string id, answer_fn<dead_answer> done) {
+  job_queue& q = of_id(id);
+  if (&q == shards_.front().get()) return q.async_delete_dead(ctx, std::move(id), std::move(done));
+  q.async_delete_dead(ctx, id, [this, ctx, id, done = std::move(done)](async_answer<dead_answer> a) mutable {
+    if (a.error || a.value.verdict != dead_answer::kind::unknown) return done(std::move(a));
+    shards_.front()->async_delete_dead(ctx, std::move(id), std::move(done));
+  });
+}
+
+void sharded_queue::async_list(const context& ctx, list_query q, answer_fn<job_list> done) {
+  if (shards_.size() == 1) return shards_.front()->async_list(ctx, std::move(q), std::move(done));
+  std::size_t s = 0;
+  if (!q.cursor.empty()) {
+    const auto slash = q.cursor.find('/');
+    std::size_t n = 0;
+    bool digits = slash != std::string::npos && slash > 0 && slash <= 2;
+    for (std::size_t i = 0; digits && i < slash; ++i) {
+      if (q.cursor[i] < '0' || q.cursor[i] > '9') digits = false;
+      n = n * 10 + static_cast<std::size_t>(q.cursor[i] - '0');
+    }
+    if (!digits || n >= shards_.size()) return done({job_list{{}, "", true}, nullptr});
+    s = n;
+    q.cursor = q.cursor.substr(slash + 1);
+  }
+  shards_[s]->async_list(ctx, q, [this, s, done = std::move(done)](async_answer<job_list> a) {
+    if (a.error || a.value.invalid_cursor) return done(std::move(a));
+    // This shard's walk goes on, or the next shard's begins: never "" before the last.
+    if (!a.value.next_cursor.empty()) {
+      a.value.next_cursor = std::to_string(s) + "/" + a.value.next_cursor;
+    } else if (s + 1 < shards_.size()) {
+      a.value.next_cursor = std::to_string(s + 1) + "/";
+    }
+    done(std::move(a));
+  });
+}
+
+void sharded_queue::async_queue_states(const context& ctx, queue_op op, answer_fn<std::vector<queue_state>> done) {
+  struct all {
+    std::mutex mu;
+    std::vector<queue_state> states;
+    std::exception_ptr error;
+    std::size_t left = 0;
+    answer_fn<std::vector<queue_state>> done;
+  };
+  auto a = std::make_shared<all>();
+  a->states.resize(shards_.size());
+  a->left = shards_.size();
+  a->done = std::move(done);
+  for (std::size_t s = 0; s < shards_.size(); ++s) {
+    shards_[s]->async_queue_state(ctx, op, [a, s](async_answer<queue_state> got) {
+      std::unique_lock lock(a->mu);
+      if (got.error) {
+        if (!a->error) a->error = got.error;
+      } else {
+        a->states[s] = std::move(got.value);
+      }
+      if (--a->left != 0) return;
+      lock.unlock();
+      if (a->error) return a->done({{}, a->error});
+      a->done({std::move(a->states), nullptr});
+    });
+  }
+}
+
+}  // namespace hourglass::fleet

@@ -1,0 +1,212 @@
+// A queue over several shards (sharded_queue.hpp): each shard its own keys
+// under its own hash tag; new jobs by Idempotency-Key or in turn; ids that
+// name their shard; bulk answers in order; listing across shards; one
+// consumer per shard. On one redis-server, and spread over a cluster.
+#include "hourglass/fleet/sharded_queue.hpp"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <set>
+
+#include "cluster_slots.hpp"
+#include "consumer_fixture.hpp"
+#include "hourglass/fleet/redis_cluster.hpp"
+#include "redis_cluster_fixture.hpp"
+
+namespace hourglass::fleet::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+template <class T, class F>
+T waited(F start) {
+  std::promise<async_answer<T>> p;
+  start([&p](async_answer<T> a) { p.set_value(std::move(a)); });
+  async_answer<T> a = p.get_future().get();
+  if (a.error) std::rethrow_exception(a.error);
+  return std::move(a.value);
+}
+
+struct ShardedQueue : ::testing::Test {
+  redis_server server;
+  io_thread io;
+  redis_connection redis{io.io, server.endpoint()};
+  sharded_queue queue{redis, {.name = "orders", .shards = 3}};
+
+  std::optional<fleet_job> find(const std::string& id) {
+    return waited<std::optional<fleet_job>>([&](auto done) { queue.async_find(context(), id, done); });
+  }
+  enqueued enqueue(job_spec spec) {
+    return waited<enqueued>([&](auto done) { queue.async_enqueue(context(), std::move(spec), done); });
+  }
+};
+
+TEST_F(ShardedQueue, EachShardHasItsOwnKeysAndEachIdNamesItsShard) {
+  queue.ensure_groups(context());
+  EXPECT_EQ(queue.shard(0).key("stream"), "hg:{orders}:stream") << "shard 0 is the unsharded queue's keys";
+  EXPECT_EQ(queue.shard(1).key("stream"), "hg:{orders:1}:stream");
+  EXPECT_EQ(queue.shard(2).key("job:x"), "hg:{orders:2}:job:x");
+  std::vector<std::string> ids;
+  for (int i = 0; i < 6; ++i) ids.push_back(enqueue({.handler = "echo", .payload = std::to_string(i)}).id);
+  std::set<unsigned> shards;
+  for (const std::string& id : ids) {
+    const unsigned s = shard_of_job(id, 3);
+    shards.insert(s);
+    EXPECT_EQ(redis.call(context(), {"HGET", queue.shard(s).key("job:" + id), "state"}).str, "queued") << id;
+    const auto j = find(id);
+    ASSERT_TRUE(j) << id;
+    EXPECT_EQ(j->state(), "queued");
+  }
+  EXPECT_EQ(shards.size(), 3u) << "jobs without a key go to each shard in turn";
+  for (unsigned s = 0; s < 3; ++s) {
+    EXPECT_EQ(redis.call(context(), {"XLEN", queue.shard(s).key("stream")}).integer, 2) << "shard " << s;
+  }
+  EXPECT_EQ(shard_of_job(ids.front(), 1), 0u);
+  EXPECT_EQ(shard_of_job("0123456789abcdef0123456789abcdff", 3), 0u) << "digits naming no shard: shard 0";
+}
+
+TEST_F(ShardedQueue, AnIdempotencyKeyAlwaysGoesToOneShardSoARepeatFindsTheFirstJob) {
+  queue.ensure_groups(context());
+  const enqueued first = enqueue({.handler = "echo", .idempotency_key = "order-17"});
+  ASSERT_EQ(first.verdict, enqueued::kind::accepted);
+  for (int i = 0; i < 4; ++i) {
+    const enqueued again = enqueue({.handler = "echo", .idempotency_key = "order-17"});
+    EXPECT_EQ(again.verdict, enqueued::kind::duplicate);
+    EXPECT_EQ(again.id, first.id);
+  }
+  EXPECT_EQ(shard_of_job(first.id, 3), shard_of_key("order-17", 3));
+  EXPECT_EQ(shard_of_key("order-17", 3), shard_of_key("order-17", 3));
+  EXPECT_EQ(shard_of_key("anything", 1), 0u);
+}
+
+TEST_F(ShardedQueue, ABulkGoesToEachJobsShardAndIsAnsweredInOrder) {
+  queue.ensure_groups(context());
+  std::vector<job_spec> jobs;
+  for (int i = 0; i < 7; ++i) jobs.push_back({.handler = "echo", .payload = "p" + std::to_string(i)});
+  jobs[3].idempotency_key = "k";
+  jobs.push_back({.handler = "echo", .payload = "again", .idempotency_key = "k"});
+  std::promise<std::vector<async_answer<enqueued>>> p;
+  queue.async_enqueue_bulk(context(), jobs, [&p](auto a) { p.set_value(std::move(a)); });
+  const auto answers = p.get_future().get();
+  ASSERT_EQ(answers.size(), 8u);
+  for (std::size_t i = 0; i < 7; ++i) {
+    ASSERT_FALSE(answers[i].error);
+    ASSERT_EQ(answers[i].value.verdict, enqueued::kind::accepted) << i;
+    const auto j = find(answers[i].value.id);
+    ASSERT_TRUE(j);
+    EXPECT_EQ(j->field("payload"), "p" + std::to_string(i)) << "answer " << i << " is job " << i;
+  }
+  EXPECT_EQ(answers[7].value.verdict, enqueued::kind::duplicate);
+  EXPECT_EQ(answers[7].value.id, answers[3].value.id);
+}
+
+TEST_F(ShardedQueue, AnIdFromBeforeTheQueueWasShardedIsFoundInShardZero) {
+  // A job of the queue as it was with one shard, whose id's last digits
+  // happen to name shard 1 (1 in 128 random ids do), written as enqueue writes it.
+  job_queue before(redis, {.name = "orders"});
+  before.ensure_group(context());
+  const std::string id = new_job_id().substr(0, 30) + "01";
+  const std::string entry = redis.call(context(), {"XADD", before.key("stream"), "*", "id", id, "handler", "echo",
+                                                   "freshness_ms", "-1", "min_budget_ms", "0"})
+                                .str;
+  redis.call(context(), {"HSET", before.key("job:" + id), "id", id, "handler", "echo", "payload", "", "content_type",
+                         "text/plain", "freshness_ms", "-1", "min_budget_ms", "0", "entry", entry, "state", "queued",
+                         "deliveries", "0", "idempotency_key", ""});
+  ASSERT_EQ(shard_of_job(id, 3), 1u);
+  const auto j = find(id);
+  ASSERT_TRUE(j) << "looked up in the shard its digits name, then in shard 0";
+  EXPECT_EQ(j->state(), "queued");
+  const cancelled_job c = waited<cancelled_job>([&](auto done) { queue.async_cancel(context(), id, done); });
+  ASSERT_TRUE(c.job);
+  EXPECT_TRUE(c.cancelled_here);
+  EXPECT_EQ(c.job->state(), "cancelled");
+}
+
+TEST_F(ShardedQueue, ListingWalksEveryShardOnceAndStatesComePerShard) {
+  queue.ensure_groups(context());
+  std::set<std::string> ids;
+  for (int i = 0; i < 10; ++i) ids.insert(enqueue({.handler = "echo"}).id);
+  std::set<std::string> listed;
+  std::string cursor;
+  int pages = 0;
+  do {
+    const job_list page = waited<job_list>(
+        [&](auto done) { queue.async_list(context(), {.state = "queued", .cursor = cursor, .count = 2}, done); });
+    ASSERT_FALSE(page.invalid_cursor) << cursor;
+    for (const fleet_job& j : page.jobs) EXPECT_TRUE(listed.insert(j.id).second) << "listed twice: " << j.id;
+    cursor = page.next_cursor;
+    ASSERT_LT(++pages, 50);
+  } while (!cursor.empty());
+  EXPECT_EQ(listed, ids);
+  const job_list bad = waited<job_list>(
+      [&](auto done) { queue.async_list(context(), {.state = "queued", .cursor = "7/0-0"}, done); });
+  EXPECT_TRUE(bad.invalid_cursor);
+
+  const auto states = waited<std::vector<queue_state>>(
+      [&](auto done) { queue.async_queue_states(context(), queue_op::look, done); });
+  ASSERT_EQ(states.size(), 3u);
+  std::uint64_t total = 0;
+  for (const queue_state& s : states) total += s.length;
+  EXPECT_EQ(total, 10u);
+}
+
+TEST_F(ShardedQueue, OneConsumerPerShardRunsEveryJob) {
+  queue.ensure_groups(context());
+  recording_runner runner;
+  executor jobs{executor_options{.workers = 3}};
+  std::vector<std::unique_ptr<redis_connection>> readers;
+  std::vector<std::unique_ptr<consumer>> consumers;
+  for (std::size_t s = 0; s < queue.size(); ++s) {
+    readers.push_back(std::make_unique<redis_connection>(io.io, server.endpoint()));
+    consumer_options o;
+    o.name = "a";  // one daemon: the same name on every shard
+    o.slots = 1;
+    o.lease = 600ms;
+    o.read_block = 50ms;
+    consumers.push_back(std::make_unique<consumer>(queue.shard(s), *readers.back(), jobs, runner.get(), o));
+    consumers.back()->start(context());
+  }
+  std::vector<std::string> ids;
+  for (int i = 0; i < 12; ++i) ids.push_back(enqueue({.handler = "echo", .payload = std::to_string(i)}).id);
+  for (const std::string& id : ids) {
+    ASSERT_TRUE(test_common::eventually([&] {
+      const auto j = find(id);
+      return j && j->state() == "ok";
+    })) << id;
+  }
+  EXPECT_EQ(runner.ids().size(), ids.size()) << "each ran once";
+  for (auto& c : consumers) c->stop();
+}
+
+TEST(ShardedQueueOnACluster, ShardsSpreadOverTheMastersByTheirHashTags) {
+  redis_cluster_servers cluster(3, 0);
+  io_thread io;
+  auto redis = std::make_unique<redis_cluster>(io.io, cluster.seeds());
+  {
+    // Shards' tags land where CRC16 puts them: with enough shards, on every master.
+    sharded_queue queue(*redis, {.name = "orders", .shards = 8});
+    queue.ensure_groups(context());
+    std::set<std::uint16_t> masters;
+    for (std::size_t s = 0; s < queue.size(); ++s)
+      masters.insert(cluster.master_of(queue.shard(s).key("stream")).port());
+    EXPECT_EQ(masters.size(), 3u);
+    std::vector<std::string> ids;
+    for (int i = 0; i < 16; ++i) {
+      const enqueued e = waited<enqueued>(
+          [&](auto done) { queue.async_enqueue(context(), {.handler = "echo"}, done); });
+      ids.push_back(e.id);
+    }
+    for (const std::string& id : ids) {
+      const unsigned s = shard_of_job(id, 8);
+      EXPECT_EQ(cluster.on(cluster.master_of(queue.shard(s).key("stream")), {"EXISTS", queue.shard(s).key("job:" + id)})
+                    .integer,
+                1)
+          << id;
+    }
+  }
+  redis.reset();
+}
+
+}  // namespace
+}  // namespace hourglass::fleet::testing
