@@ -107,12 +107,32 @@ TEST_F(ShardedQueue, AnIdFromBeforeTheQueueWasShardedIsFoundInShardZero) {
   job_queue before(redis, {.name = "orders"});
   before.ensure_group(context());
   const std::string id = new_job_id().substr(0, 30) + "01";
-  const std::string entry = redis.call(context(), {"XADD", before.key("stream"), "*", "id", id, "handler", "echo",
-                                                   "freshness_ms", "-1", "min_budget_ms", "0"})
+  const std::string entry = redis
+                                .call(context(), {"XADD", before.key("stream"), "*", "id", id, "handler", "echo",
+                                                  "freshness_ms", "-1", "min_budget_ms", "0"})
                                 .str;
-  redis.call(context(), {"HSET", before.key("job:" + id), "id", id, "handler", "echo", "payload", "", "content_type",
-                         "text/plain", "freshness_ms", "-1", "min_budget_ms", "0", "entry", entry, "state", "queued",
-                         "deliveries", "0", "idempotency_key", ""});
+  redis.call(context(), {"HSET",
+                         before.key("job:" + id),
+                         "id",
+                         id,
+                         "handler",
+                         "echo",
+                         "payload",
+                         "",
+                         "content_type",
+                         "text/plain",
+                         "freshness_ms",
+                         "-1",
+                         "min_budget_ms",
+                         "0",
+                         "entry",
+                         entry,
+                         "state",
+                         "queued",
+                         "deliveries",
+                         "0",
+                         "idempotency_key",
+                         ""});
   ASSERT_EQ(shard_of_job(id, 3), 1u);
   const auto j = find(id);
   ASSERT_TRUE(j) << "looked up in the shard its digits name, then in shard 0";
