@@ -367,4 +367,39 @@ void consumer::drain(time_point deadline) { impl_->drain(deadline); }
 void consumer::stop() { impl_->drain(impl_->clk.now()); }
 consumer_stats consumer::stats() const { return impl_->stats(); }
 
+consumer_stats sum_of(const std::vector<consumer_stats>& each) {
+  if (each.empty()) return {};
+  consumer_stats t = each.front();
+  for (std::size_t i = 1; i < each.size(); ++i) {
+    const consumer_stats& s = each[i];
+    for (auto [sum, add] : {std::pair{&t.delivered, s.delivered},
+                            {&t.reclaimed, s.reclaimed},
+                            {&t.started, s.started},
+                            {&t.outcomes_written, s.outcomes_written},
+                            {&t.retries_scheduled, s.retries_scheduled},
+                            {&t.duplicate_outcomes, s.duplicate_outcomes},
+                            {&t.expired_queue, s.expired_queue},
+                            {&t.expired_reclaim, s.expired_reclaim},
+                            {&t.dead_lettered, s.dead_lettered},
+                            {&t.handed_back, s.handed_back},
+                            {&t.fenced_jobs, s.fenced_jobs},
+                            {&t.lost_entries, s.lost_entries},
+                            {&t.outcomes_dropped, s.outcomes_dropped},
+                            {&t.broker_errors, s.broker_errors},
+                            {&t.negative_ages, s.negative_ages},
+                            {&t.promoted, s.promoted},
+                            {&t.expired_admission, s.expired_admission}}) {
+      *sum += add;
+    }
+    t.held += s.held;
+    t.unwritten += s.unwritten;
+    t.fenced = t.fenced || s.fenced;
+    t.backlog += s.backlog;
+    t.pending += s.pending;
+    t.scheduled += s.scheduled;
+    t.paused = t.paused || s.paused;
+  }
+  return t;
+}
+
 }  // namespace hourglass::fleet

@@ -1,5 +1,7 @@
 #include "hourglass/fleet/sharded_queue.hpp"
 
+#include <algorithm>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 
@@ -174,6 +176,85 @@ void sharded_queue::async_queue_states(const context& ctx, queue_op op, answer_f
       a->done({std::move(a->states), nullptr});
     });
   }
+}
+
+void sharded_queue::async_purge_dead(const context& ctx, std::size_t count, answer_fn<job_queue::purged> done) {
+  purge_from(ctx, 0, count, {}, std::move(done));
+}
+
+// One shard after another until `count` are purged; then what is left everywhere.
+void sharded_queue::purge_from(const context& ctx, std::size_t shard, std::size_t count, job_queue::purged sum,
+                               answer_fn<job_queue::purged> done) {
+  if (count == 0 || shard == shards_.size()) {
+    return async_queue_states(ctx, queue_op::look,
+                              [sum, done = std::move(done)](async_answer<std::vector<queue_state>> s) mutable {
+                                if (s.error) return done({{}, s.error});
+                                sum.left = 0;
+                                for (const queue_state& q : s.value) sum.left += q.dead_letters;
+                                done({sum, nullptr});
+                              });
+  }
+  shards_[shard]->async_purge_dead(
+      ctx, count, [this, ctx, shard, count, sum, done = std::move(done)](async_answer<job_queue::purged> a) mutable {
+        if (a.error) return done({{}, a.error});
+        sum.jobs += a.value.jobs;
+        sum.entries += a.value.entries;
+        purge_from(ctx, shard + 1, count - std::min<std::size_t>(count, a.value.entries), sum, std::move(done));
+      });
+}
+
+queue_state merge_states(std::vector<queue_state> shards) {
+  if (shards.empty()) return {};
+  if (shards.size() == 1) return std::move(shards.front());
+  queue_state out;
+  const std::int64_t base_ms = shards.front().broker_now_us / 1000;
+  out.broker_now_us = shards.front().broker_now_us;
+  std::int64_t longest_wait_ms = -1;
+  std::map<std::string, std::size_t> consumer_at;  // index in out.consumers: first seen first
+  std::map<std::string, std::uint64_t> totals;
+  std::vector<std::string> total_order;
+  duration mean_sum{};
+  for (const queue_state& s : shards) {
+    const std::int64_t now_ms = s.broker_now_us / 1000;
+    const auto onto_base = [&](std::int64_t ms) { return ms - now_ms + base_ms; };
+    out.length += s.length;
+    out.pending += s.pending;
+    out.scheduled += s.scheduled;
+    out.dead_letters += s.dead_letters;
+    out.retrying += s.retrying;
+    out.retrying_exact = out.retrying_exact && s.retrying_exact;
+    mean_sum += s.mean_run;
+    if (!s.oldest_waiting.empty()) {
+      const std::int64_t added_ms = std::strtoll(s.oldest_waiting.c_str(), nullptr, 10);
+      const std::int64_t waited = now_ms - added_ms;
+      if (waited > longest_wait_ms) {
+        longest_wait_ms = waited;
+        out.oldest_waiting = std::to_string(base_ms - waited) + "-0";
+      }
+    }
+    if (s.paused_since_ms) {
+      const std::int64_t since = onto_base(*s.paused_since_ms);
+      out.paused_since_ms = out.paused_since_ms ? std::min(*out.paused_since_ms, since) : since;
+    }
+    for (const queue_state::consumer& c : s.consumers) {
+      const auto [at, fresh] = consumer_at.try_emplace(c.name, out.consumers.size());
+      if (fresh) out.consumers.push_back({c.name, 0, std::nullopt, 0});
+      queue_state::consumer& m = out.consumers[at->second];
+      m.slots += c.slots;
+      m.held += c.held;
+      if (c.lease_expiry_ms) {
+        const std::int64_t expiry = onto_base(*c.lease_expiry_ms);
+        m.lease_expiry_ms = m.lease_expiry_ms ? std::min(*m.lease_expiry_ms, expiry) : expiry;
+      }
+    }
+    for (const auto& [name, n] : s.totals) {
+      if (totals.count(name) == 0) total_order.push_back(name);
+      totals[name] += n;
+    }
+  }
+  out.mean_run = mean_sum / static_cast<std::int64_t>(shards.size());
+  for (const std::string& name : total_order) out.totals.emplace_back(name, totals[name]);
+  return out;
 }
 
 }  // namespace hourglass::fleet

@@ -315,6 +315,10 @@ struct command_line_parser::impl {
         ->type_name("URL")
         ->always_capture_default(false);
     t_.text("queue", o_.queue, "fleet: the queue's name")->type_name("NAME");
+    t_.count("queue-shards", o_.queue_shards,
+             "fleet: the queue over this many shards, each its own stream and hash slot (a cluster spreads them "
+             "over its masters); the workers split among them",
+             1, 64);
     t_.text("consumer", o_.consumer, "fleet: this daemon's unique name (default: <hostname>:<port>)")
         ->type_name("NAME")
         ->always_capture_default(false);

@@ -9,17 +9,18 @@
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "core.hpp"
 #include "fleet_views.hpp"
+#include "fleet_wiring.hpp"
 #include "hourglass/fleet/consumer.hpp"
 #include "hourglass/fleet/job_queue.hpp"
 #include "hourglass/fleet/redis.hpp"
-#include "hourglass/fleet/redis_cluster.hpp"
+#include "hourglass/fleet/sharded_queue.hpp"
 #include "hourglass/support/json.hpp"
-#include "hourglass/support/secret_file.hpp"
 #include "hourglass/support/url.hpp"
 #include "job_input.hpp"
 #include "request_rules.hpp"
@@ -37,8 +38,7 @@ class fleet_job_store final : public job_store {
   fleet_job_store(core& c, std::uint16_t port)
       : c_(c),
         broker_(support::parse_broker_url(c.opts.broker, "--broker")),
-        commands_(connect(c, broker_, "commands")),
-        reader_(connect(c, broker_, "reads")),
+        commands_(connect_fleet_broker(c, broker_, "commands")),
         queue_(*commands_, {.name = c.opts.queue,
                             .result_ttl = c.opts.result_ttl,
                             .idempotency_ttl = c.opts.idempotency_ttl,
@@ -47,13 +47,23 @@ class fleet_job_store final : public job_store {
                             .refuse_while_paused = c.opts.refuse_while_paused,
                             .replicas = static_cast<unsigned>(c.opts.broker_replicas),
                             .replica_timeout = c.opts.broker_replica_timeout,
+                            .shards = static_cast<unsigned>(c.opts.queue_shards),
                             .clock = &c.clk}),
-        consumer_(queue_, *reader_, *c.jobs, runner(c), consumer_settings(c, port)) {}
+        consumer_name_(c.opts.consumer.empty() ? this_host_name() + ":" + std::to_string(port) : c.opts.consumer) {
+    // One consumer per shard, each with a reader of its own (a blocking
+    // read each) and its share of the workers: admission counts a shard's
+    // consumers' slots as that shard's capacity.
+    for (std::size_t i = 0; i < queue_.size(); ++i) {
+      readers_.push_back(connect_fleet_broker(c, broker_, "reads"));
+      consumers_.push_back(std::make_unique<fleet::consumer>(queue_.shard(i), *readers_.back(), *c.jobs,
+                                                             fleet_runner(c), consumer_settings(c, i)));
+    }
+  }
 
   // The producer's calls in flight end first: their callbacks use the queue.
   // Once the I/O threads have stopped none will run, and none is waited for.
   ~fleet_job_store() override {
-    consumer_.stop();
+    for (auto& k : consumers_) k->stop();
     std::unique_lock lock(calls_mu_);
     calls_done_.wait(lock, [this] { return calls_ == 0 || c_.io.stopped(); });
   }
@@ -74,12 +84,12 @@ class fleet_job_store final : public job_store {
 
   void start() override {
     if (c_.opts.produce_only) {
-      queue_.ensure_group(context());
+      queue_.ensure_groups(context());
       c_.log->info("fleet: taking jobs for queue {} on {}; other daemons run them (--produce-only)", c_.opts.queue,
                    c_.opts.broker);
       return;
     }
-    consumer_.start(context());
+    for (auto& k : consumers_) k->start(context());
     c_.log->info("fleet: consuming queue {} on {} as {}", c_.opts.queue, c_.opts.broker, consumer_name_);
   }
 
@@ -151,19 +161,19 @@ class fleet_job_store final : public job_store {
     const fleet::queue_op op = a == queue_action::pause    ? fleet::queue_op::pause
                                : a == queue_action::resume ? fleet::queue_op::resume
                                                            : fleet::queue_op::look;
-    queue_.async_queue_state(context(), op,
-                             tracked([this, done = std::move(done)](fleet::async_answer<fleet::queue_state> s) {
-                               queue_answer q;
-                               if (s.error) {
-                                 ++lookup_errors_;
-                                 c_.log->warn("fleet: reading queue {}: {}", queue_.options().name, what(s.error));
-                                 q.unavailable = true;
-                                 return done(std::move(q));
-                               }
-                               q.view = view_of(s.value, queue_.options().name);
-                               add_recent_rates(q.view);
-                               done(std::move(q));
-                             }));
+    queue_.async_queue_states(
+        context(), op, tracked([this, done = std::move(done)](fleet::async_answer<std::vector<fleet::queue_state>> s) {
+          queue_answer q;
+          if (s.error) {
+            ++lookup_errors_;
+            c_.log->warn("fleet: reading queue {}: {}", queue_.options().name, what(s.error));
+            q.unavailable = true;
+            return done(std::move(q));
+          }
+          q.view = view_of(fleet::merge_states(std::move(s.value)), queue_.options().name);
+          add_recent_rates(q.view);
+          done(std::move(q));
+        }));
   }
 
   void replay_dead(std::string id, duration freshness, callback<dead_result> done) override {
@@ -212,16 +222,10 @@ class fleet_job_store final : public job_store {
     // The oldest page of the dead list (the order they died), then one
     // replay after another: each is judged on the backlog the ones before
     // it made, and the first refusal ends the walk.
-    queue_.async_list(
-        context(), {.state = "dead", .cursor = "", .count = limit, .handler = ""},
-        tracked([this, freshness, done = std::move(done)](fleet::async_answer<fleet::job_list> a) mutable {
-          if (a.error) return done(dead_failure(a.error, "replay"));
-          auto walk = std::make_shared<bulk_replay>();
-          walk->jobs = std::move(a.value.jobs);
-          walk->freshness = freshness;
-          walk->done = std::move(done);
-          replay_next(std::move(walk));
-        }));
+    auto walk = std::make_shared<bulk_replay>();
+    walk->freshness = freshness;
+    walk->done = std::move(done);
+    gather_dead(std::move(walk), "", limit);
   }
 
   void list(list_request q, callback<job_page> done) override {
@@ -251,7 +255,8 @@ class fleet_job_store final : public job_store {
     schedule_tick t;
     try {
       const context ctx;  // each call bounded by the connection's io_timeout
-      const fleet::job_queue::schedule_record rec = queue_.look_schedule(ctx, s.opts.name);
+      // Schedules' records live in shard 0 (the queue's own keys).
+      const fleet::job_queue::schedule_record rec = queue_.shard(0).look_schedule(ctx, s.opts.name);
       const support::wall_time now{microseconds(rec.broker_now_us)};
       const fire_plan plan = plan_fires(s, support::wall_time{milliseconds(rec.settled_ms)}, now);
       t.state.next_fire = plan.next;
@@ -261,7 +266,7 @@ class fleet_job_store final : public job_store {
       const std::int64_t fire_ms = duration_cast<milliseconds>(plan.last_due->time_since_epoch()).count();
       // A paused queue takes no fire: the one that would run is missed too.
       const std::uint64_t missed = plan.missed + (plan.run && rec.queue_paused ? 1 : 0);
-      if (!queue_.settle_schedule(ctx, s.opts.name, rec, fire_ms, missed)) return done(std::move(t));  // moved
+      if (!queue_.shard(0).settle_schedule(ctx, s.opts.name, rec, fire_ms, missed)) return done(std::move(t));
       t.missed = missed;
       t.state.last_fire = plan.last_due;
       if (plan.run && !rec.queue_paused) run_fire(s, plan, fire_ms, rec, t);
@@ -282,7 +287,9 @@ class fleet_job_store final : public job_store {
     try {
       {
         std::optional<fleet::fleet_job> before;
-        if (!s.opts.allow_overlap && !rec.last_job.empty()) before = queue_.find(ctx, rec.last_job);
+        if (!s.opts.allow_overlap && !rec.last_job.empty()) {
+          before = queue_.of_id(rec.last_job).find(ctx, rec.last_job);
+        }
         const std::string_view state = before ? before->state() : std::string_view();
         if (state == "queued" || state == "running" || state == "scheduled") {
           t.skipped_overlap = 1;
@@ -299,7 +306,7 @@ class fleet_job_store final : public job_store {
           if (c.verdict == created::kind::accepted || c.verdict == created::kind::duplicate) {
             t.enqueued = c.verdict == created::kind::accepted ? 1 : 0;
             t.state.last_job = c.job.id;
-            queue_.schedule_ran(ctx, s.opts.name, c.job.id);
+            queue_.shard(0).schedule_ran(ctx, s.opts.name, c.job.id);
           } else {
             t.missed += 1;  // refused at admission, or the broker went away: this fire will not run
           }
@@ -312,10 +319,18 @@ class fleet_job_store final : public job_store {
     }
   }
 
-  void drain(time_point deadline) override { consumer_.drain(deadline); }
+  // Every shard's consumer at once, each until `deadline`.
+  void drain(time_point deadline) override {
+    std::vector<std::thread> draining;
+    for (std::size_t i = 1; i < consumers_.size(); ++i) {
+      draining.emplace_back([&k = *consumers_[i], deadline] { k.drain(deadline); });
+    }
+    consumers_.front()->drain(deadline);
+    for (auto& t : draining) t.join();
+  }
 
   void write_metrics(exposition_writer& w) const override {
-    const fleet::consumer_stats s = consumer_.stats();
+    const fleet::consumer_stats s = fleet::sum_of(consumers_stats());
     w.gauge("hourglass_fleet_backlog", "Entries of the queue not yet delivered to any daemon.", s.backlog);
     w.gauge("hourglass_fleet_pending", "Entries delivered to a daemon and not finished.", s.pending);
     w.gauge("hourglass_fleet_scheduled", "Jobs waiting for their due time: delayed jobs and retries.", s.scheduled);
@@ -344,26 +359,14 @@ class fleet_job_store final : public job_store {
   }
 
  private:
-  static std::unique_ptr<fleet::redis_client> connect(core& c, const support::broker_url& u, const char* role) {
-    const std::string password = c.opts.broker_password_file.empty()
-                                     ? std::string()
-                                     : support::read_secret_file(c.opts.broker_password_file, "--broker-password-file");
-    std::vector<fleet::redis_endpoint> nodes;
-    for (const support::redis_url& n : u.nodes) nodes.push_back({n.host, n.port, n.db, password});
-    return fleet::connect_broker(c.io, u.cluster, std::move(nodes), redis_settings(c, role));
-  }
-  static fleet::redis_options redis_settings(core& c, const char* role) {
-    fleet::redis_options r;
-    r.clock = &c.clk;
-    r.on_state_change = [&c, role](const std::string& line) { c.log->warn("fleet ({}): {}", role, line); };
-    return r;
-  }
-  fleet::consumer_options consumer_settings(core& c, std::uint16_t port) {
+  // Shard `shard`'s consumer: the workers and the prefetch split evenly
+  // over the shards (the first ones get the remainder; at least one slot).
+  fleet::consumer_options consumer_settings(core& c, std::size_t shard) {
+    const auto share = [&](std::size_t n) { return n / queue_.size() + (shard < n % queue_.size() ? 1 : 0); };
     fleet::consumer_options o;
-    consumer_name_ = c.opts.consumer.empty() ? host_name() + ":" + std::to_string(port) : c.opts.consumer;
     o.name = consumer_name_;
-    o.slots = c.jobs->workers();
-    o.prefetch = c.opts.prefetch;
+    o.slots = std::max<std::size_t>(share(c.jobs->workers()), 1);
+    o.prefetch = share(c.opts.prefetch);
     o.lease = c.opts.lease;
     o.max_deliveries = static_cast<unsigned>(c.opts.max_deliveries);
     o.metrics = &c.jobs->stats();
@@ -371,44 +374,6 @@ class fleet_job_store final : public job_store {
     o.log = [&c](const std::string& line) { c.log->warn("{}", line); };
     return o;
   }
-  static std::string host_name() {
-    char buf[256] = {};
-    if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
-    return buf;
-  }
-
-  static fleet::job_runner runner(core& c) {
-    fleet::job_runner r;
-    r.run = [&c](const context& ctx, const fleet::delivered_job& j) {
-      const handler_entry* e = c.find_handler(j.handler);
-      if (e == nullptr) throw handler_error(404, "unknown_handler", "this daemon has no handler '" + j.handler + "'");
-      request_view v;
-      v.handler = e->name;
-      v.body = j.payload;
-      v.content_type = j.content_type;
-      v.budget = e->run_limit;
-      v.async = true;
-      v.idempotency_key = j.idempotency_key;
-      handler_result hr = e->fn(ctx, v);
-      return fleet::job_output{std::move(hr.body), std::move(hr.content_type)};
-    };
-    r.describe_error = [](std::exception_ptr p) {
-      const error_info i = describe_error(p);
-      return fleet::error_record{i.http_status, i.code, i.message, i.retryable};
-    };
-    r.run_limit = [&c](std::string_view h) {
-      const handler_entry* e = c.find_handler(h);
-      return e != nullptr ? e->run_limit : c.opts.max_budget;
-    };
-    // A fleet job carries no request headers to its worker: the handler's own
-    // idle limit applies, Job-Idle-Timeout does not travel.
-    r.idle_limit = [&c](std::string_view h) {
-      const handler_entry* e = c.find_handler(h);
-      return e != nullptr ? e->idle_limit : duration::max();
-    };
-    return r;
-  }
-
   // The job as the broker takes it; or, when it cannot be sent, the answer.
   std::optional<created> spec_of(const new_job& job, fleet::job_spec& spec) const {
     const job_input& in = *job.in;
@@ -473,14 +438,33 @@ class fleet_job_store final : public job_store {
     callback<dead_result> done;
   };
 
+  // Up to `limit` dead jobs, the oldest first (a sharded queue's shard by
+  // shard), then their replays.
+  void gather_dead(std::shared_ptr<bulk_replay> walk, std::string cursor, std::size_t limit) {
+    queue_.async_list(context(),
+                      {.state = "dead", .cursor = std::move(cursor), .count = limit - walk->jobs.size(), .handler = ""},
+                      tracked([this, walk, limit](fleet::async_answer<fleet::job_list> a) mutable {
+                        if (a.error) return walk->done(dead_failure(a.error, "replay"));
+                        for (fleet::fleet_job& j : a.value.jobs) walk->jobs.push_back(std::move(j));
+                        if (walk->jobs.size() < limit && !a.value.next_cursor.empty()) {
+                          return gather_dead(std::move(walk), std::move(a.value.next_cursor), limit);
+                        }
+                        replay_next(std::move(walk));
+                      }));
+  }
+
   void replay_next(std::shared_ptr<bulk_replay> walk) {
     if (walk->next == walk->jobs.size() || walk->result.verdict == dead_result::kind::refused) {
       // What is left on the dead list, read after the last replay.
-      return queue_.async_queue_state(context(), fleet::queue_op::look,
-                                      tracked([walk](fleet::async_answer<fleet::queue_state> q) {
-                                        if (!q.error) walk->result.left = q.value.dead_letters;
-                                        walk->done(std::move(walk->result));
-                                      }));
+      return queue_.async_queue_states(context(), fleet::queue_op::look,
+                                       tracked([walk](fleet::async_answer<std::vector<fleet::queue_state>> q) {
+                                         if (!q.error) {
+                                           walk->result.left = 0;
+                                           for (const fleet::queue_state& s : q.value)
+                                             walk->result.left += s.dead_letters;
+                                         }
+                                         walk->done(std::move(walk->result));
+                                       }));
     }
     const fleet::fleet_job& j = walk->jobs[walk->next++];
     const handler_entry* e = c_.find_handler(j.field("handler"));
@@ -497,6 +481,12 @@ class fleet_job_store final : public job_store {
                           }
                           replay_next(std::move(walk));
                         }));
+  }
+
+  std::vector<fleet::consumer_stats> consumers_stats() const {
+    std::vector<fleet::consumer_stats> all;
+    for (const auto& k : consumers_) all.push_back(k->stats());
+    return all;
   }
 
   // The broker's answer to an enqueue, as the store's.
@@ -565,7 +555,7 @@ class fleet_job_store final : public job_store {
     const auto ours = std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
-    return (ours + consumer_.stats().broker_clock_offset_us) / 1000;
+    return (ours + consumers_.front()->stats().broker_clock_offset_us) / 1000;
   }
 
   // A dead-letter action the broker could not take (`error` set), or of no such job.
@@ -604,10 +594,10 @@ class fleet_job_store final : public job_store {
   core& c_;
   support::broker_url broker_;
   std::unique_ptr<fleet::redis_client> commands_;
-  std::unique_ptr<fleet::redis_client> reader_;
-  fleet::job_queue queue_;
+  fleet::sharded_queue queue_;
   std::string consumer_name_;
-  fleet::consumer consumer_;
+  std::vector<std::unique_ptr<fleet::redis_client>> readers_;  // one per shard: a blocking read each
+  std::vector<std::unique_ptr<fleet::consumer>> consumers_;    // one per shard
   std::mutex calls_mu_;
   std::condition_variable calls_done_;
   std::size_t calls_ = 0;  // producer calls in flight

@@ -85,6 +85,7 @@ void validate(const server_options& o) {
   }
   if (o.produce_only && o.broker.empty())
     fail("--produce-only needs --broker: in memory, jobs run where they are taken");
+  if (o.queue_shards != 1 && o.broker.empty()) fail("--queue-shards needs --broker: only a fleet's queue has shards");
   if (o.refuse_while_paused && o.broker.empty())
     fail("--refuse-while-paused needs --broker: only a fleet's queue pauses");
   if (!o.broker.empty()) {

@@ -199,6 +199,70 @@ TEST_F(ShardedQueue, OneConsumerPerShardRunsEveryJob) {
   for (auto& c : consumers) c->stop();
 }
 
+TEST(MergeStates, TheShardsAreOneQueueOnShardZerosClockWithoutComparingTwoClocks) {
+  // Shard 1's node is 300 s ahead of shard 0's.
+  queue_state a;
+  a.broker_now_us = 1'000'000'000;  // 1,000,000 ms
+  a.length = 3;
+  a.pending = 1;
+  a.oldest_waiting = "999000-0";  // waited 1 s on its own clock
+  a.dead_letters = 1;
+  a.mean_run = 10ms;
+  a.consumers.push_back({"d1", 2, 1'005'000, 1});
+  a.totals = {{"finished:ok", 5}};
+  queue_state b;
+  b.broker_now_us = 1'300'000'000;
+  b.length = 4;
+  b.pending = 2;
+  b.oldest_waiting = "1297000-0";  // waited 3 s on its own clock: the longest
+  b.scheduled = 2;
+  b.mean_run = 30ms;
+  b.paused_since_ms = 1'299'000;
+  b.consumers.push_back({"d1", 2, 1'303'000, 2});
+  b.consumers.push_back({"d2", 1, 1'302'000, 0});
+  b.totals = {{"expired:queue", 1}, {"finished:ok", 7}};
+  const queue_state m = merge_states({a, b});
+  EXPECT_EQ(m.broker_now_us, a.broker_now_us);
+  EXPECT_EQ(m.length, 7u);
+  EXPECT_EQ(m.pending, 3u);
+  EXPECT_EQ(m.scheduled, 2u);
+  EXPECT_EQ(m.dead_letters, 1u);
+  EXPECT_EQ(m.oldest_waiting, "997000-0") << "3 s before shard 0's now: its own wait, not a 300 s skew";
+  EXPECT_EQ(m.paused_since_ms, 999'000) << "paused 1 s ago, on shard 0's clock";
+  EXPECT_EQ(m.mean_run, 20ms);
+  ASSERT_EQ(m.consumers.size(), 2u);
+  EXPECT_EQ(m.consumers[0].name, "d1");
+  EXPECT_EQ(m.consumers[0].slots, 4u);
+  EXPECT_EQ(m.consumers[0].held, 3u);
+  EXPECT_EQ(m.consumers[0].lease_expiry_ms, 1'003'000) << "the soonest, each moved onto shard 0's clock";
+  EXPECT_EQ(m.consumers[1].lease_expiry_ms, 1'002'000);
+  const std::vector<std::pair<std::string, std::uint64_t>> totals{{"finished:ok", 12}, {"expired:queue", 1}};
+  EXPECT_EQ(m.totals, totals);
+  EXPECT_EQ(merge_states({}).length, 0u);
+}
+
+TEST(SumOf, OneConsumerPerShardCountsAsOneProcess) {
+  consumer_stats a, b;
+  a.delivered = 3;
+  a.outcomes_written = 2;
+  a.backlog = 5;
+  a.broker_clock_offset_us = -7;
+  b.delivered = 4;
+  b.outcomes_written = 1;
+  b.backlog = 1;
+  b.held = 2;
+  b.paused = true;
+  b.broker_clock_offset_us = 99;
+  const consumer_stats t = sum_of({a, b});
+  EXPECT_EQ(t.delivered, 7u);
+  EXPECT_EQ(t.outcomes_written, 3u);
+  EXPECT_EQ(t.backlog, 6);
+  EXPECT_EQ(t.held, 2u);
+  EXPECT_TRUE(t.paused);
+  EXPECT_EQ(t.broker_clock_offset_us, -7) << "shard 0's";
+  EXPECT_EQ(sum_of({}).delivered, 0u);
+}
+
 TEST(ShardedQueueOnACluster, ShardsSpreadOverTheMastersByTheirHashTags) {
   redis_cluster_servers cluster(3, 0);
   io_thread io;

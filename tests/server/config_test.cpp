@@ -206,11 +206,13 @@ TEST(Config, FleetOptionsFollowTheProtocolFromTheCommandLineAndTheFile) {
   EXPECT_EQ(o.broker_replicas, 0u) << "a 202 once the master holds it, unless asked";
 
   const auto cl = parse({"--broker", "redis+cluster://10.0.0.5:7000,10.0.0.6:7000", "--broker-replicas", "1",
-                         "--broker-replica-timeout", "250ms"});
+                         "--broker-replica-timeout", "250ms", "--queue-shards", "4"});
   ASSERT_TRUE(cl.result.options) << cl.err;
   EXPECT_EQ(cl.result.options->broker, "redis+cluster://10.0.0.5:7000,10.0.0.6:7000");
   EXPECT_EQ(cl.result.options->broker_replicas, 1u);
   EXPECT_EQ(cl.result.options->broker_replica_timeout, 250ms);
+  EXPECT_EQ(cl.result.options->queue_shards, 4u);
+  EXPECT_EQ(o.queue_shards, 1u) << "one shard unless asked";
 
   temp_file f(R"(
 broker = "redis://127.0.0.1:6390"
@@ -246,7 +248,10 @@ TEST(Config, BadFleetValuesAreLoud) {
            {"--broker", "redis+cluster://127.0.0.1:7000/1"},  // a cluster has only database 0
            {"--broker", "redis+cluster://127.0.0.1:7000", "--broker-replica-timeout", "0s"},
            {"--broker", "redis://127.0.0.1:6379", "--broker-replicas", "17"},
-           {"--produce-only"},  // in memory a daemon runs what it takes
+           {"--broker", "redis://127.0.0.1:6379", "--queue-shards", "0"},
+           {"--broker", "redis://127.0.0.1:6379", "--queue-shards", "65"},
+           {"--queue-shards", "2"},  // in memory there is no queue to shard
+           {"--produce-only"},       // in memory a daemon runs what it takes
        }) {
     const auto p = parse(args);
     EXPECT_FALSE(p.result.options) << args.back();

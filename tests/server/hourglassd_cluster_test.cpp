@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cstdio>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -165,7 +166,7 @@ void fail_over_under_load(ClusterDaemon& t, std::size_t replicas, failover_run& 
   const std::string other_queue = queue_elsewhere(cluster, master);
   server_options o = t.cluster_options("a");
   o.broker_replicas = replicas;
-  o.broker_replica_timeout = 500ms;
+  o.broker_replica_timeout = 1s;
   test_server a(o);
   o.consumer = "b";
   test_server b(o);
@@ -226,8 +227,15 @@ void fail_over_under_load(ClusterDaemon& t, std::size_t replicas, failover_run& 
       run.on_other.unavailable);
   EXPECT_GT(count(run.on_default, [&](auto at) { return at < run.killed_at; }), 0);
   EXPECT_GT(count(run.on_default, [&](auto at) { return at > run.rejoined_at; }), 0) << "202s came back";
-  // The queue on another master never paused.
-  EXPECT_EQ(run.on_other.unavailable, 0u);
+  // The queue on another master never paused: its 202s came all along. (A
+  // WAIT its own replica answered late, on a machine loaded by six Redis
+  // and a full resync, is a 503 of its own: a rare one is allowed.)
+  std::chrono::steady_clock::duration longest_gap{};
+  for (std::size_t i = 1; i < run.on_other.accepted_at.size(); ++i) {
+    longest_gap = std::max(longest_gap, run.on_other.accepted_at[i] - run.on_other.accepted_at[i - 1]);
+  }
+  EXPECT_LT(longest_gap, 2500ms) << "the queue on another master paused";
+  EXPECT_LE(run.on_other.unavailable * 100, run.on_other.accepted.size());
   EXPECT_EQ(run.on_other.refused, 0u);
   EXPECT_GT(run.on_other.accepted.size(), 100u);
 }
@@ -292,6 +300,79 @@ TEST_F(ClusterDaemon, ASlotReshardedWhileJobsFlowLosesNoConfirmedJob) {
       jobs.accepted.size(), static_cast<long>(during), static_cast<long>(after), jobs.unavailable, jobs.refused,
       duplicates);
   EXPECT_GT(after, 0) << "jobs flow on the new master";
+}
+
+// --queue-shards 3: the queue over three shards, which the cluster places by
+// their hash tags; two daemons consume every shard. The HTTP API is the
+// one of an unsharded queue: every job runs once and is found by id from
+// either daemon, listing walks every shard, the queue shows as one.
+TEST_F(ClusterDaemon, AQueueOverShardsRunsEveryJobAndShowsAsOneQueue) {
+  server_options o = cluster_options("a");
+  o.queue_shards = 3;
+  o.workers = 3;  // one slot per shard
+  test_server a(o);
+  o.consumer = "b";
+  test_server b(o);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 30; ++i) {
+    const reply r = post(i % 2 == 0 ? a.port() : b.port(), "/v1/jobs/echo", "job" + std::to_string(i),
+                         {{"Prefer", "respond-async"}});
+    ASSERT_EQ(r.status, 202u) << r.body;
+    ids.push_back(json_string(r.body, "id"));
+  }
+  const reply first = post(a.port(), "/v1/jobs/echo", "keyed",
+                           {{"Prefer", "respond-async"}, {"Idempotency-Key", "k-9"}});
+  const reply again = post(b.port(), "/v1/jobs/echo", "again",
+                           {{"Prefer", "respond-async"}, {"Idempotency-Key", "k-9"}});
+  ASSERT_EQ(first.status, 202u) << first.body;
+  EXPECT_EQ(json_string(again.body, "id"), json_string(first.body, "id")) << "a repeat meets the first job's shard";
+  ids.push_back(json_string(first.body, "id"));
+
+  std::set<std::string> shards;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const std::string done = wait_state(i % 2 == 0 ? b.port() : a.port(), ids[i], "ok");
+    ASSERT_EQ(json_string(done, "state"), "ok") << ids[i] << " " << done;
+    shards.insert(ids[i].substr(30));
+  }
+  EXPECT_EQ(shards, (std::set<std::string>{"00", "01", "02"})) << "ids name their shards";
+  // Each shard's keys on the master of its own slot.
+  std::set<std::uint16_t> masters;
+  for (const std::string tag : {"default", "default:1", "default:2"}) {
+    masters.insert(cluster.master_of("hg:{" + tag + "}:stream").port());
+  }
+  std::size_t found_on_its_master = 0;
+  for (const std::string& id : ids) {
+    const std::string shard = id.substr(30) == "00"
+                                  ? "default"
+                                  : "default:" + std::to_string(std::stoi(id.substr(30), nullptr, 16));
+    const std::string k = "hg:{" + shard + "}:job:" + id;
+    found_on_its_master += static_cast<std::size_t>(cluster.on(cluster.master_of(k), {"EXISTS", k}).integer);
+  }
+  EXPECT_EQ(found_on_its_master, ids.size());
+
+  // Listing walks every shard: each job once.
+  std::set<std::string> listed;
+  std::string cursor;
+  for (int pages = 0; pages < 100; ++pages) {
+    const reply page = get(a.port(), "/v1/jobs?state=ok&limit=7" + (cursor.empty() ? "" : "&cursor=" + cursor));
+    ASSERT_EQ(page.status, 200u) << page.body;
+    const auto doc = support::parse_json(page.body);
+    ASSERT_TRUE(doc.has_value());
+    for (const auto& j : doc->at("jobs").as_array()) listed.insert(std::string(j.at("id").as_string()));
+    const auto* next = doc->as_object().if_contains("next_cursor");
+    cursor = next != nullptr && next->is_string() ? std::string(next->as_string()) : "";
+    if (cursor.empty()) break;
+  }
+  for (const std::string& id : ids) EXPECT_EQ(listed.count(id), 1u) << id;
+
+  // The queue as one: both daemons, each with its three shards' slots.
+  const reply q = get(b.port(), "/v1/queues/default");
+  ASSERT_EQ(q.status, 200u) << q.body;
+  const auto view = support::parse_json(q.body);
+  ASSERT_TRUE(view.has_value()) << q.body;
+  EXPECT_EQ(view->at("live_slots").to_number<int>(), 6) << q.body;
+  EXPECT_EQ(view->at("consumers").as_array().size(), 2u) << q.body;
+  for (const auto& c : view->at("consumers").as_array()) EXPECT_EQ(c.at("slots").to_number<int>(), 3) << q.body;
 }
 
 // Each node of the cluster with its own wall clock: masters at -5 min, 0

@@ -39,6 +39,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hourglass/context.hpp"
 #include "hourglass/executor.hpp"
@@ -102,6 +103,12 @@ struct consumer_stats {
   std::uint64_t promoted = 0;               // due jobs this daemon moved to the stream
   std::uint64_t expired_admission = 0;      // due jobs this daemon recorded deadline_exceeded/admission
 };
+
+// Several consumers' counts as one process's (one consumer per shard of a
+// queue): counters, held and unwritten summed, the queue's gauges (backlog,
+// pending, scheduled: each shard's at its last renewal) summed, fenced and
+// paused when any is; the broker clock offset the first's. Empty: zeros.
+consumer_stats sum_of(const std::vector<consumer_stats>& each);
 
 // Another live process renews this consumer name's lease.
 class name_taken : public std::runtime_error {

@@ -53,9 +53,13 @@ class sharded_queue {
   void async_list(const context& ctx, list_query q, answer_fn<job_list> done);
   // Every shard's state, in shard order (each on its own node's clock).
   void async_queue_states(const context& ctx, queue_op op, answer_fn<std::vector<queue_state>> done);
+  // The oldest `count` dead entries of shard 0, then of shard 1, ...; `left`: every shard's.
+  void async_purge_dead(const context& ctx, std::size_t count, answer_fn<job_queue::purged> done);
 
  private:
   std::size_t index_for_new(const job_spec& job) noexcept;
+  void purge_from(const context& ctx, std::size_t shard, std::size_t count, job_queue::purged sum,
+                  answer_fn<job_queue::purged> done);
   queue_options options_;
   std::vector<std::unique_ptr<job_queue>> shards_;
   std::atomic<std::size_t> turn_{0};
@@ -64,5 +68,13 @@ class sharded_queue {
 // The shard an Idempotency-Key goes to among `shards` (FNV-1a: the same in
 // every process and build).
 unsigned shard_of_key(std::string_view idempotency_key, unsigned shards) noexcept;
+
+// The shards' states as one queue's: counts and totals summed; each consumer
+// once, its slots and held entries summed, its lease the soonest to expire;
+// the oldest waiting entry the one that has waited longest on its own
+// shard's clock; paused when any shard is. Times are on shard 0's clock:
+// each shard's are moved onto it by the difference of the two TIMEs read
+// with them, so no decision compares two nodes' clocks. Empty: a default state.
+queue_state merge_states(std::vector<queue_state> shards);
 
 }  // namespace hourglass::fleet

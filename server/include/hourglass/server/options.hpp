@@ -97,6 +97,7 @@ struct server_options {
   // on a durable Redis Streams queue that many daemons share.
   std::string broker;             // --broker redis://HOST:PORT[/DB] or redis+cluster://...; empty: in memory
   std::string queue = "default";  // --queue
+  std::size_t queue_shards = 1;   // --queue-shards: the queue over this many streams (1 to 64)
   std::string consumer;           // --consumer; empty: <hostname>:<port>
   duration lease = std::chrono::seconds(10);
   std::size_t max_deliveries = 3;  // starts of a job whose workers died; then dead-lettered

@@ -1,0 +1,61 @@
+#include "fleet_wiring.hpp"
+
+#include <unistd.h>
+
+#include "hourglass/fleet/redis_cluster.hpp"
+#include "hourglass/support/secret_file.hpp"
+#include "responses.hpp"
+
+namespace hourglass::server::detail {
+
+std::unique_ptr<fleet::redis_client> connect_fleet_broker(core& c, const support::broker_url& u, const char* role) {
+  const std::string password = c.opts.broker_password_file.empty()
+                                   ? std::string()
+                                   : support::read_secret_file(c.opts.broker_password_file, "--broker-password-file");
+  std::vector<fleet::redis_endpoint> nodes;
+  for (const support::redis_url& n : u.nodes) nodes.push_back({n.host, n.port, n.db, password});
+  fleet::redis_options r;
+  r.clock = &c.clk;
+  r.on_state_change = [&c, role](const std::string& line) { c.log->warn("fleet ({}): {}", role, line); };
+  return fleet::connect_broker(c.io, u.cluster, std::move(nodes), std::move(r));
+}
+
+fleet::job_runner fleet_runner(core& c) {
+  fleet::job_runner r;
+  r.run = [&c](const context& ctx, const fleet::delivered_job& j) {
+    const handler_entry* e = c.find_handler(j.handler);
+    if (e == nullptr) throw handler_error(404, "unknown_handler", "this daemon has no handler '" + j.handler + "'");
+    request_view v;
+    v.handler = e->name;
+    v.body = j.payload;
+    v.content_type = j.content_type;
+    v.budget = e->run_limit;
+    v.async = true;
+    v.idempotency_key = j.idempotency_key;
+    handler_result hr = e->fn(ctx, v);
+    return fleet::job_output{std::move(hr.body), std::move(hr.content_type)};
+  };
+  r.describe_error = [](std::exception_ptr p) {
+    const error_info i = describe_error(p);
+    return fleet::error_record{i.http_status, i.code, i.message, i.retryable};
+  };
+  r.run_limit = [&c](std::string_view h) {
+    const handler_entry* e = c.find_handler(h);
+    return e != nullptr ? e->run_limit : c.opts.max_budget;
+  };
+  // A fleet job carries no request headers to its worker: the handler's own
+  // idle limit applies, Job-Idle-Timeout does not travel.
+  r.idle_limit = [&c](std::string_view h) {
+    const handler_entry* e = c.find_handler(h);
+    return e != nullptr ? e->idle_limit : duration::max();
+  };
+  return r;
+}
+
+std::string this_host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+}  // namespace hourglass::server::detail
