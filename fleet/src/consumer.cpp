@@ -367,6 +367,14 @@ void consumer::drain(time_point deadline) { impl_->drain(deadline); }
 void consumer::stop() { impl_->drain(impl_->clk.now()); }
 consumer_stats consumer::stats() const { return impl_->stats(); }
 
+void consumer::set_slots(std::size_t slots, std::size_t prefetch) {
+  if (slots == 0) throw std::invalid_argument("fleet consumer: at least one slot");
+  std::lock_guard lock(impl_->mu);
+  impl_->opts.slots = slots;
+  impl_->opts.prefetch = prefetch;
+  impl_->slot_freed.notify_all();  // more room: reading goes on
+}
+
 consumer_stats sum_of(const std::vector<consumer_stats>& each) {
   if (each.empty()) return {};
   consumer_stats t = each.front();

@@ -9,16 +9,15 @@
 #include <condition_variable>
 #include <future>
 #include <mutex>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "core.hpp"
 #include "fleet_views.hpp"
 #include "fleet_wiring.hpp"
-#include "hourglass/fleet/consumer.hpp"
 #include "hourglass/fleet/job_queue.hpp"
 #include "hourglass/fleet/redis.hpp"
+#include "hourglass/fleet/sharded_consumer.hpp"
 #include "hourglass/fleet/sharded_queue.hpp"
 #include "hourglass/support/json.hpp"
 #include "hourglass/support/url.hpp"
@@ -49,21 +48,13 @@ class fleet_job_store final : public job_store {
                             .replica_timeout = c.opts.broker_replica_timeout,
                             .shards = static_cast<unsigned>(c.opts.queue_shards),
                             .clock = &c.clk}),
-        consumer_name_(c.opts.consumer.empty() ? this_host_name() + ":" + std::to_string(port) : c.opts.consumer) {
-    // One consumer per shard, each with a reader of its own (a blocking
-    // read each) and its share of the workers: admission counts a shard's
-    // consumers' slots as that shard's capacity.
-    for (std::size_t i = 0; i < queue_.size(); ++i) {
-      readers_.push_back(connect_fleet_broker(c, broker_, "reads"));
-      consumers_.push_back(std::make_unique<fleet::consumer>(queue_.shard(i), *readers_.back(), *c.jobs,
-                                                             fleet_runner(c), consumer_settings(c, i)));
-    }
-  }
+        consumer_name_(c.opts.consumer.empty() ? this_host_name() + ":" + std::to_string(port) : c.opts.consumer),
+        consumers_(queue_, readers(c), *c.jobs, fleet_runner(c), consumer_settings(c)) {}
 
   // The producer's calls in flight end first: their callbacks use the queue.
   // Once the I/O threads have stopped none will run, and none is waited for.
   ~fleet_job_store() override {
-    for (auto& k : consumers_) k->stop();
+    consumers_.stop();
     std::unique_lock lock(calls_mu_);
     calls_done_.wait(lock, [this] { return calls_ == 0 || c_.io.stopped(); });
   }
@@ -89,7 +80,7 @@ class fleet_job_store final : public job_store {
                    c_.opts.broker);
       return;
     }
-    for (auto& k : consumers_) k->start(context());
+    consumers_.start(context());
     c_.log->info("fleet: consuming queue {} on {} as {}", c_.opts.queue, c_.opts.broker, consumer_name_);
   }
 
@@ -319,18 +310,10 @@ class fleet_job_store final : public job_store {
     }
   }
 
-  // Every shard's consumer at once, each until `deadline`.
-  void drain(time_point deadline) override {
-    std::vector<std::thread> draining;
-    for (std::size_t i = 1; i < consumers_.size(); ++i) {
-      draining.emplace_back([&k = *consumers_[i], deadline] { k.drain(deadline); });
-    }
-    consumers_.front()->drain(deadline);
-    for (auto& t : draining) t.join();
-  }
+  void drain(time_point deadline) override { consumers_.drain(deadline); }
 
   void write_metrics(exposition_writer& w) const override {
-    const fleet::consumer_stats s = fleet::sum_of(consumers_stats());
+    const fleet::consumer_stats s = consumers_.stats();
     w.gauge("hourglass_fleet_backlog", "Entries of the queue not yet delivered to any daemon.", s.backlog);
     w.gauge("hourglass_fleet_pending", "Entries delivered to a daemon and not finished.", s.pending);
     w.gauge("hourglass_fleet_scheduled", "Jobs waiting for their due time: delayed jobs and retries.", s.scheduled);
@@ -359,14 +342,19 @@ class fleet_job_store final : public job_store {
   }
 
  private:
-  // Shard `shard`'s consumer: the workers and the prefetch split evenly
-  // over the shards (the first ones get the remainder; at least one slot).
-  fleet::consumer_options consumer_settings(core& c, std::size_t shard) {
-    const auto share = [&](std::size_t n) { return n / queue_.size() + (shard < n % queue_.size() ? 1 : 0); };
+  // One reader connection per shard: a blocking read each.
+  std::vector<std::unique_ptr<fleet::redis_client>> readers(core& c) {
+    std::vector<std::unique_ptr<fleet::redis_client>> each;
+    for (std::size_t i = 0; i < queue_.size(); ++i) each.push_back(connect_fleet_broker(c, broker_, "reads"));
+    return each;
+  }
+  // The process's consumer: its workers and prefetch, shared among the
+  // shards by their backlog (sharded_consumer.hpp).
+  fleet::consumer_options consumer_settings(core& c) {
     fleet::consumer_options o;
     o.name = consumer_name_;
-    o.slots = std::max<std::size_t>(share(c.jobs->workers()), 1);
-    o.prefetch = share(c.opts.prefetch);
+    o.slots = c.jobs->workers();
+    o.prefetch = c.opts.prefetch;
     o.lease = c.opts.lease;
     o.max_deliveries = static_cast<unsigned>(c.opts.max_deliveries);
     o.metrics = &c.jobs->stats();
@@ -483,12 +471,6 @@ class fleet_job_store final : public job_store {
                         }));
   }
 
-  std::vector<fleet::consumer_stats> consumers_stats() const {
-    std::vector<fleet::consumer_stats> all;
-    for (const auto& k : consumers_) all.push_back(k->stats());
-    return all;
-  }
-
   // The broker's answer to an enqueue, as the store's.
   void on_enqueued(const handler_entry& e, duration asked, duration left, fleet::async_answer<fleet::enqueued> a,
                    const callback<created>& done) {
@@ -555,7 +537,7 @@ class fleet_job_store final : public job_store {
     const auto ours = std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
-    return (ours + consumers_.front()->stats().broker_clock_offset_us) / 1000;
+    return (ours + consumers_.stats().broker_clock_offset_us) / 1000;
   }
 
   // A dead-letter action the broker could not take (`error` set), or of no such job.
@@ -596,8 +578,7 @@ class fleet_job_store final : public job_store {
   std::unique_ptr<fleet::redis_client> commands_;
   fleet::sharded_queue queue_;
   std::string consumer_name_;
-  std::vector<std::unique_ptr<fleet::redis_client>> readers_;  // one per shard: a blocking read each
-  std::vector<std::unique_ptr<fleet::consumer>> consumers_;    // one per shard
+  fleet::sharded_consumer consumers_;  // a consumer per shard
   std::mutex calls_mu_;
   std::condition_variable calls_done_;
   std::size_t calls_ = 0;  // producer calls in flight

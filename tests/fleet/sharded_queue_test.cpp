@@ -1,7 +1,7 @@
 // A queue over several shards (sharded_queue.hpp): each shard its own keys
 // under its own hash tag; new jobs by Idempotency-Key or in turn; ids that
-// name their shard; bulk answers in order; listing across shards; one
-// consumer per shard. On one redis-server, and spread over a cluster.
+// name their shard; bulk answers in order; listing across shards. On one
+// redis-server, and spread over a cluster.
 #include "hourglass/fleet/sharded_queue.hpp"
 
 #include <gtest/gtest.h>
@@ -169,34 +169,6 @@ TEST_F(ShardedQueue, ListingWalksEveryShardOnceAndStatesComePerShard) {
   std::uint64_t total = 0;
   for (const queue_state& s : states) total += s.length;
   EXPECT_EQ(total, 10u);
-}
-
-TEST_F(ShardedQueue, OneConsumerPerShardRunsEveryJob) {
-  queue.ensure_groups(context());
-  recording_runner runner;
-  executor jobs{executor_options{.workers = 3}};
-  std::vector<std::unique_ptr<redis_connection>> readers;
-  std::vector<std::unique_ptr<consumer>> consumers;
-  for (std::size_t s = 0; s < queue.size(); ++s) {
-    readers.push_back(std::make_unique<redis_connection>(io.io, server.endpoint()));
-    consumer_options o;
-    o.name = "a";  // one daemon: the same name on every shard
-    o.slots = 1;
-    o.lease = 600ms;
-    o.read_block = 50ms;
-    consumers.push_back(std::make_unique<consumer>(queue.shard(s), *readers.back(), jobs, runner.get(), o));
-    consumers.back()->start(context());
-  }
-  std::vector<std::string> ids;
-  for (int i = 0; i < 12; ++i) ids.push_back(enqueue({.handler = "echo", .payload = std::to_string(i)}).id);
-  for (const std::string& id : ids) {
-    ASSERT_TRUE(test_common::eventually([&] {
-      const auto j = find(id);
-      return j && j->state() == "ok";
-    })) << id;
-  }
-  EXPECT_EQ(runner.ids().size(), ids.size()) << "each ran once";
-  for (auto& c : consumers) c->stop();
 }
 
 TEST(MergeStates, TheShardsAreOneQueueOnShardZerosClockWithoutComparingTwoClocks) {

@@ -28,7 +28,8 @@
 // caller's threads. Every wait of theirs, and drain's, is on the executor's
 // clock, woken by the event it waits for: none polls.
 //
-// Thread safety: stats() from any thread; start, drain and stop from one.
+// Thread safety: stats() and set_slots() from any thread; start, drain and
+// stop from one.
 #pragma once
 
 #include <cstddef>
@@ -137,6 +138,13 @@ class consumer {
   // bounded by the connection's io_timeout when the broker is down).
   void drain(time_point deadline);
   void stop();  // drain(now)
+
+  // From now on this consumer holds at most `slots` running and `prefetch`
+  // waiting entries (a sharded_consumer's share of the process's workers);
+  // its next renewal offers `slots` to admission. Entries it already holds
+  // beyond them run on: it reads less until it is under. Throws
+  // std::invalid_argument for no slots.
+  void set_slots(std::size_t slots, std::size_t prefetch);
 
   consumer_stats stats() const;
 
