@@ -120,6 +120,7 @@ struct produced {
   std::vector<std::string> accepted;  // ids answered 202
   std::vector<std::chrono::steady_clock::time_point> accepted_at;
   std::size_t unavailable = 0;  // 503 broker_unavailable
+  std::vector<std::chrono::steady_clock::time_point> unavailable_at;
   // 504 at admission: as the queue's master changed hands, the fleet's live
   // slots lapsed with the leases no daemon could renew meanwhile.
   std::size_t refused = 0;
@@ -132,6 +133,7 @@ struct produced {
       accepted_at.push_back(std::chrono::steady_clock::now());
     } else if (r.status == 503 && json_string(r.body, "error") == "broker_unavailable") {
       ++unavailable;
+      unavailable_at.push_back(std::chrono::steady_clock::now());
     } else if (r.status == 504 && json_string(r.body, "stage") == "admission") {
       ++refused;
     } else {
@@ -153,11 +155,11 @@ std::string queue_elsewhere(const redis_cluster_servers& cluster, const fleet::t
 struct failover_run {
   produced on_default, on_other;
   std::size_t lost = 0;  // answered 202, then gone (404): a write the promoted replica never saw
-  std::chrono::steady_clock::time_point killed_at, rejoined_at;
+  std::chrono::steady_clock::time_point killed_at, failed_over_at, rejoined_at;
 };
 
-// Two daemons on queue "default", one on a queue of another master, each
-// taking async jobs from a producer; the master of "default" is killed with
+// Four daemons: two on queue "default", two on a queue of another master,
+// each pair taking async jobs from a producer; the master of "default" is killed with
 // kill -9 after 1.5 s, and restarted (it rejoins as the new master's replica)
 // once its replica has taken over. Then every 202'd job is followed to its end.
 void fail_over_under_load(ClusterDaemon& t, std::size_t replicas, failover_run& run) {
@@ -173,6 +175,8 @@ void fail_over_under_load(ClusterDaemon& t, std::size_t replicas, failover_run& 
   o.consumer = "c";
   o.queue = other_queue;
   test_server elsewhere(o);
+  o.consumer = "d";
+  test_server elsewhere_too(o);
 
   std::atomic<bool> stop{false};
   const auto produce = [&](std::vector<std::uint16_t> ports, produced& out) {
@@ -182,7 +186,7 @@ void fail_over_under_load(ClusterDaemon& t, std::size_t replicas, failover_run& 
     }
   };
   std::thread p1(produce, std::vector<std::uint16_t>{a.port(), b.port()}, std::ref(run.on_default));
-  std::thread p2(produce, std::vector<std::uint16_t>{elsewhere.port()}, std::ref(run.on_other));
+  std::thread p2(produce, std::vector<std::uint16_t>{elsewhere.port(), elsewhere_too.port()}, std::ref(run.on_other));
 
   std::this_thread::sleep_for(1500ms);
   master.kill9();
@@ -190,6 +194,7 @@ void fail_over_under_load(ClusterDaemon& t, std::size_t replicas, failover_run& 
   // Its replica is promoted (cluster-node-timeout 1 s); then the old master
   // comes back, as the new master's replica.
   const bool failed_over = wait_until([&] { return &cluster.master_of("hg:{default}:stream") != &master; }, 20s);
+  run.failed_over_at = std::chrono::steady_clock::now();
   master.restart();
   run.rejoined_at = std::chrono::steady_clock::now();
   std::this_thread::sleep_for(4s);
@@ -225,6 +230,24 @@ void fail_over_under_load(ClusterDaemon& t, std::size_t replicas, failover_run& 
       static_cast<long>(count(run.on_default, [&](auto at) { return at > run.rejoined_at; })),
       run.on_default.unavailable, run.on_default.refused, run.lost, run.on_other.accepted.size(),
       run.on_other.unavailable);
+  // 503 for the failed master's queue only while no master could promise
+  // what --broker-replicas says: from the kill until its replica took over
+  // (no replicas asked), or until the old master rejoined as the new one's
+  // replica; a few seconds' slack for the daemons to see the new map, and
+  // the new replica to sync.
+  const auto ms = [&](auto at) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(at - run.killed_at).count();
+  };
+  const auto promise_kept_again = replicas > 0 ? run.rejoined_at : run.failed_over_at;
+  std::printf("  503s from %+ld ms to %+ld ms after the kill; failed over at %+ld ms, rejoined at %+ld ms\n",
+              run.on_default.unavailable_at.empty() ? 0L : static_cast<long>(ms(run.on_default.unavailable_at.front())),
+              run.on_default.unavailable_at.empty() ? 0L : static_cast<long>(ms(run.on_default.unavailable_at.back())),
+              static_cast<long>(ms(run.failed_over_at)), static_cast<long>(ms(run.rejoined_at)));
+  for (const auto at : run.on_default.unavailable_at) {
+    EXPECT_GE(at, run.killed_at) << "a 503 before the master failed";
+    EXPECT_LE(at, promise_kept_again + 4s)
+        << "a 503 " << ms(at) << " ms after the kill, long after a master could promise";
+  }
   EXPECT_GT(count(run.on_default, [&](auto at) { return at < run.killed_at; }), 0);
   EXPECT_GT(count(run.on_default, [&](auto at) { return at > run.rejoined_at; }), 0) << "202s came back";
   // The queue on another master never paused: its 202s came all along. (A
