@@ -57,22 +57,24 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 url="redis+cluster://$(IFS=,; echo "${nodes[*]}")"
-queues=$(seq -s, 1 "$masters")
-echo "cluster of $masters masters: $url; $runs runs of $jobs jobs per queue"
+counts=$(seq -s, 1 "$masters")
+what=queues
+[ "${SHARDS:-0}" = 1 ] && what=shards
+echo "cluster of $masters masters: $url; $runs runs of $jobs jobs per queue (or shard), counting $what"
 for i in $(seq "$runs"); do
   # shellcheck disable=SC2086  # CLUSTER_FLAGS is a list of flags
-  "$bench" cluster --broker "$url" --queues "$queues" --jobs "$jobs" ${CLUSTER_FLAGS:-} --json | tee "$dir/run$i.out"
+  "$bench" cluster --broker "$url" --"$what" "$counts" --jobs "$jobs" ${CLUSTER_FLAGS:-} --json | tee "$dir/run$i.out"
   tail -n1 "$dir/run$i.out" >>"$dir/runs.jsonl"
 done
-python3 - "$dir/runs.jsonl" <<'PY'
+python3 - "$dir/runs.jsonl" "$what" <<'PY'
 import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1])]
 by = {}
 for r in runs:
     for run in r["runs"]:
         busiest = max(run["nodes"], key=lambda n: n["cpu_cores"])
-        by.setdefault(run["queues"], []).append((run["jobs_per_s"], busiest))
-print("\n| queues | jobs/s, median (min-max) | busiest master: commands/s, CPU cores, CPU us/job (medians) |")
+        by.setdefault(run[sys.argv[2]], []).append((run["jobs_per_s"], busiest))
+print(f"\n| {sys.argv[2]} | jobs/s, median (min-max) | busiest master: commands/s, CPU cores, CPU us/job (medians) |")
 print("|---|---|---|")
 for k, v in sorted(by.items()):
     j = [x[0] for x in v]

@@ -4,7 +4,11 @@
 // each with its own consumers and pipelined producers, all at once, empty
 // jobs end to end: the jobs/s of the whole, and each master's commands per
 // second and CPU (INFO commandstats and cpu, read from each master) — what
-// one Redis core does for the fleet, to project from.
+// one Redis core does for the fleet, to project from. With --shards, for
+// each shard count K instead one queue over K shards (a sharded_queue whose
+// shards land on K masters), the same work as K queues: each consumer
+// daemon serves every shard with K times the slots (shared by backlog),
+// K times the producers, K times the jobs.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +22,7 @@ namespace hourglass::bench {
 struct cluster_options {
   std::string broker;                           // redis+cluster://HOST:PORT[,...]
   std::vector<std::size_t> queues = {1, 2, 3};  // one run per count
+  std::vector<std::size_t> shards;              // non-empty: one queue over each count of shards, instead
   std::size_t consumers = 1;                    // per queue
   std::size_t slots = 10;                       // worker slots per consumer
   std::uint64_t jobs = 20000;                   // per queue and run
@@ -27,7 +32,7 @@ struct cluster_options {
 
 struct cluster_node_load {
   std::string node;           // host:port
-  std::size_t queues = 0;     // of the run's queues, on this master
+  std::size_t queues = 0;     // of the run's queues (or shards), on this master
   double commands_per_s = 0;  // INFO commandstats, scripts' inner commands included
   double cpu_cores = 0;       // its CPU seconds (user + system) per second
   double cpu_us_per_job = 0;  // per job of its queues (0 when it had none)
@@ -35,6 +40,7 @@ struct cluster_node_load {
 
 struct cluster_run {
   std::size_t queues = 0;
+  std::size_t shards = 1;  // of each queue
   std::size_t masters_used = 0;
   double jobs_per_s = 0;  // all queues, end to end (enqueue -> recorded outcome)
   std::vector<cluster_node_load> nodes;

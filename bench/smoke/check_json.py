@@ -67,11 +67,12 @@ def main():
         if not doc["runs"] or doc["masters"] < 1:
             fail("no runs or no masters")
         for run in doc["runs"]:
-            if not run["jobs_per_s"] > 0 or run["masters_used"] > run["queues"]:
-                fail("a run without jobs or with more masters than queues: %r" % run)
+            places = run["queues"] * run["shards"]  # each queue's shards land on masters
+            if not run["jobs_per_s"] > 0 or run["masters_used"] > places:
+                fail("a run without jobs or with more masters than queues' shards: %r" % run)
             if len(run["nodes"]) != doc["masters"]:
                 fail("a run must report every master: %r" % run)
-            if sum(n["queues"] for n in run["nodes"]) != run["queues"]:
+            if sum(n["queues"] for n in run["nodes"]) != places:
                 fail("the nodes' queues do not add up: %r" % run)
             for n in run["nodes"]:
                 if n["queues"] > 0 and not (n["commands_per_s"] > 0 and n["cpu_us_per_job"] > 0):

@@ -63,9 +63,14 @@ def main():
                     print("cluster_smoke: the cluster did not form", file=sys.stderr)
                     return 1
                 time.sleep(0.05)
-            return subprocess.run([sys.executable, check, "cluster", "--", bench, "cluster", "--broker",
-                                   "redis+cluster://" + ",".join(nodes), "--queues", "1,2", "--jobs", "200",
-                                   "--json"]).returncode
+            # Queues on masters of their own, then one queue over two shards.
+            for counts in (["--queues", "1,2"], ["--shards", "2"]):
+                rc = subprocess.run([sys.executable, check, "cluster", "--", bench, "cluster", "--broker",
+                                     "redis+cluster://" + ",".join(nodes), *counts, "--jobs", "200",
+                                     "--json"]).returncode
+                if rc != 0:
+                    return rc
+            return 0
         finally:
             for s in servers:
                 s.kill()

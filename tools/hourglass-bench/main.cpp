@@ -269,6 +269,11 @@ int main(int argc, char** argv) {
                  "while there is one)")
       ->delimiter(',')
       ->capture_default_str();
+  cl->add_option("--shards", clo.shards,
+                 "comma list of shard counts: one queue over each, one run each, instead of --queues (the work of as "
+                 "many queues: each consumer serves every shard with --slots per shard, --producers and --jobs per "
+                 "shard)")
+      ->delimiter(',');
   cl->add_option("--consumers", clo.consumers, "consumers per queue")->capture_default_str();
   cl->add_option("--slots", clo.slots, "worker slots per consumer")->capture_default_str();
   cl->add_option("--jobs", clo.jobs, "jobs per queue and run")->capture_default_str();
