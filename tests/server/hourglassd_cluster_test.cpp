@@ -18,6 +18,7 @@
 
 #include "cluster_slots.hpp"
 #include "fleet/redis_cluster_fixture.hpp"
+#include "hourglass/fleet/sharded_queue.hpp"
 #include "hourglass/support/json.hpp"
 #include "test_support.hpp"
 
@@ -279,15 +280,19 @@ TEST_F(ClusterDaemon, WithoutBrokerReplicasAFailoverMayLoseWhatTheReplicaHadNotY
   EXPECT_LE(run.lost, run.on_default.accepted.size());
 }
 
-// An operator moves every slot of the queue's master to another master with
-// redis-cli --cluster reshard while two daemons take and run jobs: scripts
-// meet ASK, TRYAGAIN and MOVED and are sent again; none is confirmed that did
-// not land, and every job that got a 202 ends ok.
+// An operator moves every slot of the master of the queue's shard 0 to
+// another master with redis-cli --cluster reshard while two daemons take and
+// run jobs on the queue's two shards: scripts meet ASK, TRYAGAIN and MOVED
+// and are sent again; none is confirmed that did not land, and every job
+// that got a 202 ends ok.
 TEST_F(ClusterDaemon, ASlotReshardedWhileJobsFlowLosesNoConfirmedJob) {
   fleet::testing::redis_server& from = cluster.master_of("hg:{default}:stream");
   fleet::testing::redis_server& to = cluster.other_master("hg:{default}:stream");
-  test_server a(cluster_options("a"));
-  test_server b(cluster_options("b"));
+  server_options o = cluster_options("a");
+  o.queue_shards = 2;
+  test_server a(o);
+  o.consumer = "b";
+  test_server b(o);
   produced jobs;
   std::atomic<bool> stop{false};
   std::thread producer([&] {
@@ -305,6 +310,9 @@ TEST_F(ClusterDaemon, ASlotReshardedWhileJobsFlowLosesNoConfirmedJob) {
   stop = true;
   producer.join();
   ASSERT_EQ(&cluster.master_of("hg:{default}:stream"), &to) << "the queue's slot moved";
+  std::set<std::string> shards;
+  for (const std::string& id : jobs.accepted) shards.insert(id.substr(30));
+  EXPECT_EQ(shards, (std::set<std::string>{"00", "01"})) << "jobs on both shards";
 
   for (const std::string& id : jobs.accepted) {
     const std::string done = wait_state(a.port(), id, "ok", 30s);
@@ -401,8 +409,9 @@ TEST_F(ClusterDaemon, AQueueOverShardsRunsEveryJobAndShowsAsOneQueue) {
 // Each node of the cluster with its own wall clock: masters at -5 min, 0
 // and +5 min (their replicas likewise). A queue on each master is judged on
 // that master's TIME against entry ids that master wrote, so the fleet
-// decides exactly as on an unskewed cluster, whichever node a queue is on.
-TEST(SkewedCluster, EachQueueIsJudgedOnItsOwnMastersClockAndDecidesAsWithoutSkew) {
+// decides exactly as on an unskewed cluster, whichever node a queue is on;
+// and so is each shard of a queue whose shards are on the three masters.
+TEST(SkewedCluster, EachQueueAndEachShardIsJudgedOnItsOwnMastersClockAndDecidesAsWithoutSkew) {
   redis_cluster_servers cluster(3, 1, {"-5m", "", "+5m"});
   std::vector<fleet::testing::redis_server*> masters;
   for (fleet::testing::redis_server* n : cluster.nodes()) {
@@ -427,6 +436,69 @@ TEST(SkewedCluster, EachQueueIsJudgedOnItsOwnMastersClockAndDecidesAsWithoutSkew
     EXPECT_EQ(freshness_decisions(d.port()), expected) << "queue " << queue << " on " << m->port();
     offsets.push_back(metric_value(get(d.port(), "/metrics").body, "hourglass_fleet_broker_clock_offset_seconds"));
   }
+  // One queue over three shards, one on each master. Paused, it takes a
+  // 500 ms job and a 10 s job on every shard; after 1.2 s it resumes: each
+  // shard's stale job expires, its fresh job runs. Judged across two
+  // clocks 5 minutes apart, one would run stale or expire fresh.
+  std::string sharded;
+  for (int i = 0; sharded.empty(); ++i) {
+    const std::string q = "shards" + std::to_string(i);
+    std::set<const fleet::testing::redis_server*> on;
+    for (const std::string& tag : {q, q + ":1", q + ":2"}) on.insert(&cluster.master_of("hg:{" + tag + "}:stream"));
+    if (on.size() == 3) sharded = q;
+  }
+  token_file admin("adm1n");
+  const headers as_admin{{"Authorization", "Bearer adm1n"}};
+  server_options o = test_options();
+  o.broker = cluster.url();
+  o.queue = sharded;
+  o.queue_shards = 3;
+  o.consumer = "d-shards";
+  o.workers = 3;
+  o.lease = 1s;
+  o.admin_token_file = admin.path();
+  test_server d(o);
+  ASSERT_EQ(post(d.port(), "/v1/queues/" + sharded + "/pause", "", as_admin).status, 200u);
+  ASSERT_TRUE(wait_until([&] { return metric_value(get(d.port(), "/metrics").body, "hourglass_fleet_paused") == 1; }));
+  wait_until([] { return false; }, 700ms);  // a read already blocking when the pause came ends
+  const auto key_on = [](unsigned shard, const std::string& what) {
+    for (int k = 0;; ++k) {
+      const std::string key = what + std::to_string(k);
+      if (fleet::shard_of_key(key, 3) == shard) return key;
+    }
+  };
+  std::vector<std::pair<std::string, std::string>> stale_fresh;  // ids, by shard
+  for (unsigned shard = 0; shard < 3; ++shard) {
+    const auto submit = [&](const std::string& freshness, const std::string& what) {
+      const reply r = post(
+          d.port(), "/v1/jobs/echo", what,
+          {{"Prefer", "respond-async"}, {"Job-Freshness", freshness}, {"Idempotency-Key", key_on(shard, what)}});
+      EXPECT_EQ(r.status, 202u) << r.body;
+      const std::string id = json_string(r.body, "id");
+      EXPECT_EQ(id.substr(30), "0" + std::to_string(shard)) << "on shard " << shard;
+      return id;
+    };
+    stale_fresh.emplace_back(submit("500m", "stale"), submit("10S", "fresh"));
+  }
+  wait_until([] { return false; }, 1200ms);
+  ASSERT_EQ(post(d.port(), "/v1/queues/" + sharded + "/resume", "", as_admin).status, 200u);
+  const auto ended = [&](const std::string& id) {
+    std::string body;
+    wait_until(
+        [&] {
+          body = get(d.port(), "/v1/jobs/" + id).body;
+          const std::string s = json_string(body, "state");
+          return s != "queued" && s != "running" && !s.empty();
+        },
+        20s);
+    return json_string(body, "state") + "/" + json_string(body, "stage");
+  };
+  for (unsigned shard = 0; shard < 3; ++shard) {
+    EXPECT_EQ(ended(stale_fresh[shard].first), "deadline_exceeded/queue") << "shard " << shard;
+    EXPECT_EQ(ended(stale_fresh[shard].second), "ok/") << "shard " << shard;
+  }
+  EXPECT_EQ(metric_value(get(d.port(), "/metrics").body, "hourglass_fleet_negative_job_ages_total"), 0);
+
   // The skews are real: one master 5 minutes behind, one on time, one 5 minutes ahead.
   std::sort(offsets.begin(), offsets.end());
   EXPECT_NEAR(offsets[0], -300.0, 30.0);
