@@ -143,58 +143,71 @@ struct produced {
   }
 };
 
-// A queue name whose keys live on a master other than `not_on`.
-std::string queue_elsewhere(const redis_cluster_servers& cluster, const fleet::testing::redis_server& not_on) {
+// A queue whose two shards live on two masters: {Q} and {Q:1}.
+std::string queue_over_two_masters(const redis_cluster_servers& cluster) {
   for (int i = 0;; ++i) {
-    const std::string q = "other" + std::to_string(i);
-    if (&cluster.master_of("hg:{" + q + "}:stream") != &not_on) return q;
+    const std::string q = "split" + std::to_string(i);
+    if (&cluster.master_of("hg:{" + q + "}:stream") != &cluster.master_of("hg:{" + q + ":1}:stream")) return q;
   }
 }
 
-// What a failover under load did to the jobs of the failed master's queue
-// and of a queue on another master.
+// An Idempotency-Key of a queue of `shards` that lands on `shard`.
+std::string key_on_shard(unsigned shard, unsigned shards, const std::string& prefix) {
+  for (int k = 0;; ++k) {
+    std::string key = prefix + "-" + std::to_string(k);
+    if (fleet::shard_of_key(key, shards) == shard) return key;
+  }
+}
+
+// What a failover under load did to the jobs of the queue's shard on the
+// failed master and of its shard on another master.
 struct failover_run {
-  produced on_default, on_other;
+  produced on_failed_shard, on_other_shard;
   std::size_t lost = 0;  // answered 202, then gone (404): a write the promoted replica never saw
   std::chrono::steady_clock::time_point killed_at, failed_over_at, rejoined_at;
 };
 
-// Four daemons: two on queue "default", two on a queue of another master,
-// each pair taking async jobs from a producer; the master of "default" is killed with
-// kill -9 after 1.5 s, and restarted (it rejoins as the new master's replica)
-// once its replica has taken over. Then every 202'd job is followed to its end.
+// Four daemons on one queue over two shards, each shard on its own master;
+// one producer's jobs go to shard 0 (by their Idempotency-Keys), through
+// daemons a and b, another's to shard 1, through c and d. Shard 0's master
+// is killed with kill -9 after 1.5 s, and restarted (it rejoins as the new
+// master's replica) once its replica has taken over. Then every 202'd job
+// is followed to its end.
 void fail_over_under_load(ClusterDaemon& t, std::size_t replicas, failover_run& run) {
   redis_cluster_servers& cluster = t.cluster;
-  fleet::testing::redis_server& master = cluster.master_of("hg:{default}:stream");
-  const std::string other_queue = queue_elsewhere(cluster, master);
+  const std::string queue = queue_over_two_masters(cluster);
+  fleet::testing::redis_server& master = cluster.master_of("hg:{" + queue + "}:stream");
   server_options o = t.cluster_options("a");
+  o.queue = queue;
+  o.queue_shards = 2;
   o.broker_replicas = replicas;
   o.broker_replica_timeout = 1s;
   test_server a(o);
   o.consumer = "b";
   test_server b(o);
   o.consumer = "c";
-  o.queue = other_queue;
-  test_server elsewhere(o);
+  test_server c(o);
   o.consumer = "d";
-  test_server elsewhere_too(o);
+  test_server d(o);
 
   std::atomic<bool> stop{false};
-  const auto produce = [&](std::vector<std::uint16_t> ports, produced& out) {
+  const auto produce = [&](std::vector<std::uint16_t> ports, unsigned shard, produced& out) {
     for (std::size_t i = 0; !stop.load(); ++i) {
-      out.record(post(ports[i % ports.size()], "/v1/jobs/echo", std::to_string(i), {{"Prefer", "respond-async"}}, 10s));
+      const std::string key = key_on_shard(shard, 2, "job" + std::to_string(i));
+      out.record(post(ports[i % ports.size()], "/v1/jobs/echo", std::to_string(i),
+                      {{"Prefer", "respond-async"}, {"Idempotency-Key", key}}, 10s));
       std::this_thread::sleep_for(5ms);
     }
   };
-  std::thread p1(produce, std::vector<std::uint16_t>{a.port(), b.port()}, std::ref(run.on_default));
-  std::thread p2(produce, std::vector<std::uint16_t>{elsewhere.port(), elsewhere_too.port()}, std::ref(run.on_other));
+  std::thread p1(produce, std::vector<std::uint16_t>{a.port(), b.port()}, 0u, std::ref(run.on_failed_shard));
+  std::thread p2(produce, std::vector<std::uint16_t>{c.port(), d.port()}, 1u, std::ref(run.on_other_shard));
 
   std::this_thread::sleep_for(1500ms);
+  run.killed_at = std::chrono::steady_clock::now();  // before the signal: kill9() waits for the process's end
   master.kill9();
-  run.killed_at = std::chrono::steady_clock::now();
   // Its replica is promoted (cluster-node-timeout 1 s); then the old master
   // comes back, as the new master's replica.
-  const bool failed_over = wait_until([&] { return &cluster.master_of("hg:{default}:stream") != &master; }, 20s);
+  const bool failed_over = wait_until([&] { return &cluster.master_of("hg:{" + queue + "}:stream") != &master; }, 20s);
   run.failed_over_at = std::chrono::steady_clock::now();
   master.restart();
   run.rejoined_at = std::chrono::steady_clock::now();
@@ -205,7 +218,7 @@ void fail_over_under_load(ClusterDaemon& t, std::size_t replicas, failover_run& 
   ASSERT_TRUE(failed_over) << "no failover";
 
   // Every job answered 202 ends with one outcome, or (unreplicated) is gone.
-  for (const std::string& id : run.on_default.accepted) {
+  for (const std::string& id : run.on_failed_shard.accepted) {
     const std::string done = t.wait_state(a.port(), id, "ok", 30s);
     if (get(a.port(), "/v1/jobs/" + id).status == 404) {
       ++run.lost;
@@ -213,25 +226,28 @@ void fail_over_under_load(ClusterDaemon& t, std::size_t replicas, failover_run& 
     }
     ASSERT_EQ(json_string(done, "state"), "ok") << id << " " << done;
   }
-  for (const std::string& id : run.on_other.accepted) {
-    ASSERT_EQ(json_string(t.wait_state(elsewhere.port(), id, "ok", 30s), "state"), "ok") << id;
+  for (const std::string& id : run.on_other_shard.accepted) {
+    ASSERT_EQ(json_string(t.wait_state(c.port(), id, "ok", 30s), "state"), "ok") << id;
   }
-  EXPECT_TRUE(run.on_default.other.empty()) << run.on_default.other.front();
-  EXPECT_TRUE(run.on_other.other.empty()) << run.on_other.other.front();
+  for (const std::string& id : run.on_failed_shard.accepted) EXPECT_EQ(id.substr(30), "00") << id;
+  for (const std::string& id : run.on_other_shard.accepted) EXPECT_EQ(id.substr(30), "01") << id;
+  EXPECT_TRUE(run.on_failed_shard.other.empty()) << run.on_failed_shard.other.front();
+  EXPECT_TRUE(run.on_other_shard.other.empty()) << run.on_other_shard.other.front();
   const auto count = [](const produced& p, auto pred) {
     return std::count_if(p.accepted_at.begin(), p.accepted_at.end(), pred);
   };
   std::printf(
-      "failover (--broker-replicas %zu): queue on the failed master: %zu accepted (%ld before the kill, "
-      "%ld after the old master rejoined), %zu answered 503, %zu refused at admission, %zu lost; queue elsewhere: %zu "
+      "failover (--broker-replicas %zu): the shard on the failed master: %zu accepted (%ld before the kill, "
+      "%ld after the old master rejoined), %zu answered 503, %zu refused at admission, %zu lost; the shard on another "
+      "master: %zu "
       "accepted, "
       "%zu answered 503\n",
-      replicas, run.on_default.accepted.size(),
-      static_cast<long>(count(run.on_default, [&](auto at) { return at < run.killed_at; })),
-      static_cast<long>(count(run.on_default, [&](auto at) { return at > run.rejoined_at; })),
-      run.on_default.unavailable, run.on_default.refused, run.lost, run.on_other.accepted.size(),
-      run.on_other.unavailable);
-  // 503 for the failed master's queue only while no master could promise
+      replicas, run.on_failed_shard.accepted.size(),
+      static_cast<long>(count(run.on_failed_shard, [&](auto at) { return at < run.killed_at; })),
+      static_cast<long>(count(run.on_failed_shard, [&](auto at) { return at > run.rejoined_at; })),
+      run.on_failed_shard.unavailable, run.on_failed_shard.refused, run.lost, run.on_other_shard.accepted.size(),
+      run.on_other_shard.unavailable);
+  // 503 for the failed master's shard only while no master could promise
   // what --broker-replicas says: from the kill until its replica took over
   // (no replicas asked), or until the old master rejoined as the new one's
   // replica; a few seconds' slack for the daemons to see the new map, and
@@ -240,35 +256,38 @@ void fail_over_under_load(ClusterDaemon& t, std::size_t replicas, failover_run& 
     return std::chrono::duration_cast<std::chrono::milliseconds>(at - run.killed_at).count();
   };
   const auto promise_kept_again = replicas > 0 ? run.rejoined_at : run.failed_over_at;
-  std::printf("  503s from %+ld ms to %+ld ms after the kill; failed over at %+ld ms, rejoined at %+ld ms\n",
-              run.on_default.unavailable_at.empty() ? 0L : static_cast<long>(ms(run.on_default.unavailable_at.front())),
-              run.on_default.unavailable_at.empty() ? 0L : static_cast<long>(ms(run.on_default.unavailable_at.back())),
-              static_cast<long>(ms(run.failed_over_at)), static_cast<long>(ms(run.rejoined_at)));
-  for (const auto at : run.on_default.unavailable_at) {
+  std::printf(
+      "  503s from %+ld ms to %+ld ms after the kill; failed over at %+ld ms, rejoined at %+ld ms\n",
+      run.on_failed_shard.unavailable_at.empty() ? 0L
+                                                 : static_cast<long>(ms(run.on_failed_shard.unavailable_at.front())),
+      run.on_failed_shard.unavailable_at.empty() ? 0L
+                                                 : static_cast<long>(ms(run.on_failed_shard.unavailable_at.back())),
+      static_cast<long>(ms(run.failed_over_at)), static_cast<long>(ms(run.rejoined_at)));
+  for (const auto at : run.on_failed_shard.unavailable_at) {
     EXPECT_GE(at, run.killed_at) << "a 503 before the master failed";
     EXPECT_LE(at, promise_kept_again + 4s)
         << "a 503 " << ms(at) << " ms after the kill, long after a master could promise";
   }
-  EXPECT_GT(count(run.on_default, [&](auto at) { return at < run.killed_at; }), 0);
-  EXPECT_GT(count(run.on_default, [&](auto at) { return at > run.rejoined_at; }), 0) << "202s came back";
-  // The queue on another master never paused: its 202s came all along. (A
+  EXPECT_GT(count(run.on_failed_shard, [&](auto at) { return at < run.killed_at; }), 0);
+  EXPECT_GT(count(run.on_failed_shard, [&](auto at) { return at > run.rejoined_at; }), 0) << "202s came back";
+  // The shard on another master never paused: its 202s came all along. (A
   // WAIT its own replica answered late, on a machine loaded by six Redis
   // and a full resync, is a 503 of its own: a rare one is allowed.)
   std::chrono::steady_clock::duration longest_gap{};
-  for (std::size_t i = 1; i < run.on_other.accepted_at.size(); ++i) {
-    longest_gap = std::max(longest_gap, run.on_other.accepted_at[i] - run.on_other.accepted_at[i - 1]);
+  for (std::size_t i = 1; i < run.on_other_shard.accepted_at.size(); ++i) {
+    longest_gap = std::max(longest_gap, run.on_other_shard.accepted_at[i] - run.on_other_shard.accepted_at[i - 1]);
   }
-  EXPECT_LT(longest_gap, 2500ms) << "the queue on another master paused";
-  EXPECT_LE(run.on_other.unavailable * 100, run.on_other.accepted.size());
-  EXPECT_EQ(run.on_other.refused, 0u);
-  EXPECT_GT(run.on_other.accepted.size(), 100u);
+  EXPECT_LT(longest_gap, 2500ms) << "the shard on another master paused";
+  EXPECT_LE(run.on_other_shard.unavailable * 100, run.on_other_shard.accepted.size());
+  EXPECT_EQ(run.on_other_shard.refused, 0u);
+  EXPECT_GT(run.on_other_shard.accepted.size(), 100u);
 }
 
 TEST_F(ClusterDaemon, AMasterKilledUnderLoadLosesNoJobItConfirmedWithBrokerReplicas) {
   failover_run run;
   fail_over_under_load(*this, 1, run);
   EXPECT_EQ(run.lost, 0u) << "a 202 was held by a replica too";
-  EXPECT_GT(run.on_default.unavailable, 0u) << "503 while no master with a replica served the queue";
+  EXPECT_GT(run.on_failed_shard.unavailable, 0u) << "503 while no master with a replica served the shard";
 }
 
 TEST_F(ClusterDaemon, WithoutBrokerReplicasAFailoverMayLoseWhatTheReplicaHadNotYetReceived) {
@@ -277,7 +296,7 @@ TEST_F(ClusterDaemon, WithoutBrokerReplicasAFailoverMayLoseWhatTheReplicaHadNotY
   // Counted, not bounded: Redis replicates asynchronously, and what the
   // master acknowledged in its last moments may never reach the replica.
   // (docs/fleet.md quotes what these runs counted.)
-  EXPECT_LE(run.lost, run.on_default.accepted.size());
+  EXPECT_LE(run.lost, run.on_failed_shard.accepted.size());
 }
 
 // An operator moves every slot of the master of the queue's shard 0 to
