@@ -1,7 +1,10 @@
 -- cancel (DELETE): a queued job is finished as cancelled on the spot (its
 -- entry, delivered or not, is acknowledged and deleted), and so is a
 -- scheduled one (out of the delayed set); a running one is marked, and the
--- daemon running it stops it at its next lease renewal.
+-- daemon running it stops it at its next lease renewal. Its child jobs
+-- (hg:{Q}:children:<id>, in the same slot: a child is written in its
+-- parent's shard), and theirs, are cancelled alike with cause 'parent'
+-- (a running one marked, cancel_cause 'parent', which finish records).
 --
 -- KEYS[1] stream_key      hg:{Q}:stream
 -- KEYS[2] job_key         hg:{Q}:job:<id>
@@ -9,35 +12,56 @@
 -- ARGV[1] group           the consumer group, 'hourglass'
 -- ARGV[2] result_ttl_ms   how long the outcome is kept
 --
--- Reply: a status string
+-- Reply: a status string, the job's own (its children are not told)
 --   'cancelled'  it was queued or scheduled: state cancelled, cause requested, payload dropped, TTL
 --   'marked'     it is running: cancel_requested = 1, nothing else
---   'finished'   an outcome is recorded already: nothing written
+--   'finished'   an outcome is recorded already: nothing written, no child touched
 --   'unknown'    no job hash: nothing written
 local stream_key = KEYS[1]
 local job_key = KEYS[2]
 local delayed_key = KEYS[3]
 local group = ARGV[1]
 local result_ttl_ms = ARGV[2]
+local prefix = string.sub(stream_key, 1, #stream_key - #'stream')
 
-local state = redis.call('HGET', job_key, 'state')
-if not state then return 'unknown' end
-if state == 'running' then
-  redis.call('HSET', job_key, 'cancel_requested', '1')
-  return 'marked'
+local function cancel_one(key, cause)
+  local state = redis.call('HGET', key, 'state')
+  if not state then return 'unknown' end
+  if state == 'running' then
+    redis.call('HSET', key, 'cancel_requested', '1')
+    if cause ~= 'requested' then redis.call('HSET', key, 'cancel_cause', cause) end
+    return 'marked'
+  end
+  if state == 'scheduled' then
+    redis.call('ZREM', delayed_key, redis.call('HGET', key, 'id'))
+  elseif state == 'queued' then
+    local entry = redis.call('HGET', key, 'entry')
+    redis.call('XACK', stream_key, group, entry)
+    redis.call('XDEL', stream_key, entry)
+  else
+    return 'finished'
+  end
+  redis.call('HSET', key, 'state', 'cancelled', 'cause', cause, 'cancel_requested', '1')
+  redis.call('HDEL', key, 'payload')
+  redis.call('PEXPIRE', key, result_ttl_ms)
+  -- the fleet's totals (stats, beside the stream: the queue's hash slot)
+  redis.call('HINCRBY', prefix .. 'stats', 'finished:cancelled', 1)
+  return 'cancelled'
 end
-if state == 'scheduled' then
-  redis.call('ZREM', delayed_key, redis.call('HGET', job_key, 'id'))
-elseif state == 'queued' then
-  local entry = redis.call('HGET', job_key, 'entry')
-  redis.call('XACK', stream_key, group, entry)
-  redis.call('XDEL', stream_key, entry)
-else
-  return 'finished'
+
+local result = cancel_one(job_key, 'requested')
+if result == 'cancelled' or result == 'marked' then
+  -- its children, then theirs, each once
+  local walk, seen, i = {string.sub(job_key, #prefix + #'job:' + 1)}, {}, 1
+  while i <= #walk do
+    for _, child in ipairs(redis.call('SMEMBERS', prefix .. 'children:' .. walk[i])) do
+      if not seen[child] then
+        seen[child] = true
+        cancel_one(prefix .. 'job:' .. child, 'parent')
+        walk[#walk + 1] = child
+      end
+    end
+    i = i + 1
+  end
 end
-redis.call('HSET', job_key, 'state', 'cancelled', 'cause', 'requested', 'cancel_requested', '1')
-redis.call('HDEL', job_key, 'payload')
-redis.call('PEXPIRE', job_key, result_ttl_ms)
--- the fleet's totals (stats, beside the stream: the queue's hash slot)
-redis.call('HINCRBY', string.sub(stream_key, 1, #stream_key - #'stream') .. 'stats', 'finished:cancelled', 1)
-return 'cancelled'
+return result

@@ -20,11 +20,12 @@
 -- KEYS[3] stats_key         hg:{Q}:stats
 -- KEYS[4] delayed_key       hg:{Q}:delayed
 -- KEYS[5] paused_key        hg:{Q}:paused
--- KEYS[4 + 2i], KEYS[5 + 2i]  job i's hg:{Q}:job:<id> and hg:{Q}:idem:<key> (i = 1..n)
+-- KEYS[3 + 3i], KEYS[4 + 3i], KEYS[5 + 3i]  job i's hg:{Q}:job:<id>, hg:{Q}:idem:<key> and
+--                           hg:{Q}:children:<parent> (i = 1..n; a child job goes to its parent's shard)
 -- ARGV[1] group             the consumer group, 'hourglass'
 -- ARGV[2] idem_ttl_ms       how long an idem_key is kept
 -- ARGV[3] refuse_paused     '1': while the queue is paused, refuse every job of the batch
--- ARGV[4 + 14(i-1)] ...     job i's fourteen fields:
+-- ARGV[4 + 15(i-1)] ...     job i's fifteen fields:
 --   job_id           32 hex digits
 --   handler
 --   payload
@@ -39,6 +40,9 @@
 --   deadline_us      what is left of the job's overall deadline; '-1': none
 --   delay_us         how long before it may start; '0': at once
 --   not_before_us    nor before this time (us since the epoch, the broker's clock); '0': none
+--   parent           a child job's parent's id: written in its hash ('parent'), the child's id
+--                    added to the parent's children set (kept idem_ttl_ms), the parent's hash's
+--                    'children' counted up (when it exists); '' for none
 --
 -- Reply: {'nostream'} (no stream: nothing written), {'paused'} (refuse_paused
 -- and the queue is paused: nothing written), or n three-element
@@ -57,7 +61,7 @@ local paused_key = KEYS[5]
 local group = ARGV[1]
 local idem_ttl_ms = ARGV[2]
 if ARGV[3] == '1' and redis.call('EXISTS', paused_key) == 1 then return {'paused'} end
-local fields_per_job = 14
+local fields_per_job = 15
 
 local now_us  -- the broker's TIME, read on first need
 local function broker_now_us()
@@ -99,10 +103,11 @@ for i = 1, n do
   local admission, max_attempts, retry_base_us, retry_cap_us = ARGV[a + 7], ARGV[a + 8], ARGV[a + 9], ARGV[a + 10]
   local deadline_left_us, delay_us, not_before_us = tonumber(ARGV[a + 11]), tonumber(ARGV[a + 12]),
     tonumber(ARGV[a + 13])
+  local parent = ARGV[a + 14]
   local due_us = 0
   if delay_us > 0 or not_before_us > 0 then due_us = math.max(broker_now_us() + delay_us, not_before_us) end
   local delayed = due_us > 0 and due_us > broker_now_us()  -- a time already past: at once
-  local job_key, idem_key = KEYS[4 + 2 * i], KEYS[5 + 2 * i]
+  local job_key, idem_key, children_key = KEYS[3 + 3 * i], KEYS[4 + 3 * i], KEYS[5 + 3 * i]
   local prior = false
   if idempotency_key ~= '' then prior = redis.call('GET', idem_key) end
   if prior and prior ~= job_id then  -- (its own id: this batch sent again after 'nostream')
@@ -156,6 +161,14 @@ for i = 1, n do
           'retry_cap_us', retry_cap_us, 'deadline_us', deadline_us)
       end
       if idempotency_key ~= '' then redis.call('SET', idem_key, job_id, 'PX', idem_ttl_ms) end
+      if parent ~= '' then
+        redis.call('HSET', job_key, 'parent', parent)
+        redis.call('SADD', children_key, job_id)
+        redis.call('PEXPIRE', children_key, idem_ttl_ms)
+        -- the parent's count of them, while its record lives: its GET then reads the set
+        local parent_key = string.sub(stream_key, 1, #stream_key - #'stream') .. 'job:' .. parent
+        if redis.call('EXISTS', parent_key) == 1 then redis.call('HINCRBY', parent_key, 'children', 1) end
+      end
       if counts and entry ~= '' then counts[1] = counts[1] + 1 end
       out[i] = {'accepted', entry, wait}
     end

@@ -116,7 +116,7 @@ for i = 4, #KEYS do
   local first_field = a + 1
   a = first_field + field_count
   local f = redis.call('HMGET', job_key, 'state', 'entry', 'max_attempts', 'attempts', 'finish_token', 'finish_reply',
-    'cancel_requested')
+    'cancel_requested', 'cancel_cause')
   local state, entry, max_attempts, attempts = f[1], f[2], f[3], f[4]
   local this_finish = ''
   if token ~= '' and ran_entry ~= '' then this_finish = token .. '/' .. ran_entry end
@@ -131,7 +131,7 @@ for i = 4, #KEYS do
     if entry and entry ~= '' then table.insert(entries, entry) end
     if run_us >= 0 then table.insert(runs, run_us) end
     if retry and f[7] == '1' then
-      redis.call('HSET', job_key, 'state', 'cancelled', 'cause', 'requested', 'payload', '')
+      redis.call('HSET', job_key, 'state', 'cancelled', 'cause', f[8] or 'requested', 'payload', '')
       redis.call('PEXPIRE', job_key, result_ttl_ms)
       list_attempt(job_key, attempts, retry[3])
       out[i - 3] = 'cancelled'
@@ -153,6 +153,8 @@ for i = 4, #KEYS do
       else
         redis.call('HSET', job_key, 'payload', '', unpack(ARGV, first_field, a - 1))
       end
+      -- stopped by a cancel its parent's cancel brought: that is its cause
+      if st == 'cancelled' and f[8] then redis.call('HSET', job_key, 'cause', f[8]) end
       redis.call('PEXPIRE', job_key, result_ttl_ms)
       if max_attempts and max_attempts ~= '1' and run_us >= 0 then
         local last = {run_ms = run_us / 1000}

@@ -121,8 +121,8 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
   // (delayed jobs): a pause meanwhile must not refuse what will run.
   std::vector<std::string> args{std::string(group), millis(options_.idempotency_ttl),
                                 options_.refuse_while_paused && !group_ensured ? "1" : "0"};
-  keys.reserve(5 + 2 * batch.size());
-  args.reserve(3 + 14 * batch.size());
+  keys.reserve(5 + 3 * batch.size());
+  args.reserve(3 + 15 * batch.size());
   for (const auto& c : batch) {
     const job_spec& job = c->job;
     // Its wait for this batch, counted twice: once spent, once for the trip ahead.
@@ -130,6 +130,7 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
     const duration deadline = freshness_at_entry(job.deadline, elapsed(c->began, now));  // likewise
     keys.push_back(key("job:" + c->id));
     keys.push_back(key("idem:" + job.idempotency_key));
+    keys.push_back(key("children:" + job.parent));
     args.push_back(c->id);
     args.push_back(job.handler);
     args.push_back(job.payload);
@@ -144,6 +145,7 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
     args.push_back(deadline == duration::max() ? "-1" : micros(deadline));
     args.push_back(micros_up(std::max(job.delay, duration::zero())));
     args.push_back(std::to_string(std::max<std::int64_t>(job.not_before_us, 0)));
+    args.push_back(job.parent);
   }
   // A completion holds the queue's liveness lock: a caller answered early
   // may have destroyed the queue, and then its calls are only answered.

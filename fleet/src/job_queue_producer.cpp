@@ -197,12 +197,25 @@ void job_queue::async_ensure_group(const context& ctx, answer_fn<bool> done) {
 void job_queue::async_find(const context& ctx, std::string id, answer_fn<std::optional<fleet_job>> done) {
   if (!valid_job_id(id)) return done(answer(std::optional<fleet_job>()));
   const std::string k = key("job:" + id);
-  redis_.async_call(ctx, {"HGETALL", k}, [id = std::move(id), done = std::move(done)](redis_result r) {
-    if (auto e = error_of(r)) return done(failed<std::optional<fleet_job>>(e));
-    if (!r.reply.is_array()) return done(failed<std::optional<fleet_job>>(broker_error_ptr("HGETALL", r.reply)));
-    if (r.reply.elements.empty()) return done(answer(std::optional<fleet_job>()));
-    done(answer(std::optional<fleet_job>(job_from(id, r.reply))));
-  });
+  std::string children_key = key("children:" + id);
+  redis_.async_call(ctx, {"HGETALL", k},
+                    [&redis = redis_, ctx, children_key = std::move(children_key), id = std::move(id),
+                     done = std::move(done)](redis_result r) mutable {
+                      if (auto e = error_of(r)) return done(failed<std::optional<fleet_job>>(e));
+                      if (!r.reply.is_array())
+                        return done(failed<std::optional<fleet_job>>(broker_error_ptr("HGETALL", r.reply)));
+                      if (r.reply.elements.empty()) return done(answer(std::optional<fleet_job>()));
+                      fleet_job j = job_from(id, r.reply);
+                      if (j.field("children").empty()) return done(answer(std::optional<fleet_job>(std::move(j))));
+                      // A parent: its children's ids too (the set enqueue writes beside it).
+                      redis.async_call(ctx, {"SMEMBERS", std::move(children_key)},
+                                       [j = std::move(j), done = std::move(done)](redis_result c) mutable {
+                                         if (auto e = error_of(c)) return done(failed<std::optional<fleet_job>>(e));
+                                         for (const redis_reply& m : c.reply.elements) j.children.push_back(m.str);
+                                         std::sort(j.children.begin(), j.children.end());
+                                         done(answer(std::optional<fleet_job>(std::move(j))));
+                                       });
+                    });
 }
 
 std::optional<fleet_job> job_queue::find(const context& ctx, std::string_view id) {

@@ -28,6 +28,8 @@ sharded_queue::sharded_queue(redis_client& redis, queue_options options) : optio
 
 std::size_t sharded_queue::index_for_new(const job_spec& job) noexcept {
   if (shards_.size() == 1) return 0;
+  // A child beside its parent: its parent's cancel reaches it in one script.
+  if (!job.parent.empty()) return shard_of_job(job.parent, options_.shards);
   if (!job.idempotency_key.empty()) return shard_of_key(job.idempotency_key, options_.shards);
   return turn_.fetch_add(1, std::memory_order_relaxed) % shards_.size();
 }

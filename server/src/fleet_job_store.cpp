@@ -381,6 +381,7 @@ class fleet_job_store final : public job_store {
     spec.min_budget = e.min_budget;
     spec.idempotency_key = std::string(key);
     spec.admission = !c_.fifo();  // fifo: every deadline check off, in the fleet too
+    spec.parent = job.parent;
     spec.retry = job.retry;
     // The freshness bound and the overall deadline count from the headers'
     // arrival, as for local jobs.

@@ -51,6 +51,8 @@ job_view view_of(const fleet::fleet_job& j, std::int64_t broker_now_ms) {
   v.state = std::string(j.state());
   if (!j.field("deliveries").empty()) v.deliveries = static_cast<unsigned>(millis_field(j.field("deliveries")));
   v.consumer = std::string(j.field("consumer"));  // the daemon that started it last
+  v.parent = std::string(j.field("parent"));
+  v.children = j.children;
   if (const int max_attempts = static_cast<int>(millis_field(j.field("max_attempts"))); max_attempts > 1) {
     // Attempts started so far: the broker's `attempt` is the current one's
     // number, not started yet while its deliveries are 0 (scheduled, queued).

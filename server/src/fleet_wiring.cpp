@@ -32,6 +32,7 @@ fleet::job_runner fleet_runner(core& c) {
     v.budget = e->run_limit;
     v.async = true;
     v.idempotency_key = j.idempotency_key;
+    v.job_id = j.id;
     handler_result hr = e->fn(ctx, v);
     return fleet::job_output{std::move(hr.body), std::move(hr.content_type)};
   };

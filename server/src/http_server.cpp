@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "child_jobs.hpp"
 #include "core.hpp"
 #include "fleet_job_store.hpp"
 #include "hourglass/server/builtin_handlers.hpp"
@@ -312,6 +313,11 @@ void http_server::wait() {
 bool http_server::ready() const noexcept { return impl_->started.load() && !impl_->c.draining.load(); }
 hourglass::executor& http_server::jobs() noexcept { return *impl_->c.jobs; }
 upstream_client& http_server::upstreams() noexcept { return *impl_->c.upstreams; }
+
+child_answer http_server::enqueue_child(const context& ctx, const request_view& parent, child_job job) {
+  if (!impl_->started.load() || !impl_->c.store) throw std::logic_error("enqueue_child before start()");
+  return detail::enqueue_child(impl_->c, ctx, parent, std::move(job));
+}
 boost::asio::io_context& http_server::io_context() noexcept { return impl_->c.io; }
 const server_options& http_server::options() const noexcept { return impl_->c.opts; }
 

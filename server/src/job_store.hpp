@@ -43,6 +43,9 @@ struct new_job {
   // broker's). Its freshness counts from then.
   duration delay = duration::zero();
   std::optional<support::wall_time> not_before;
+  // A child job's parent (enqueue_child): cancelling the parent cancels it,
+  // and each lists the other. "": none.
+  std::string parent;
 };
 
 // What create() did.

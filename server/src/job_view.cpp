@@ -37,6 +37,14 @@ std::string attempts_json(const std::vector<attempt_view>& attempts) {
   return w.take();
 }
 
+std::string ids_json(const std::vector<std::string>& ids) {
+  support::json_writer w;
+  w.begin_array();
+  for (const std::string& id : ids) w.value(id);
+  w.end_array();
+  return w.take();
+}
+
 }  // namespace
 
 std::string timeline_json(const job_view& j) {
@@ -99,6 +107,8 @@ std::string job_json(const job_view& j) {
   o.add("id", j.id).add("handler", j.handler).add("state", j.state);
   if (j.deliveries) o.add("deliveries", *j.deliveries);
   if (!j.consumer.empty()) o.add("consumer", j.consumer);
+  if (!j.parent.empty()) o.add("parent", j.parent);
+  if (!j.children.empty()) o.add_raw("children", ids_json(j.children));
   if (j.attempt) o.add("attempt", *j.attempt).add("attempts_left", j.attempts_left.value_or(0));
   if (!j.attempts.empty()) o.add_raw("attempts", attempts_json(j.attempts));
   if (j.due_in_ms) o.add("due_in_ms", *j.due_in_ms);

@@ -30,6 +30,8 @@ struct job_view {
   bool cancel_requested = false;            // until it finishes
   std::optional<unsigned> deliveries;       // fleet: starts so far
   std::string consumer;                     // fleet: the daemon that started it last
+  std::string parent;                       // a child job's parent ("" none)
+  std::vector<std::string> children;        // the child jobs it enqueued
   std::string stage, cause, reason;         // deadline_exceeded / cancelled, dead / rejected
   std::string error, message;               // error: the handler's
   std::optional<unsigned> http_status;      // error

@@ -68,7 +68,7 @@ class memory_job_store final : public job_store {
     }
     const std::optional<std::string> id = jobs_.create(e.name, now, job.retry.max_attempts,
                                                        delayed ? std::optional<time_point>(due) : std::nullopt,
-                                                       job.freshness, job.deadline);
+                                                       job.freshness, job.deadline, job.parent);
     if (!id) {
       out.verdict = created::kind::refused;
       out.refusal = status::rejected(reject_reason::queue_full);
@@ -230,12 +230,13 @@ class memory_job_store final : public job_store {
         [this, run](const context& ctx) -> handler_result {
           jobs_.started(run->id, c_.clk.now());
           request_view v = run->job.in->view();
+          v.job_id = run->id;
           if (v.idempotency_key.empty()) v.idempotency_key = run->id;  // every attempt sees the same key
           return run->job.in->entry->fn(ctx, v);
         },
         [this, run](job_result<handler_result>&& r) noexcept { on_attempt_end(run, std::move(r)); });
     const after_submit next = jobs_.submitted(run->id, ref);
-    if (next.cancel_now) ref.cancel(cancel_cause::requested);
+    if (next.cancel_now) ref.cancel(next.cause);
     return next.refused;
   }
 

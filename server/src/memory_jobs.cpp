@@ -34,7 +34,8 @@ bool state_matches(const async_record& r, std::string_view filter) {
 }  // namespace
 
 std::optional<std::string> memory_jobs::create(std::string_view handler, time_point now, int max_attempts,
-                                               std::optional<time_point> due, duration freshness, time_point deadline) {
+                                               std::optional<time_point> due, duration freshness, time_point deadline,
+                                               std::string_view parent) {
   std::lock_guard lock(mu_);
   purge_locked(now);
   if (jobs_.size() >= max_jobs_ && !evict_one_locked()) return std::nullopt;
@@ -49,6 +50,10 @@ std::optional<std::string> memory_jobs::create(std::string_view handler, time_po
   e.rec.max_attempts = max_attempts;
   e.rec.freshness = freshness;
   e.rec.deadline = deadline;
+  if (!parent.empty()) {
+    e.rec.parent = std::string(parent);
+    if (const auto p = jobs_.find(parent); p != jobs_.end()) p->second.rec.children.push_back(id);
+  }
   if (due) {
     e.rec.state = async_state::scheduled;
     e.rec.due = *due;
@@ -71,6 +76,7 @@ after_submit memory_jobs::submitted(const std::string& id, job_ref ref) {
   e.ref = std::move(ref);
   e.submitted = true;
   next.cancel_now = e.rec.cancel_requested && e.rec.state != async_state::finished;
+  next.cause = e.cancel_cause_asked;
   return next;
 }
 
@@ -130,8 +136,11 @@ void memory_jobs::finish(const std::string& id, async_outcome o, time_point now)
   finished_.emplace_back(now, id);
 }
 
-std::optional<async_record> memory_jobs::cancel(const std::string& id, time_point now) {
+std::optional<async_record> memory_jobs::cancel(const std::string& id, time_point now, cancel_cause cause) {
   job_ref ref;
+  bool have_ref = false;
+  std::vector<std::string> children;
+  std::optional<async_record> scheduled_ended;
   {
     std::lock_guard lock(mu_);
     purge_locked(now);
@@ -139,19 +148,25 @@ std::optional<async_record> memory_jobs::cancel(const std::string& id, time_poin
     if (it == jobs_.end()) return std::nullopt;
     entry& e = it->second;
     if (e.rec.state == async_state::finished) return e.rec;
+    children = e.rec.children;
     if (e.rec.state == async_state::scheduled) {  // between attempts: nothing runs, it ends here
       e.rec.state = async_state::finished;
-      e.rec.st = status::cancelled(cancel_cause::requested);
+      e.rec.st = status::cancelled(cause);
       e.rec.timings = {};
       e.rec.finished_at = now;
       finished_.emplace_back(now, id);
-      return e.rec;
+      scheduled_ended = e.rec;
+    } else {
+      e.rec.cancel_requested = true;
+      e.cancel_cause_asked = cause;
+      have_ref = e.submitted;  // else submitted() cancels it
+      if (have_ref) ref = e.ref;
     }
-    e.rec.cancel_requested = true;
-    if (!e.submitted) return e.rec;  // submitted() cancels it
-    ref = e.ref;
   }
-  ref.cancel(cancel_cause::requested);  // unlocked: a queued job finishes right here, through finish()
+  // Unlocked: a queued job finishes right here, through finish().
+  if (have_ref) ref.cancel(cause);
+  for (const std::string& child : children) (void)cancel(child, now, cancel_cause::parent);
+  if (scheduled_ended) return scheduled_ended;
   return find(id, now);
 }
 
@@ -236,6 +251,8 @@ job_view view_of(const async_record& r, time_point now) {
   const auto since_accepted = [&](time_point t) { return to_millis(elapsed(r.created, t)); };
   if (r.freshness != duration::max()) j.freshness_ms = to_millis(r.freshness);
   if (r.deadline != time_point::max()) j.deadline_at_ms = since_accepted(r.deadline);
+  j.parent = r.parent;
+  j.children = r.children;
   if (r.due > r.created) j.due_at_ms = since_accepted(r.due);
   if (r.started != time_point{}) j.started_at_ms = since_accepted(r.started);
   if (r.state == async_state::finished) j.finished_at_ms = since_accepted(r.finished_at);

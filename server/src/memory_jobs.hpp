@@ -58,6 +58,8 @@ struct async_record {
   time_point started{};                     // when its latest attempt started
   duration freshness = duration::max();     // how long an attempt may wait from its due time
   time_point deadline = time_point::max();  // the whole job's (Job-Deadline)
+  std::string parent;                       // a child job's parent ("" none)
+  std::vector<std::string> children;        // the child jobs it enqueued
   // Once finished:
   status st;
   job_timings timings;
@@ -80,8 +82,9 @@ struct async_outcome {
 
 // What the submitter does once the executor has the job (submitted()).
 struct after_submit {
-  bool cancel_now = false;        // a DELETE came first: cancel the job_ref
-  std::optional<status> refused;  // refused at admission: the record is gone, answer this
+  bool cancel_now = false;                       // a DELETE came first: cancel the job_ref
+  cancel_cause cause = cancel_cause::requested;  // cancel_now: why (parent: its parent was cancelled)
+  std::optional<status> refused;                 // refused at admission: the record is gone, answer this
 };
 
 class memory_jobs {
@@ -93,10 +96,11 @@ class memory_jobs {
   // A new queued job's id (scheduled, when a `due` time is given: a delayed
   // job), or nullopt when the table is full and no finished job can be
   // evicted to make room.
-  // `freshness` and `deadline` are kept for its timeline.
+  // `freshness` and `deadline` are kept for its timeline. A child job names
+  // its `parent`, which lists it while the parent is held.
   std::optional<std::string> create(std::string_view handler, time_point now, int max_attempts = 1,
                                     std::optional<time_point> due = std::nullopt, duration freshness = duration::max(),
-                                    time_point deadline = time_point::max());
+                                    time_point deadline = time_point::max(), std::string_view parent = {});
   // The executor has the job: DELETE reaches it through `ref` from now on.
   // A job refused at admission (its outcome already in) is removed here,
   // unless an earlier attempt ran or it was delayed (a 202 was given: the
@@ -114,8 +118,10 @@ class memory_jobs {
   // The job's one outcome: starts its TTL.
   void finish(const std::string& id, async_outcome outcome, time_point now);
   // Requests cancellation (not for a finished job) and returns the job as it
-  // is afterwards: a queued job is finished (cancelled) at once.
-  std::optional<async_record> cancel(const std::string& id, time_point now);
+  // is afterwards: a queued job is finished (cancelled) at once. Its
+  // children are cancelled with it (cause parent), and theirs.
+  std::optional<async_record> cancel(const std::string& id, time_point now,
+                                     cancel_cause cause = cancel_cause::requested);
   // nullopt for an unknown or expired id.
   std::optional<async_record> find(const std::string& id, time_point now);
   // Up to `limit` jobs whose state matches `state` ("" any, "finished", or a
@@ -137,6 +143,7 @@ class memory_jobs {
     async_record rec;
     job_ref ref;  // set once submitted
     bool submitted = false;
+    cancel_cause cancel_cause_asked = cancel_cause::requested;  // with rec.cancel_requested
   };
 
   void purge_locked(time_point now);

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <future>
 #include <set>
 
@@ -153,6 +154,53 @@ TEST_F(JobQueue, CancelFinishesAQueuedJobAtOnceAndMarksARunningOne) {
   EXPECT_EQ(m->state(), "running");
   EXPECT_EQ(m->field("cancel_requested"), "1");
   EXPECT_EQ(xlen(), 1) << "its worker acknowledges it when it stops";
+}
+
+// A child names its parent and joins its children set; the parent's GET
+// lists them. Cancelling the parent cancels its queued child at once and
+// marks its running one, each with cause parent, and reaches a grandchild.
+TEST_F(JobQueue, AChildNamesItsParentAndTheParentsCancelReachesEveryDescendant) {
+  const enqueued parent = queue.enqueue(context(), echo("parent"));
+  raw({"HSET", queue.key("job:" + parent.id), "state", "running"});
+  job_spec child = echo("queued child");
+  child.parent = parent.id;
+  const enqueued queued_child = queue.enqueue(context(), child);
+  child.payload = "running child";
+  const enqueued running_child = queue.enqueue(context(), child);
+  raw({"HSET", queue.key("job:" + running_child.id), "state", "running"});
+  job_spec grandchild = echo("grandchild");
+  grandchild.parent = running_child.id;
+  const enqueued grand = queue.enqueue(context(), grandchild);
+  const job_spec orphan = echo("no parent");
+  const enqueued other = queue.enqueue(context(), orphan);
+
+  const auto p = queue.find(context(), parent.id);
+  ASSERT_TRUE(p);
+  std::vector<std::string> expected{queued_child.id, running_child.id};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(p->children, expected);
+  EXPECT_EQ(queue.find(context(), queued_child.id)->field("parent"), parent.id);
+  EXPECT_TRUE(queue.find(context(), other.id)->field("parent").empty());
+  EXPECT_TRUE(queue.find(context(), other.id)->children.empty());
+
+  bool cancelled_here = true;
+  const auto c = queue.cancel(context(), parent.id, &cancelled_here);
+  ASSERT_TRUE(c);
+  EXPECT_FALSE(cancelled_here) << "the parent runs: marked";
+  const auto qc = queue.find(context(), queued_child.id);
+  EXPECT_EQ(qc->state(), "cancelled");
+  EXPECT_EQ(qc->field("cause"), "parent");
+  const auto rc = queue.find(context(), running_child.id);
+  EXPECT_EQ(rc->state(), "running") << "its worker stops it";
+  EXPECT_EQ(rc->field("cancel_requested"), "1");
+  EXPECT_EQ(rc->field("cancel_cause"), "parent");
+  EXPECT_EQ(queue.find(context(), grand.id)->field("cause"), "parent") << "a grandchild too";
+  EXPECT_EQ(queue.find(context(), other.id)->state(), "queued") << "no other job";
+
+  // The running child's worker records its stop: the cause is its parent's cancel.
+  EXPECT_EQ(queue.finish(context(), running_child.id, 1ms, {{"state", "cancelled"}, {"cause", "requested"}}),
+            finish_result::first);
+  EXPECT_EQ(queue.find(context(), running_child.id)->field("cause"), "parent");
 }
 
 TEST_F(JobQueue, AStartCalledAgainWithItsTokenAfterALostReplyCountsOneDelivery) {

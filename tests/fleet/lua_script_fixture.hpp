@@ -30,9 +30,10 @@ struct LuaScript : ::testing::Test {
   static std::string job(const std::string& id) { return "hg:{t}:job:" + id; }
   // A job as enqueue adds it (no idempotency key): its stream entry id.
   std::string enqueue(const std::string& id, const std::string& payload = "p") {
-    const redis_reply r = eval(
-        detail::enqueue_script, {stream, slots, stats, delayed, paused, job(id), "hg:{t}:idem:"},
-        {group, "60000", "0", id, "echo", payload, "text/plain", "-1", "0", "", "1", "1", "0", "0", "-1", "0", "0"});
+    const redis_reply r = eval(detail::enqueue_script,
+                               {stream, slots, stats, delayed, paused, job(id), "hg:{t}:idem:", "hg:{t}:children:"},
+                               {group, "60000", "0", id, "echo", payload, "text/plain", "-1", "0", "", "1", "1", "0",
+                                "0", "-1", "0", "0", ""});
     return detail::decode_enqueue(r, 1).jobs.at(0).id;
   }
   // enqueue.lua's keys and arguments for these jobs, each {id, freshness_ms, min_budget_ms, idempotency_key}.
@@ -40,6 +41,7 @@ struct LuaScript : ::testing::Test {
     std::string id, freshness_ms = "-1", min_budget_ms = "0", idempotency_key, admission = "1";
     std::string max_attempts = "1", retry_base_us = "0", retry_cap_us = "0", deadline_us = "-1", delay_us = "0";
     std::string not_before_us = "0";
+    std::string parent;
   };
   std::string refuse_paused = "0";  // enqueue_batch's: '1' refuses every job while `paused` exists
   enqueue_batch_reply enqueue_batch(const std::vector<job_args>& jobs) {
@@ -47,9 +49,11 @@ struct LuaScript : ::testing::Test {
     for (const job_args& j : jobs) {
       keys.push_back(job(j.id));
       keys.push_back("hg:{t}:idem:" + j.idempotency_key);
-      for (const std::string& a : {j.id, std::string("echo"), std::string("body"), std::string("text/plain"),
-                                   j.freshness_ms, j.min_budget_ms, j.idempotency_key, j.admission, j.max_attempts,
-                                   j.retry_base_us, j.retry_cap_us, j.deadline_us, j.delay_us, j.not_before_us})
+      keys.push_back("hg:{t}:children:" + j.parent);
+      for (const std::string& a :
+           {j.id, std::string("echo"), std::string("body"), std::string("text/plain"), j.freshness_ms, j.min_budget_ms,
+            j.idempotency_key, j.admission, j.max_attempts, j.retry_base_us, j.retry_cap_us, j.deadline_us, j.delay_us,
+            j.not_before_us, j.parent})
         args.push_back(a);
     }
     return detail::decode_enqueue(eval(detail::enqueue_script, keys, args), jobs.size());

@@ -93,6 +93,10 @@ struct job_spec {
   duration deadline = duration::max();  // what is left of the whole job's deadline, across attempts
   duration delay = duration::zero();    // > 0: waits in the delayed set this long (broker's clock) first
   std::int64_t not_before_us = 0;       // > 0: and until this time (us since the epoch, the broker's clock)
+  // A child job's parent (its id): the child is written in the parent's
+  // queue shard, names it ('parent'), and joins its children set, which
+  // cancel() walks. "": none.
+  std::string parent;
 };
 
 struct enqueued {
@@ -107,6 +111,7 @@ struct enqueued {
 struct fleet_job {
   std::string id;
   std::map<std::string, std::string, std::less<>> fields;  // handler, state, entry, outcome fields ...
+  std::vector<std::string> children;                       // find(): the child jobs it enqueued
   std::string_view field(std::string_view name) const {
     const auto it = fields.find(name);
     return it == fields.end() ? std::string_view() : std::string_view(it->second);

@@ -6,8 +6,10 @@
 //   hourglass::fleet::sharded_queue q(redis, {.name = "orders", .shards = 4});
 //   q.async_enqueue(ctx, {.handler = "ship", .idempotency_key = "order-17"}, done);
 //
-// A new job goes to the shard its Idempotency-Key hashes to (so a repeat
-// finds the first job), else to the next shard in turn; admission judges it
+// A new job goes to its parent's shard when it is a child job (so the
+// parent's cancel reaches it atomically; a child's Idempotency-Key is
+// looked up there), else to the shard its Idempotency-Key hashes to (so a
+// repeat finds the first job), else to the next shard in turn; admission judges it
 // on that shard's own backlog and consumers. A job id names its shard, so
 // GET, DELETE and the dead letter's operations go straight there (an id from
 // before the queue was sharded is looked up in shard 0 too). A consumer
@@ -32,7 +34,7 @@ class sharded_queue {
 
   std::size_t size() const noexcept { return shards_.size(); }
   job_queue& shard(std::size_t i) noexcept { return *shards_[i]; }
-  // Where a new job goes: its Idempotency-Key's shard, else the next in turn.
+  // Where a new job goes: its parent's shard, else its Idempotency-Key's, else the next in turn.
   job_queue& for_new(const job_spec& job) noexcept;
   // The shard a job id names.
   job_queue& of_id(std::string_view id) noexcept;

@@ -29,6 +29,7 @@
 
 #include "hourglass/context.hpp"
 #include "hourglass/job_retry.hpp"
+#include "hourglass/outcome.hpp"
 #include "hourglass/time.hpp"
 
 namespace hourglass::server {
@@ -47,6 +48,9 @@ struct request_view {
   // Key side effects by this: the request's Idempotency-Key, or for an async
   // job without one its job id (a fleet job may run more than once).
   std::string_view idempotency_key;
+  // Async jobs: this job's id (the parent its children name); empty for a
+  // sync job.
+  std::string_view job_id;
   // Looks up any other request header by name (case-insensitive); empty when
   // absent. Left empty in views made by hand (tests).
   std::function<std::string_view(std::string_view)> header_lookup;
@@ -93,6 +97,39 @@ class handler_error : public std::runtime_error {
 };
 
 using handler_fn = std::function<handler_result(const context&, const request_view&)>;
+
+// An async job a handler enqueues as its child (http_server::enqueue_child).
+// What it asks for is cut to what its parent has left: min(asked, the
+// parent context's remaining budget - call_reserve), for its freshness and
+// for its whole deadline alike, so no child works after its parent's
+// caller has given up.
+struct child_job {
+  std::string handler;
+  std::string body;
+  std::string content_type = "application/octet-stream";
+  duration freshness = duration::max();  // how long it may wait to start
+  duration deadline = duration::max();   // the whole job's, across attempts, from now (Job-Deadline)
+  std::string idempotency_key;           // empty: none
+};
+
+// What enqueue_child did.
+struct child_answer {
+  enum class kind {
+    accepted,   // held: `id`
+    duplicate,  // its idempotency key names an earlier job: `id` is that one
+    refused,    // not held: `refusal` says why
+  };
+  kind verdict = kind::refused;
+  std::string id;
+  // deadline_exceeded/admission when the parent has less left than the
+  // child's handler's minimum budget (or its queue's predicted wait);
+  // rejected (queue_full, broker_unavailable, shutting_down); invalid for
+  // an unknown handler.
+  status refusal;
+  std::string message;                   // refused: why, in words
+  duration deadline = duration::max();   // accepted: the whole deadline it carries, from when it was sent
+  duration freshness = duration::max();  // accepted: how long it may wait to start
+};
 
 // Where a streaming handler writes its output (http_server::add_stream_handler):
 //

@@ -97,6 +97,20 @@ class http_server {
   // True while admitting jobs (readyz 200).
   bool ready() const noexcept;
 
+  // From inside a handler (on its worker): enqueues an async child job of
+  // the job `parent` is, its freshness and whole deadline cut to what the
+  // parent's context has left minus --call-reserve (handler.hpp,
+  // child_job), and waits for the store's answer. An async parent is named
+  // by the child (its job object's "parent"), lists the child (its
+  // "children"), and cancelling it cancels the child (cause "parent").
+  //
+  //   srv.add_handler("order", [&srv](const context& ctx, const request_view& req) {
+  //     const child_answer a = srv.enqueue_child(ctx, req, {.handler = "ship", .body = "17",
+  //                                                         .deadline = std::chrono::seconds(10)});
+  //     ...  // a.deadline: at most what the order had left, never 10 s past it
+  //   });
+  child_answer enqueue_child(const context& ctx, const request_view& parent, child_job job);
+
   hourglass::executor& jobs() noexcept;
   upstream_client& upstreams() noexcept;
   // For handlers doing their own Asio I/O (bind it with asio_cancellation).

@@ -1,0 +1,78 @@
+// Child jobs in fleet mode, on a real Redis and real time: a child carries
+// what its parent had left as its whole deadline on the broker's clock, is
+// written in its parent's shard, names its parent and is listed by it, and
+// a DELETE of the parent (running: marked) reaches the running child through
+// the fleet's cancel path, cause parent.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "child_family.hpp"
+#include "fleet/redis_server.hpp"
+#include "hourglass/support/json.hpp"
+#include "test_support.hpp"
+
+namespace hourglass::server::testing {
+namespace {
+
+namespace json = boost::json;
+using fleet::testing::redis_server;
+
+TEST(FleetChildren, AChildCarriesItsParentsBudgetInItsShardAndTheParentsCancelStopsIt) {
+  redis_server redis;
+  family f;
+  server_options o = test_options();
+  o.broker = "redis://127.0.0.1:" + std::to_string(redis.port());
+  o.consumer = "a";
+  o.lease = 600ms;  // renewals, which bring a DELETE's marks, every 200 ms
+  o.workers = 3;    // one slot per shard, and the third where the work is: parent and child share a shard
+  o.queue_shards = 2;
+  test_server a(o, [&f](http_server& s) { f.setup(s); });
+  const auto job = [&](const std::string& id) {
+    const auto doc = support::parse_json(get(a.port(), "/v1/jobs/" + id).body);
+    return doc ? *doc : json::value();
+  };
+  const auto state = [&](const std::string& id) {
+    const json::value j = job(id);
+    return j.is_object() ? std::string(j.at("state").as_string()) : "";
+  };
+
+  const reply r = post(a.port(), "/v1/jobs/parent", "p", {{"Prefer", "respond-async"}, {"Job-Deadline", "2S"}});
+  ASSERT_EQ(r.status, 202u) << r.body;
+  const std::string parent = json_string(r.body, "id");
+  ASSERT_TRUE(wait_until([&] { return state(parent) == "running"; }));
+  f.go = true;
+  const std::vector<child_answer> sent = f.sent(1);
+  ASSERT_EQ(sent.size(), 1u);
+  ASSERT_EQ(sent[0].verdict, child_answer::kind::accepted) << sent[0].message;
+  // Asked 10 s: carries the parent's 2 s less what it has run and the 5 ms reserve.
+  EXPECT_LE(sent[0].deadline, 1995ms);
+  EXPECT_GT(sent[0].deadline, 1000ms);
+  EXPECT_EQ(sent[0].id.substr(30), parent.substr(30)) << "written in its parent's shard";
+
+  const json::value child = job(sent[0].id);
+  ASSERT_TRUE(child.is_object()) << sent[0].id;
+  EXPECT_EQ(child.at("parent").as_string(), parent);
+  const double deadline_at =
+      child.at("timeline").as_array().at(0).at("deadline_at_ms").to_number<double>();  // on the broker's clock
+  EXPECT_LE(deadline_at, 1995.0) << child;
+  EXPECT_GT(deadline_at, 1000.0) << child;
+  const json::value p = job(parent);
+  ASSERT_TRUE(p.as_object().contains("children")) << p;
+  ASSERT_EQ(p.at("children").as_array().size(), 1u) << p;
+  EXPECT_EQ(p.at("children").as_array().at(0).as_string(), sent[0].id);
+
+  // Both run; DELETE the parent: each is stopped at its daemon's next renewal.
+  ASSERT_TRUE(wait_until([&] { return f.holding.load() == 2; }));
+  const reply d = client(a.port()).request("DELETE", "/v1/jobs/" + parent);
+  EXPECT_EQ(d.status, 202u) << d.body;
+  ASSERT_TRUE(wait_until([&] { return state(parent) == "cancelled" && state(sent[0].id) == "cancelled"; }, 5s))
+      << job(parent) << job(sent[0].id);
+  EXPECT_EQ(json_string(get(a.port(), "/v1/jobs/" + parent).body, "cause"), "requested");
+  EXPECT_EQ(json_string(get(a.port(), "/v1/jobs/" + sent[0].id).body, "cause"), "parent");
+}
+
+}  // namespace
+}  // namespace hourglass::server::testing

@@ -1,0 +1,118 @@
+// Child jobs in memory (no --broker): a handler's enqueue_child cuts what
+// the child asks for to what its parent has left (minus --call-reserve),
+// refuses a child that could not do its minimum in that, links parent and
+// child both ways, and a DELETE of the parent cancels its children (cause
+// parent). Time is the manual clock's: the budgets are exact.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "child_family.hpp"
+#include "hourglass/support/json.hpp"
+#include "test_support.hpp"
+
+namespace hourglass::server::testing {
+namespace {
+
+namespace json = boost::json;
+
+struct HttpServerChildren : ::testing::Test {
+  server_options two_workers() {
+    server_options o = test_options();
+    o.workers = 2;
+    return o;
+  }
+  json::value job(const std::string& id) {
+    const auto doc = support::parse_json(c.get("/v1/jobs/" + id).body);
+    return doc ? *doc : json::value();
+  }
+  std::string state(const std::string& id) {
+    const json::value j = job(id);
+    return j.is_object() ? std::string(j.at("state").as_string()) : "";
+  }
+  // A running parent, its id.
+  std::string start_parent(const std::string& job_deadline) {
+    const reply r = c.post("/v1/jobs/parent", "p", {{"Prefer", "respond-async"}, {"Job-Deadline", job_deadline}});
+    EXPECT_EQ(r.status, 202u) << r.body;
+    const std::string id = json_string(r.body, "id");
+    EXPECT_TRUE(wait_until([&] { return state(id) == "running"; }));
+    return id;
+  }
+
+  manual_clock clk;
+  family f;
+  test_server srv{two_workers(), [this](http_server& s) { f.setup(s); }, clk};
+  client c{srv.port()};
+};
+
+// A parent with 3 s, 1 s of it spent: the child asking 10 s carries 2 s
+// minus the 5 ms reserve, as its freshness and as its whole deadline.
+TEST_F(HttpServerChildren, AChildCarriesWhatItsParentHasLeftNeverWhatItAskedBeyondIt) {
+  const std::string parent = start_parent("3S");
+  clk.advance(std::chrono::seconds(1));
+  f.go = true;
+  const std::vector<child_answer> sent = f.sent(1);
+  ASSERT_EQ(sent.size(), 1u);
+  ASSERT_EQ(sent[0].verdict, child_answer::kind::accepted) << sent[0].message;
+  EXPECT_EQ(sent[0].deadline, std::chrono::milliseconds(1995));
+  EXPECT_EQ(sent[0].freshness, std::chrono::milliseconds(1995));
+
+  const json::value child = job(sent[0].id);
+  ASSERT_TRUE(child.is_object());
+  EXPECT_EQ(child.at("parent").as_string(), parent);
+  const json::value& accepted = child.at("timeline").as_array().at(0);
+  EXPECT_EQ(accepted.at("deadline_at_ms").to_number<double>(), 1995.0) << child;
+  EXPECT_EQ(accepted.at("freshness_ms").to_number<double>(), 1995.0) << child;
+  const json::value p = job(parent);
+  ASSERT_EQ(p.at("children").as_array().size(), 1u) << p;
+  EXPECT_EQ(p.at("children").as_array().at(0).as_string(), sent[0].id);
+
+  // No child works after its parent's deadline: at 3 s both end, stage run.
+  ASSERT_TRUE(wait_until([&] { return f.holding.load() == 2; }));
+  clk.advance(std::chrono::milliseconds(1995));
+  ASSERT_TRUE(wait_until([&] { return state(sent[0].id) == "deadline_exceeded"; })) << job(sent[0].id);
+  EXPECT_EQ(json_string(c.get("/v1/jobs/" + sent[0].id).body, "stage"), "run");
+  EXPECT_EQ(state(parent), "running") << "the parent has its 5 ms reserve still";
+  clk.advance(std::chrono::milliseconds(5));
+  EXPECT_TRUE(wait_until([&] { return state(parent) == "deadline_exceeded"; }));
+}
+
+TEST_F(HttpServerChildren, AChildThatCouldNotDoItsMinimumInWhatIsLeftIsRefusedAndNeverQueued) {
+  const std::string parent = start_parent("2S");
+  clk.advance(std::chrono::milliseconds(1500));  // 500 ms left, 495 after the reserve: under hold's 500 ms minimum
+  f.go = true;
+  const std::vector<child_answer> sent = f.sent(1);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].verdict, child_answer::kind::refused);
+  EXPECT_EQ(sent[0].refusal, status::expired(expiry_stage::admission));
+  EXPECT_NE(sent[0].message.find("495 ms"), std::string::npos) << sent[0].message;
+  EXPECT_TRUE(sent[0].id.empty());
+  EXPECT_FALSE(job(parent).as_object().contains("children")) << "nothing was queued";
+  EXPECT_EQ(srv.handler("hold").rejected_insufficient_budget, 1u) << "counted as a refusal of its handler";
+}
+
+// Two workers: the parent on one, its first child on the other, its second
+// child queued. DELETE of the parent ends all three: the parent cancelled
+// as asked, each child cancelled because of its parent.
+TEST_F(HttpServerChildren, CancellingTheParentCancelsItsQueuedAndRunningChildren) {
+  f.children_to_send = 2;
+  const std::string parent = start_parent("1M");
+  f.go = true;
+  const std::vector<child_answer> sent = f.sent(2);
+  ASSERT_EQ(sent.size(), 2u);
+  ASSERT_TRUE(wait_until([&] { return f.holding.load() == 2; }));
+  EXPECT_EQ(state(sent[1].id), "queued");
+
+  const reply d = c.request("DELETE", "/v1/jobs/" + parent);
+  EXPECT_TRUE(d.status == 200u || d.status == 202u) << d.body;
+  for (const std::string& id : {parent, sent[0].id, sent[1].id}) {
+    EXPECT_TRUE(wait_until([&] { return state(id) == "cancelled"; })) << id << " " << job(id);
+  }
+  EXPECT_EQ(json_string(c.get("/v1/jobs/" + parent).body, "cause"), "requested");
+  EXPECT_EQ(json_string(c.get("/v1/jobs/" + sent[0].id).body, "cause"), "parent") << "it was running";
+  EXPECT_EQ(json_string(c.get("/v1/jobs/" + sent[1].id).body, "cause"), "parent") << "it never started";
+}
+
+}  // namespace
+}  // namespace hourglass::server::testing
