@@ -25,7 +25,8 @@
 -- ARGV[1] group             the consumer group, 'hourglass'
 -- ARGV[2] idem_ttl_ms       how long an idem_key is kept
 -- ARGV[3] refuse_paused     '1': while the queue is paused, refuse every job of the batch
--- ARGV[4 + 15(i-1)] ...     job i's fifteen fields:
+-- ARGV[4] parent_reserve_us what a parent keeps back from its children's deadline (--call-reserve)
+-- ARGV[5 + 15(i-1)] ...     job i's fifteen fields:
 --   job_id           32 hex digits
 --   handler
 --   payload
@@ -40,9 +41,10 @@
 --   deadline_us      what is left of the job's overall deadline; '-1': none
 --   delay_us         how long before it may start; '0': at once
 --   not_before_us    nor before this time (us since the epoch, the broker's clock); '0': none
---   parent           a child job's parent's id: written in its hash ('parent'), the child's id
---                    added to the parent's children set (kept idem_ttl_ms), the parent's hash's
---                    'children' counted up (when it exists); '' for none
+--   parent           a child job's parent's id ('' for none). The parent must be held and not
+--                    finished; its overall deadline (deadline_us), less parent_reserve_us, cuts
+--                    the child's. The child's hash names it ('parent'), its id joins the
+--                    parent's children set (kept idem_ttl_ms), the parent's 'children' counts it
 --
 -- Reply: {'nostream'} (no stream: nothing written), {'paused'} (refuse_paused
 -- and the queue is paused: nothing written), or n three-element
@@ -51,6 +53,7 @@
 --                                                the delayed set instead), job hash and idem_key
 --   {'duplicate', prior id, 0}                   its idem_key names a job already: nothing written
 --   {'refused', '', predicted_wait_us}           the predicted wait leaves too little: nothing written
+--   {'no_parent', '', 0}, {'parent_finished', '', 0}  its parent is not held, or has finished: nothing written
 -- predicted_wait_us is an integer: 0 when the counts were not needed, -1 when
 -- no live slot serves a backlog (an unbounded wait).
 local stream_key = KEYS[1]
@@ -60,6 +63,8 @@ local delayed_key = KEYS[4]
 local paused_key = KEYS[5]
 local group = ARGV[1]
 local idem_ttl_ms = ARGV[2]
+local parent_reserve_us = tonumber(ARGV[4])
+local job_prefix = string.sub(stream_key, 1, #stream_key - #'stream') .. 'job:'
 if ARGV[3] == '1' and redis.call('EXISTS', paused_key) == 1 then return {'paused'} end
 local fields_per_job = 15
 
@@ -95,9 +100,9 @@ local function predicted_wait_us()
 end
 
 local out = {}
-local n = (#ARGV - 3) / fields_per_job
+local n = (#ARGV - 4) / fields_per_job
 for i = 1, n do
-  local a = 4 + (i - 1) * fields_per_job
+  local a = 5 + (i - 1) * fields_per_job
   local job_id, handler, payload, content_type = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   local freshness_ms, min_budget_ms, idempotency_key = ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
   local admission, max_attempts, retry_base_us, retry_cap_us = ARGV[a + 7], ARGV[a + 8], ARGV[a + 9], ARGV[a + 10]
@@ -110,8 +115,23 @@ for i = 1, n do
   local job_key, idem_key, children_key = KEYS[3 + 3 * i], KEYS[4 + 3 * i], KEYS[5 + 3 * i]
   local prior = false
   if idempotency_key ~= '' then prior = redis.call('GET', idem_key) end
+  -- A child: its parent held and running (or waiting), its deadline no later than the parent's.
+  local parent_gone = false
+  if parent ~= '' and not (prior and prior ~= job_id) then
+    local p = redis.call('HMGET', job_prefix .. parent, 'state', 'deadline_us')
+    if not p[1] then
+      parent_gone = 'no_parent'
+    elseif p[1] ~= 'queued' and p[1] ~= 'running' and p[1] ~= 'scheduled' then
+      parent_gone = 'parent_finished'
+    elseif p[2] and p[2] ~= '' then
+      local left = math.max(tonumber(p[2]) - broker_now_us() - parent_reserve_us, 0)
+      if deadline_left_us < 0 or left < deadline_left_us then deadline_left_us = left end
+    end
+  end
   if prior and prior ~= job_id then  -- (its own id: this batch sent again after 'nostream')
     out[i] = {'duplicate', prior, 0}
+  elseif parent_gone then
+    out[i] = {parent_gone, '', 0}
   else
     local wait, admitted = 0, true
     -- judged by what comes first: its freshness, or the job's overall deadline
@@ -165,9 +185,8 @@ for i = 1, n do
         redis.call('HSET', job_key, 'parent', parent)
         redis.call('SADD', children_key, job_id)
         redis.call('PEXPIRE', children_key, idem_ttl_ms)
-        -- the parent's count of them, while its record lives: its GET then reads the set
-        local parent_key = string.sub(stream_key, 1, #stream_key - #'stream') .. 'job:' .. parent
-        if redis.call('EXISTS', parent_key) == 1 then redis.call('HINCRBY', parent_key, 'children', 1) end
+        -- the parent's count of them: its GET then reads the set
+        redis.call('HINCRBY', job_prefix .. parent, 'children', 1)
       end
       if counts and entry ~= '' then counts[1] = counts[1] + 1 end
       out[i] = {'accepted', entry, wait}

@@ -120,9 +120,10 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
   // Sent again after `nostream`, part of the batch may be written already
   // (delayed jobs): a pause meanwhile must not refuse what will run.
   std::vector<std::string> args{std::string(group), millis(options_.idempotency_ttl),
-                                options_.refuse_while_paused && !group_ensured ? "1" : "0"};
+                                options_.refuse_while_paused && !group_ensured ? "1" : "0",
+                                micros(options_.parent_reserve)};
   keys.reserve(5 + 3 * batch.size());
-  args.reserve(3 + 15 * batch.size());
+  args.reserve(4 + 15 * batch.size());
   for (const auto& c : batch) {
     const job_spec& job = c->job;
     // Its wait for this batch, counted twice: once spent, once for the trip ahead.
@@ -192,12 +193,14 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
         for (std::size_t i = 0; i < batch.size(); ++i) {
           detail::enqueue_reply& j = b.jobs[i];
           enqueued out;
-          out.verdict = j.verdict == added::duplicate ? enqueued::kind::duplicate
-                        : j.verdict == added::refused ? enqueued::kind::refused
-                                                      : enqueued::kind::accepted;
-          out.id = j.verdict == added::duplicate ? std::move(j.id)
-                   : j.verdict == added::refused ? std::string()
-                                                 : batch[i]->id;
+          out.verdict = j.verdict == added::duplicate         ? enqueued::kind::duplicate
+                        : j.verdict == added::refused         ? enqueued::kind::refused
+                        : j.verdict == added::no_parent       ? enqueued::kind::no_parent
+                        : j.verdict == added::parent_finished ? enqueued::kind::parent_finished
+                                                              : enqueued::kind::accepted;
+          out.id = j.verdict == added::duplicate  ? std::move(j.id)
+                   : j.verdict == added::accepted ? batch[i]->id
+                                                  : std::string();
           out.predicted_wait = j.predicted_wait;
           out.scheduled = j.verdict == added::accepted && j.id.empty();  // no stream entry yet
           batch[i]->finish(answer(std::move(out)));

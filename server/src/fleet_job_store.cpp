@@ -47,6 +47,7 @@ class fleet_job_store final : public job_store {
                             .replicas = static_cast<unsigned>(c.opts.broker_replicas),
                             .replica_timeout = c.opts.broker_replica_timeout,
                             .shards = static_cast<unsigned>(c.opts.queue_shards),
+                            .parent_reserve = c.opts.call_reserve,
                             .clock = &c.clk}),
         consumer_name_(c.opts.consumer.empty() ? this_host_name() + ":" + std::to_string(port) : c.opts.consumer),
         consumers_(queue_, readers(c), *c.jobs, fleet_runner(c), consumer_settings(c)) {}
@@ -490,6 +491,9 @@ class fleet_job_store final : public job_store {
       out.refusal = status::rejected(reject_reason::queue_paused);
       out.note = "the queue is paused (--refuse-while-paused)";
       return done(std::move(out));
+    }
+    if (r.verdict == fleet::enqueued::kind::no_parent || r.verdict == fleet::enqueued::kind::parent_finished) {
+      return done(parent_refusal(r.verdict == fleet::enqueued::kind::no_parent));
     }
     if (r.verdict == fleet::enqueued::kind::refused) {
       out.verdict = created::kind::refused;

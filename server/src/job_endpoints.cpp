@@ -25,7 +25,7 @@ response response_of(core& c, const new_job& job, const created& r) {
   switch (r.verdict) {
     case created::kind::accepted: return accepted_response(r.job, false);
     case created::kind::duplicate: return accepted_response(r.job, true);
-    case created::kind::invalid: return error_response(400, r.error, r.message);
+    case created::kind::invalid: return error_response(r.http_status, r.error, r.message);
     case created::kind::refused: break;
   }
   const status& st = r.refusal;
@@ -52,6 +52,11 @@ std::optional<terms_error> read_job_terms(const core& c, const http::fields& hea
   const auto wall_now = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
   const job_delay_reading delay = read_job_delay(headers, c.opts.max_delay, wall_now);
   if (!delay.ok) return terms_error{"invalid_delay", delay.message};
+  const std::string_view parent = headers[job_parent_header];
+  if (headers.count(job_parent_header) > 1 || (headers.count(job_parent_header) == 1 && !is_job_id(parent))) {
+    return terms_error{"invalid_parent", "Job-Parent is not a job id (32 lower-case hex digits), or appears twice"};
+  }
+  job.parent = std::string(parent);
   job.retry = retry.policy;
   job.deadline = retry.deadline == duration::max() ? never : saturating_add(job.headers_at, retry.deadline);
   job.delay = delay.delay;
@@ -62,6 +67,16 @@ std::optional<terms_error> read_job_terms(const core& c, const http::fields& hea
 void submit_async_job(core& c, new_job job, answer_fn done) {
   auto kept = std::make_shared<new_job>(job);
   c.store->create(std::move(job), [&c, kept, done = std::move(done)](created r) { done(response_of(c, *kept, r)); });
+}
+
+created parent_refusal(bool unknown) {
+  created c;
+  c.verdict = created::kind::invalid;
+  c.http_status = unknown ? 400 : 409;
+  c.error = unknown ? "invalid_parent" : "parent_finished";
+  c.message = unknown ? "Job-Parent names no job this queue holds (unknown, or its record expired)"
+                      : "Job-Parent names a job that has finished: its children would outlive it";
+  return c;
 }
 
 void job_store::create_bulk(std::vector<new_job> jobs, callback<std::vector<created>> done) {

@@ -54,7 +54,7 @@ struct created {
     accepted,   // held: `job` is it (id and state)
     duplicate,  // its Idempotency-Key names an earlier job: `job` is that one, in its state now
     refused,    // not held: answer `refusal` (book it, unless `booked`)
-    invalid,    // a malformed request: 400 `error`, `message`
+    invalid,    // a malformed request (or a child of a parent it cannot have): `http_status` `error`, `message`
   };
   kind verdict = kind::accepted;
   job_view job;
@@ -65,7 +65,12 @@ struct created {
   duration budget = duration::max(), remaining = duration::max();
   std::string note;            // refused: for the log only
   std::string error, message;  // invalid
+  unsigned http_status = 400;  // invalid
 };
+
+// A child job whose parent is not held (unknown, or its record expired:
+// 400 invalid_parent) or has finished (409 parent_finished): nothing held.
+created parent_refusal(bool unknown);
 
 // What find() and cancel() found.
 struct found {

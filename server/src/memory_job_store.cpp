@@ -8,16 +8,12 @@
 #include "job_input.hpp"
 #include "job_store.hpp"
 #include "memory_jobs.hpp"
+#include "request_rules.hpp"
 #include "schedules.hpp"
 
 namespace hourglass::server::detail {
 
 namespace {
-
-// 32 lower-case hex digits, as memory_jobs makes ids.
-bool looks_like_job_id(std::string_view s) noexcept {
-  return s.size() == 32 && s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
-}
 
 async_outcome outcome_of(job_result<handler_result>& r, const error_info& err) {
   async_outcome o;
@@ -58,6 +54,9 @@ class memory_job_store final : public job_store {
     const handler_entry& e = *job.in->entry;
     created out;
     const time_point now = c_.clk.now();
+    if (!job.parent.empty()) {
+      if (std::optional<created> refused = under_parent(job, now)) return done(std::move(*refused));
+    }
     const time_point due = due_time(job, now);
     const bool delayed = due > now;
     if (delayed && (job.deadline <= due || job.deadline - due <= e.min_budget)) {
@@ -126,7 +125,7 @@ class memory_job_store final : public job_store {
     const time_point now = c_.clk.now();
     job_page page;
     const std::size_t limit = std::max<std::size_t>(q.limit, 1);
-    if (!q.cursor.empty() && !looks_like_job_id(q.cursor)) {  // this walk's cursors are job ids
+    if (!q.cursor.empty() && !is_job_id(q.cursor)) {  // this walk's cursors are job ids
       page.invalid_cursor = true;
       return done(std::move(page));
     }
@@ -199,6 +198,25 @@ class memory_job_store final : public job_store {
     std::string id;
     new_job job;
   };
+
+  // A child job: its parent held and not finished, and its whole deadline
+  // no later than the parent's less --call-reserve (the refusal otherwise).
+  std::optional<created> under_parent(new_job& job, time_point now) {
+    const std::optional<async_record> p = jobs_.find(job.parent, now);
+    if (!p) return parent_refusal(true);
+    if (p->state == async_state::finished) return parent_refusal(false);
+    if (p->deadline == time_point::max()) return std::nullopt;
+    const time_point cut = p->deadline - std::min(c_.opts.call_reserve, elapsed(time_point{}, p->deadline));
+    job.deadline = std::min(job.deadline, cut);
+    if (job.deadline <= now || job.deadline - now <= job.in->entry->min_budget) {
+      created refused;
+      refused.verdict = created::kind::refused;
+      refused.refusal = status::expired(expiry_stage::admission);
+      refused.note = "its parent has less than its minimum budget left";
+      return refused;
+    }
+    return std::nullopt;
+  }
 
   // When a new job's first attempt is due: after its Job-Delay, or at its
   // Job-Not-Before (a wall-clock time: how far ahead is read on the system

@@ -291,4 +291,8 @@ job_delay_reading read_job_delay(const http::fields& req, duration max_delay, su
   return r;
 }
 
+bool is_job_id(std::string_view s) noexcept {
+  return s.size() == 32 && s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
 }  // namespace hourglass::server::detail

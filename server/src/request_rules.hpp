@@ -136,6 +136,10 @@ budget_reading read_budget(const boost::beast::http::fields& headers, const budg
 inline constexpr std::string_view job_attempts_header = "Job-Attempts";
 inline constexpr std::string_view job_backoff_header = "Job-Backoff";
 inline constexpr std::string_view job_deadline_header = "Job-Deadline";
+// A child job's parent (docs/reference/budgets.md, "Child jobs").
+inline constexpr std::string_view job_parent_header = "Job-Parent";
+// 32 lower-case hex digits: the shape of every job id.
+bool is_job_id(std::string_view s) noexcept;
 
 // An async job's retry policy and overall deadline, from its headers over
 // its handler's policy:

@@ -20,16 +20,23 @@ namespace {
 namespace json = boost::json;
 using fleet::testing::redis_server;
 
-TEST(FleetChildren, AChildCarriesItsParentsBudgetInItsShardAndTheParentsCancelStopsIt) {
-  redis_server redis;
-  family f;
+// A daemon on `redis` with `workers`, renewing (and so bringing a DELETE's
+// marks) every 200 ms.
+server_options on(const redis_server& redis, std::size_t workers, std::size_t shards = 1) {
   server_options o = test_options();
   o.broker = "redis://127.0.0.1:" + std::to_string(redis.port());
   o.consumer = "a";
-  o.lease = 600ms;  // renewals, which bring a DELETE's marks, every 200 ms
-  o.workers = 3;    // one slot per shard, and the third where the work is: parent and child share a shard
-  o.queue_shards = 2;
-  test_server a(o, [&f](http_server& s) { f.setup(s); });
+  o.lease = 600ms;
+  o.workers = workers;
+  o.queue_shards = shards;
+  return o;
+}
+
+TEST(FleetChildren, AChildCarriesItsParentsBudgetInItsShardAndTheParentsCancelStopsIt) {
+  redis_server redis;
+  family f;
+  // One slot per shard, and the third where the work is: parent and child share a shard.
+  test_server a(on(redis, 3, 2), [&f](http_server& s) { f.setup(s); });
   const auto job = [&](const std::string& id) {
     const auto doc = support::parse_json(get(a.port(), "/v1/jobs/" + id).body);
     return doc ? *doc : json::value();
@@ -72,6 +79,41 @@ TEST(FleetChildren, AChildCarriesItsParentsBudgetInItsShardAndTheParentsCancelSt
       << job(parent) << job(sent[0].id);
   EXPECT_EQ(json_string(get(a.port(), "/v1/jobs/" + parent).body, "cause"), "requested");
   EXPECT_EQ(json_string(get(a.port(), "/v1/jobs/" + sent[0].id).body, "cause"), "parent");
+}
+
+// Job-Parent from a caller outside: the enqueue script cuts the child's
+// whole deadline to the parent's on the broker's clock, links them, and
+// refuses a child of a job it does not hold (400) or that has finished (409).
+TEST(FleetChildren, JobParentIsJudgedByTheEnqueueScriptOnTheBrokersClock) {
+  redis_server redis;
+  family f;
+  test_server a(on(redis, 2), [&f](http_server& s) { f.setup(s); });
+  const reply r = post(a.port(), "/v1/jobs/parent", "p", {{"Prefer", "respond-async"}, {"Job-Deadline", "2S"}});
+  ASSERT_EQ(r.status, 202u) << r.body;
+  const std::string parent = json_string(r.body, "id");
+
+  const reply c = post(a.port(), "/v1/jobs/echo", "x",
+                       {{"Prefer", "respond-async"}, {"Job-Parent", parent}, {"Job-Deadline", "1M"}});
+  ASSERT_EQ(c.status, 202u) << c.body;
+  const std::string child = json_string(c.body, "id");
+  const auto doc = support::parse_json(get(a.port(), "/v1/jobs/" + child).body);
+  ASSERT_TRUE(doc.has_value());
+  EXPECT_EQ(doc->at("parent").as_string(), parent);
+  const double deadline_at = doc->at("timeline").as_array().at(0).at("deadline_at_ms").to_number<double>();
+  EXPECT_LE(deadline_at, 1995.0) << "cut from a minute to what the parent has left";
+  EXPECT_GT(deadline_at, 1000.0);
+
+  const reply unknown = post(a.port(), "/v1/jobs/echo", "x",
+                             {{"Prefer", "respond-async"}, {"Job-Parent", std::string(32, 'b')}});
+  EXPECT_EQ(unknown.status, 400u) << unknown.body;
+  EXPECT_EQ(json_string(unknown.body, "error"), "invalid_parent");
+  f.go = true;
+  ASSERT_EQ(client(a.port()).request("DELETE", "/v1/jobs/" + parent).status, 202u);
+  ASSERT_TRUE(
+      wait_until([&] { return json_string(get(a.port(), "/v1/jobs/" + parent).body, "state") == "cancelled"; }));
+  const reply late = post(a.port(), "/v1/jobs/echo", "x", {{"Prefer", "respond-async"}, {"Job-Parent", parent}});
+  EXPECT_EQ(late.status, 409u) << late.body;
+  EXPECT_EQ(json_string(late.body, "error"), "parent_finished");
 }
 
 }  // namespace

@@ -114,5 +114,37 @@ TEST_F(HttpServerChildren, CancellingTheParentCancelsItsQueuedAndRunningChildren
   EXPECT_EQ(json_string(c.get("/v1/jobs/" + sent[1].id).body, "cause"), "parent") << "it never started";
 }
 
+// A caller outside names the parent with Job-Parent: the child's whole
+// deadline is cut to the parent's (less the reserve), the two are linked,
+// and the parent's DELETE reaches it. A parent unknown or malformed is a
+// 400, a finished one a 409: nothing is queued.
+TEST_F(HttpServerChildren, JobParentFromACallerOutsideCutsTheChildToTheParentsDeadlineAndLinksThem) {
+  const std::string parent = start_parent("3S");
+  clk.advance(std::chrono::seconds(1));
+  const reply r = c.post("/v1/jobs/hold", "x",
+                         {{"Prefer", "respond-async"}, {"Job-Parent", parent}, {"Job-Deadline", "10S"}});
+  ASSERT_EQ(r.status, 202u) << r.body;
+  const std::string child = json_string(r.body, "id");
+  const json::value j = job(child);
+  EXPECT_EQ(j.at("parent").as_string(), parent);
+  EXPECT_EQ(j.at("timeline").as_array().at(0).at("deadline_at_ms").to_number<double>(), 1995.0) << j;
+  EXPECT_EQ(job(parent).at("children").as_array().at(0).as_string(), child);
+
+  const reply unknown = c.post("/v1/jobs/hold", "x",
+                               {{"Prefer", "respond-async"}, {"Job-Parent", std::string(32, 'a')}});
+  EXPECT_EQ(unknown.status, 400u) << unknown.body;
+  EXPECT_EQ(json_string(unknown.body, "error"), "invalid_parent");
+  const reply malformed = c.post("/v1/jobs/hold", "x", {{"Prefer", "respond-async"}, {"Job-Parent", "../etc"}});
+  EXPECT_EQ(malformed.status, 400u) << malformed.body;
+  EXPECT_EQ(json_string(malformed.body, "error"), "invalid_parent");
+
+  ASSERT_EQ(c.request("DELETE", "/v1/jobs/" + parent).status, 202u);
+  ASSERT_TRUE(wait_until([&] { return state(parent) == "cancelled" && state(child) == "cancelled"; }));
+  EXPECT_EQ(json_string(c.get("/v1/jobs/" + child).body, "cause"), "parent");
+  const reply late = c.post("/v1/jobs/hold", "x", {{"Prefer", "respond-async"}, {"Job-Parent", parent}});
+  EXPECT_EQ(late.status, 409u) << late.body;
+  EXPECT_EQ(json_string(late.body, "error"), "parent_finished");
+}
+
 }  // namespace
 }  // namespace hourglass::server::testing

@@ -78,6 +78,9 @@ struct queue_options {
   // its shard's number (two hex digits: shard_of_job).
   unsigned shard = 0;
   unsigned shards = 1;
+  // What a parent keeps back from its child jobs' deadline (--call-reserve):
+  // a child's whole deadline is at most its parent's, less this.
+  duration parent_reserve = std::chrono::milliseconds(5);
   hourglass::clock* clock = nullptr;  // times an enqueue's own round trips; nullptr: real_clock()
 };
 
@@ -95,12 +98,16 @@ struct job_spec {
   std::int64_t not_before_us = 0;       // > 0: and until this time (us since the epoch, the broker's clock)
   // A child job's parent (its id): the child is written in the parent's
   // queue shard, names it ('parent'), and joins its children set, which
-  // cancel() walks. "": none.
+  // cancel() walks. The parent must be held and not finished
+  // (enqueued::kind::no_parent, parent_finished); its overall deadline less
+  // queue_options::parent_reserve cuts the child's. "": none.
   std::string parent;
 };
 
 struct enqueued {
-  enum class kind { accepted, duplicate, refused, paused };  // paused: refuse_while_paused
+  // paused: refuse_while_paused; no_parent, parent_finished: a child job's
+  // parent is not held, or has finished (nothing written)
+  enum class kind { accepted, duplicate, refused, paused, no_parent, parent_finished };
   kind verdict = kind::accepted;
   std::string id;             // accepted: the new job; duplicate: the first one
   duration predicted_wait{};  // what admission judged
