@@ -36,17 +36,6 @@ struct ClusterDaemon : ::testing::Test {
     o.workers = 2;
     return o;
   }
-  std::string wait_state(std::uint16_t port, const std::string& id, const std::string& want,
-                         std::chrono::milliseconds limit = 15s) {
-    std::string last;
-    wait_until(
-        [&] {
-          last = get(port, "/v1/jobs/" + id).body;
-          return json_string(last, "state") == want;
-        },
-        limit);
-    return last;
-  }
   redis_cluster_servers cluster;
 };
 
@@ -219,7 +208,7 @@ void fail_over_under_load(ClusterDaemon& t, std::size_t replicas, failover_run& 
 
   // Every job answered 202 ends with one outcome, or (unreplicated) is gone.
   for (const std::string& id : run.on_failed_shard.accepted) {
-    const std::string done = t.wait_state(a.port(), id, "ok", 30s);
+    const std::string done = wait_state(a.port(), id, "ok", 30s);
     if (get(a.port(), "/v1/jobs/" + id).status == 404) {
       ++run.lost;
       continue;
@@ -227,7 +216,7 @@ void fail_over_under_load(ClusterDaemon& t, std::size_t replicas, failover_run& 
     ASSERT_EQ(json_string(done, "state"), "ok") << id << " " << done;
   }
   for (const std::string& id : run.on_other_shard.accepted) {
-    ASSERT_EQ(json_string(t.wait_state(c.port(), id, "ok", 30s), "state"), "ok") << id;
+    ASSERT_EQ(json_string(wait_state(c.port(), id, "ok", 30s), "state"), "ok") << id;
   }
   for (const std::string& id : run.on_failed_shard.accepted) EXPECT_EQ(id.substr(30), "00") << id;
   for (const std::string& id : run.on_other_shard.accepted) EXPECT_EQ(id.substr(30), "01") << id;

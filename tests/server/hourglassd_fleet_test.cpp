@@ -35,18 +35,6 @@ struct FleetDaemon : ::testing::Test {
             "--consumer", consumer,      "--lease",         "1s",
             "--workers",  "1",           "--drain-timeout", "100ms"};
   }
-  // Polls GET /v1/jobs/{id} on `port` until its state is `want`; the last body.
-  std::string wait_state(std::uint16_t port, const std::string& id, const std::string& want,
-                         std::chrono::milliseconds limit = 10s) {
-    std::string last;
-    wait_until(
-        [&] {
-          last = get(port, "/v1/jobs/" + id).body;
-          return json_string(last, "state") == want;
-        },
-        limit);
-    return last;
-  }
   std::string submit(std::uint16_t port, const std::string& handler, const std::string& body, headers hs = {}) {
     hs.emplace_back("Prefer", "respond-async");
     const reply r = post(port, "/v1/jobs/" + handler, body, hs);

@@ -302,6 +302,18 @@ std::vector<std::string> skewed_clock(const std::string& skew) {
               ":verify_asan_link_order=0:allocator_release_to_os_interval_ms=-1"};
 }
 
+std::string wait_state(std::uint16_t port, const std::string& id, const std::string& want,
+                       std::chrono::milliseconds limit) {
+  std::string last;
+  wait_until(
+      [&] {
+        last = get(port, "/v1/jobs/" + id).body;
+        return json_string(last, "state") == want;
+      },
+      limit);
+  return last;
+}
+
 std::vector<std::string> freshness_decisions(std::uint16_t port, int blockers) {
   const auto async = [&](const std::string& body, const std::string& freshness) {
     headers hs{{"Prefer", "respond-async"}};

@@ -112,6 +112,11 @@ class raw_socket {
 // Polls `pred` every few ms until it holds or `limit` passes (waiting for an event, not for a time).
 bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds limit = 5s);
 
+// Polls GET /v1/jobs/{id} on `port` until its state is `want` or `limit`
+// passes; the last body.
+std::string wait_state(std::uint16_t port, const std::string& id, const std::string& want,
+                       std::chrono::milliseconds limit = 15s);
+
 // Settings for in-process test servers: ephemeral port, quiet logs, /metrics
 // never cached (metrics_cache 0).
 server_options test_options();
