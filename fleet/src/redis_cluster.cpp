@@ -175,13 +175,29 @@ struct redis_cluster::impl : std::enable_shared_from_this<impl> {
     start_refresh(lock);
   }
 
-  // One refresh at a time; one asked for during it runs after it.
+  // One refresh at a time; one asked for during it runs after it; with a
+  // map known, none sooner than min_refresh_gap after the last began.
   void start_refresh(std::unique_lock<std::mutex>& lock) {
     if (shut) return;
     if (refreshing) {
       refresh_again = true;
       return;
     }
+    const auto now = std::chrono::steady_clock::now();
+    if (map && now - last_refresh < opts.min_refresh_gap) {
+      if (refresh_timed) return;
+      refresh_timed = true;
+      auto timer = std::make_shared<net::steady_timer>(io, last_refresh + opts.min_refresh_gap);
+      timer->async_wait([self = shared_from_this(), timer](boost::system::error_code) {
+        {
+          const std::lock_guard lock(self->mu);
+          self->refresh_timed = false;
+        }
+        self->refresh();
+      });
+      return;
+    }
+    last_refresh = now;
     refreshing = true;
     std::vector<detail::cluster_node> candidates;
     if (map) candidates = map->masters();
@@ -273,6 +289,8 @@ struct redis_cluster::impl : std::enable_shared_from_this<impl> {
   std::map<std::string, std::shared_ptr<redis_connection>> nodes;  // by address
   bool refreshing = false;
   bool refresh_again = false;
+  bool refresh_timed = false;                          // a refresh waits out min_refresh_gap
+  std::chrono::steady_clock::time_point last_refresh;  // when the last began
   std::vector<attempt_ptr> waiting_for_map;
 
   std::atomic<std::uint64_t> refresh_count{0};

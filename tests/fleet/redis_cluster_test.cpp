@@ -112,6 +112,32 @@ TEST_F(RedisCluster, ANodeThatCannotBeReachedIsTheBrokerUnavailableNotAHang) {
   EXPECT_TRUE(redis.call(context(), {"SET", "{e}k", "v"}).is_status("OK"));
 }
 
+// A slot nobody serves (CLUSTER DELSLOTS on its master): every call to it
+// fails and asks for a new map, but the map is read at most every 100 ms
+// (min_refresh_gap), not once a failed call.
+TEST_F(RedisCluster, CallsThatKeepFailingReadTheSlotMapAtMostEveryGap) {
+  redis_cluster& redis = connect();
+  ASSERT_TRUE(redis.call(context(), {"SET", "{g}k", "v"}).is_status("OK"));
+  redis_server& owner = cluster.master_of("{g}");
+  const std::string slot = std::to_string(detail::key_slot("{g}k"));
+  ASSERT_TRUE(cluster.on(owner, {"CLUSTER", "DELSLOTS", slot}).is_status("OK"));
+  const std::uint64_t before = redis.map_refreshes();
+  int failed = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < 1s) {
+    try {
+      redis.call(context(), {"GET", "{g}k"});
+    } catch (const redis_unavailable&) {
+      ++failed;
+    }
+  }
+  const std::uint64_t reads = redis.map_refreshes() - before;
+  ASSERT_TRUE(cluster.on(owner, {"CLUSTER", "ADDSLOTS", slot}).is_status("OK"));
+  EXPECT_GT(failed, 50) << "the calls kept failing, each asking for a map";
+  EXPECT_LE(reads, 13u) << failed << " failed calls";
+  EXPECT_GE(reads, 5u) << "and the map was still read again, every gap";
+}
+
 TEST_F(RedisCluster, AFleetQueueRunsItsJobsOnTheCluster) {
   redis_cluster& commands = connect();
   redis_cluster reads(io.io, cluster.seeds());

@@ -33,6 +33,10 @@ struct redis_cluster_options {
   int max_redirects = 5;  // MOVED/ASK answers one call may follow
   // After a TRYAGAIN; doubling, up to 8x; in all at most node.io_timeout.
   duration try_again_pause = std::chrono::milliseconds(10);
+  // Slot maps are read again at most this often once one is known: while a
+  // master is down every failing call asks for one, and the cluster's nodes
+  // should not answer CLUSTER SLOTS in a loop meanwhile.
+  duration min_refresh_gap = std::chrono::milliseconds(100);
 };
 
 class redis_cluster final : public redis_client {
