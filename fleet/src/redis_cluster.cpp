@@ -215,9 +215,10 @@ struct redis_cluster::impl : std::enable_shared_from_this<impl> {
     std::shared_ptr<redis_connection> conn;
     {
       const std::lock_guard lock(mu);
-      if (shut) return refreshed_locked_out();
-      conn = connection(candidates[i]);
+      if (!shut) conn = connection(candidates[i]);
     }
+    // Shut down while refreshing: answered outside the lock, which refreshed() takes.
+    if (!conn) return refreshed_locked_out();
     auto self = shared_from_this();
     conn->async_call(context(), {"CLUSTER", "SLOTS"},
                      [self, candidates = std::move(candidates), i](redis_result r) mutable {

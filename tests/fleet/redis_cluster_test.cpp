@@ -138,6 +138,21 @@ TEST_F(RedisCluster, CallsThatKeepFailingReadTheSlotMapAtMostEveryGap) {
   EXPECT_GE(reads, 5u) << "and the map was still read again, every gap";
 }
 
+// A client closed while its first slot-map read is in flight: the read's
+// connection fails, the next seed would be asked, the client is shut. That
+// path once took the client's lock twice and hung the I/O thread; the
+// io_context must keep serving other clients.
+TEST_F(RedisCluster, AClientClosedWhileReadingTheSlotMapLeavesTheIoThreadServing) {
+  for (int i = 0; i < 30; ++i) {
+    auto closing = std::make_unique<redis_cluster>(io.io, cluster.seeds());
+    closing->async_call(context(), {"GET", "{h}k"}, [](redis_result) {});
+    closing.reset();
+  }
+  auto served = std::async(std::launch::async, [&] { return connect().call(context(), {"SET", "{h}k", "v"}); });
+  ASSERT_EQ(served.wait_for(10s), std::future_status::ready) << "the I/O thread hangs";
+  EXPECT_TRUE(served.get().is_status("OK"));
+}
+
 TEST_F(RedisCluster, AFleetQueueRunsItsJobsOnTheCluster) {
   redis_cluster& commands = connect();
   redis_cluster reads(io.io, cluster.seeds());
