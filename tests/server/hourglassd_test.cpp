@@ -232,46 +232,8 @@ std::uint16_t free_port() {
   return a.local_endpoint().port();
 }
 
-// Replaces every `from` in `text`, scanning on after each replacement (the
-// replacement may contain `from`: /tmp/x/build/release/tools/hourglassd
-// does). Returns how many were replaced.
-int replace_all(std::string& text, const std::string& from, const std::string& to) {
-  int n = 0;
-  for (auto pos = text.find(from); pos != std::string::npos; pos = text.find(from, pos + to.size())) {
-    text.replace(pos, from.size(), to);
-    ++n;
-  }
-  return n;
-}
-
 // The ```sh block after `marker` in README.md; empty (and a failure) when it is gone.
-std::string readme_block(const std::string& marker) {
-  std::ifstream in(std::string(HOURGLASS_SOURCE_DIR) + "/README.md");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string readme = ss.str();
-  const auto at = readme.find(marker);
-  const auto start = at == std::string::npos ? at : readme.find("```sh\n", at);
-  if (start == std::string::npos) {
-    ADD_FAILURE() << "README.md lost its block after " << marker;
-    return {};
-  }
-  const auto end = readme.find("```", start + 6);
-  return readme.substr(start + 6, end - start - 6);
-}
-
-// Runs `script` with bash -e, killing its background jobs at the end (they
-// would hold the output pipe open and hang the test); output and exit code.
-std::pair<std::string, int> run_script(const std::string& script, int timeout_s, const std::string& kill = "kill") {
-  char tmpl[] = "/tmp/hourglassd-readme-XXXXXX";
-  const int fd = ::mkstemp(tmpl);
-  if (fd < 0) return {"mkstemp failed", -1};
-  ::close(fd);
-  std::ofstream(tmpl) << "trap '" << kill << " $(jobs -p) 2>/dev/null || true' EXIT\n" << script;
-  auto result = run_command("timeout " + std::to_string(timeout_s) + " bash -e " + tmpl + " 2>&1");
-  std::remove(tmpl);
-  return result;
-}
+std::string readme_block(const std::string& marker) { return doc_block("README.md", marker); }
 
 TEST(Hourglassd, ReadmeExampleRunsAsWritten) {
   std::string script = readme_block("<!-- daemon-example -->");

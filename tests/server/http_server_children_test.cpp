@@ -146,5 +146,23 @@ TEST_F(HttpServerChildren, JobParentFromACallerOutsideCutsTheChildToTheParentsDe
   EXPECT_EQ(json_string(late.body, "error"), "parent_finished");
 }
 
+// guards.md's curl example, run as written against this daemon (its port
+// for 8080): the child it adds to a parent with 2 s left carries 1,995 ms.
+TEST_F(HttpServerChildren, TheGuardsCurlExampleRunsAsWritten) {
+  std::string script = doc_block("docs/guards.md", "<!-- child-curl-example");
+  ASSERT_FALSE(script.empty());
+  ASSERT_EQ(run_command("command -v curl").second, 0) << "curl is not installed (tools/install-deps installs it)";
+  ASSERT_EQ(replace_all(script, "localhost:8080", "127.0.0.1:" + std::to_string(srv.port())), 1) << script;
+  const std::string parent = start_parent("3S");
+  clk.advance(std::chrono::seconds(1));
+  const auto [out, rc] = run_script("PARENT=" + parent + "\n" + script, 20);
+  ASSERT_EQ(rc, 0) << out;
+  const std::string child = json_string(out, "id");
+  ASSERT_EQ(child.size(), 32u) << out;
+  const json::value j = job(child);
+  EXPECT_EQ(j.at("parent").as_string(), parent);
+  EXPECT_EQ(j.at("timeline").as_array().at(0).at("deadline_at_ms").to_number<double>(), 1995.0) << j;
+}
+
 }  // namespace
 }  // namespace hourglass::server::testing

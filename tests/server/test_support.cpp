@@ -302,6 +302,41 @@ std::vector<std::string> skewed_clock(const std::string& skew) {
               ":verify_asan_link_order=0:allocator_release_to_os_interval_ms=-1"};
 }
 
+int replace_all(std::string& text, const std::string& from, const std::string& to) {
+  int n = 0;
+  for (auto pos = text.find(from); pos != std::string::npos; pos = text.find(from, pos + to.size())) {
+    text.replace(pos, from.size(), to);
+    ++n;
+  }
+  return n;
+}
+
+std::string doc_block(const std::string& file, const std::string& marker) {
+  std::ifstream in(std::string(HOURGLASS_SOURCE_DIR) + "/" + file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  const auto at = doc.find(marker);
+  const auto start = at == std::string::npos ? at : doc.find("```sh\n", at);
+  if (start == std::string::npos) {
+    ADD_FAILURE() << file << " lost its block after " << marker;
+    return {};
+  }
+  const auto end = doc.find("```", start + 6);
+  return doc.substr(start + 6, end - start - 6);
+}
+
+std::pair<std::string, int> run_script(const std::string& script, int timeout_s, const std::string& kill) {
+  char tmpl[] = "/tmp/hourglassd-doc-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  if (fd < 0) return {"mkstemp failed", -1};
+  ::close(fd);
+  std::ofstream(tmpl) << "trap '" << kill << " $(jobs -p) 2>/dev/null || true' EXIT\n" << script;
+  auto result = run_command("timeout " + std::to_string(timeout_s) + " bash -e " + tmpl + " 2>&1");
+  std::remove(tmpl);
+  return result;
+}
+
 std::string wait_state(std::uint16_t port, const std::string& id, const std::string& want,
                        std::chrono::milliseconds limit) {
   std::string last;

@@ -201,6 +201,17 @@ std::vector<std::string> freshness_decisions(std::uint16_t port, int blockers = 
 // Runs a shell command (test-controlled text only) and returns its stdout and exit status.
 std::pair<std::string, int> run_command(const std::string& command);
 
+// Documentation examples run as written (the README's, guards.md's):
+// Replaces every `from` in `text`, scanning on after each replacement (the
+// replacement may contain `from`). Returns how many were replaced.
+int replace_all(std::string& text, const std::string& from, const std::string& to);
+// The ```sh block after `marker` in the source tree's `file` (README.md,
+// docs/guards.md); empty (and a test failure) when it is gone.
+std::string doc_block(const std::string& file, const std::string& marker);
+// Runs `script` with bash -e, killing its background jobs at the end (they
+// would hold the output pipe open and hang the test); output and exit code.
+std::pair<std::string, int> run_script(const std::string& script, int timeout_s, const std::string& kill = "kill");
+
 // ---- manual-clock tests ----------------------------------------------------
 
 // The reply of a request sent from another thread; `ready_within` asserts
