@@ -206,7 +206,7 @@ class memory_job_store final : public job_store {
     if (!p) return parent_refusal(true);
     if (p->state == async_state::finished) return parent_refusal(false);
     if (p->deadline == time_point::max()) return std::nullopt;
-    const time_point cut = p->deadline - std::min(c_.opts.call_reserve, elapsed(time_point{}, p->deadline));
+    const time_point cut = saturating_sub(p->deadline, c_.opts.call_reserve);
     job.deadline = std::min(job.deadline, cut);
     if (job.deadline <= now || job.deadline - now <= job.in->entry->min_budget) {
       created refused;

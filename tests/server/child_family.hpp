@@ -44,7 +44,7 @@ struct family {
   }
   handler_result hold(const context& ctx) {
     ++holding;
-    while (!ctx.done()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ctx.sleep_until(never);  // woken by its deadline (on the test's clock) or its cancel
     --holding;
     ctx.check();
     return {"held", "text/plain"};
