@@ -1,6 +1,7 @@
 -- cancel (DELETE): a queued job is finished as cancelled on the spot (its
 -- entry, delivered or not, is acknowledged and deleted), and so is a
--- scheduled one (out of the delayed set); a running one is marked, and the
+-- scheduled one (out of the delayed set), and so is a parent waiting for
+-- its children (out of the delayed set too); a running one is marked, and the
 -- daemon running it stops it at its next lease renewal. Its child jobs
 -- (hg:{Q}:children:<id>, in the same slot: a child is written in its
 -- parent's shard), and theirs, are cancelled alike with cause 'parent'
@@ -11,9 +12,11 @@
 -- KEYS[3] delayed_key     hg:{Q}:delayed
 -- ARGV[1] group           the consumer group, 'hourglass'
 -- ARGV[2] result_ttl_ms   how long the outcome is kept
+-- ARGV[3] cause           the job's own cause: 'requested' (DELETE), 'parent' (its parent's wait
+--                         ended without it); '' requested
 --
 -- Reply: a status string, the job's own (its children are not told)
---   'cancelled'  it was queued or scheduled: state cancelled, cause requested, payload dropped, TTL
+--   'cancelled'  it was queued, scheduled or waiting: state cancelled, its cause, payload dropped, TTL
 --   'marked'     it is running: cancel_requested = 1, nothing else
 --   'finished'   an outcome is recorded already: nothing written, no child touched
 --   'unknown'    no job hash: nothing written
@@ -32,7 +35,7 @@ local function cancel_one(key, cause)
     if cause ~= 'requested' then redis.call('HSET', key, 'cancel_cause', cause) end
     return 'marked'
   end
-  if state == 'scheduled' then
+  if state == 'scheduled' or state == 'waiting' then
     redis.call('ZREM', delayed_key, redis.call('HGET', key, 'id'))
   elseif state == 'queued' then
     local entry = redis.call('HGET', key, 'entry')
@@ -46,15 +49,23 @@ local function cancel_one(key, cause)
   redis.call('PEXPIRE', key, result_ttl_ms)
   -- the fleet's totals (stats, beside the stream: the queue's hash slot)
   redis.call('HINCRBY', prefix .. 'stats', 'finished:cancelled', 1)
+  -- an outcome its parent's wait counts (a waiting parent then resumes at
+  -- its next child's finish or its wake time)
+  local parent = redis.call('HGET', key, 'parent')
+  if parent and parent ~= '' and redis.call('EXISTS', prefix .. 'job:' .. parent) == 1 then
+    redis.call('HINCRBY', prefix .. 'job:' .. parent, 'children_done', 1)
+  end
   return 'cancelled'
 end
 
-local result = cancel_one(job_key, 'requested')
+local cause = ARGV[3]
+if not cause or cause == '' then cause = 'requested' end
+local result = cancel_one(job_key, cause)
 if result == 'cancelled' or result == 'marked' then
   -- its children, then theirs, each once
   local walk, seen, i = {string.sub(job_key, #prefix + #'job:' + 1)}, {}, 1
   while i <= #walk do
-    for _, child in ipairs(redis.call('SMEMBERS', prefix .. 'children:' .. walk[i])) do
+    for _, child in ipairs(redis.call('ZRANGE', prefix .. 'children:' .. walk[i], 0, -1)) do
       if not seen[child] then
         seen[child] = true
         cancel_one(prefix .. 'job:' .. child, 'parent')

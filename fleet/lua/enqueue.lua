@@ -44,7 +44,7 @@
 --   parent           a child job's parent's id ('' for none). The parent must be held and not
 --                    finished; its overall deadline (deadline_us), less parent_reserve_us, cuts
 --                    the child's. The child's hash names it ('parent'), its id joins the
---                    parent's children set (kept idem_ttl_ms), the parent's 'children' counts it
+--                    parent's children (a sorted set, kept idem_ttl_ms, scored by the parent's 'children' count)
 --
 -- Reply: {'nostream'} (no stream: nothing written), {'paused'} (refuse_paused
 -- and the queue is paused: nothing written), or n three-element
@@ -121,7 +121,7 @@ for i = 1, n do
     local p = redis.call('HMGET', job_prefix .. parent, 'state', 'deadline_us')
     if not p[1] then
       parent_gone = 'no_parent'
-    elseif p[1] ~= 'queued' and p[1] ~= 'running' and p[1] ~= 'scheduled' then
+    elseif p[1] ~= 'queued' and p[1] ~= 'running' and p[1] ~= 'scheduled' and p[1] ~= 'waiting' then
       parent_gone = 'parent_finished'
     elseif p[2] and p[2] ~= '' then
       local left = math.max(tonumber(p[2]) - broker_now_us() - parent_reserve_us, 0)
@@ -183,10 +183,10 @@ for i = 1, n do
       if idempotency_key ~= '' then redis.call('SET', idem_key, job_id, 'PX', idem_ttl_ms) end
       if parent ~= '' then
         redis.call('HSET', job_key, 'parent', parent)
-        redis.call('SADD', children_key, job_id)
+        -- the parent's count of them, which orders the set: its GET reads them in the order sent
+        local n = redis.call('HINCRBY', job_prefix .. parent, 'children', 1)
+        redis.call('ZADD', children_key, n, job_id)
         redis.call('PEXPIRE', children_key, idem_ttl_ms)
-        -- the parent's count of them: its GET then reads the set
-        redis.call('HINCRBY', job_prefix .. parent, 'children', 1)
       end
       if counts and entry ~= '' then counts[1] = counts[1] + 1 end
       out[i] = {'accepted', entry, wait}

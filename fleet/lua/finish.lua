@@ -16,6 +16,14 @@
 -- with a retry policy that ends after it ran appends its last attempt too:
 -- every attempt is listed.
 --
+-- A parent's run that ends by waiting for its children (kind 'wait') frees
+-- its entry and waits in state 'waiting': resumed at once when its rule is
+-- met already, else by the finish of the child that meets it (every child's
+-- first outcome counts down its parent, hg:{Q}:job:<parent>, the same slot),
+-- or by promote at its wake time (deadline_us - keep_us, in the delayed
+-- set). Resumed, it goes back on the stream with woke_by 'children' (or
+-- 'deadline'), wakes + 1, deliveries 0, its attempt unchanged.
+--
 -- KEYS[1] stream_key      hg:{Q}:stream
 -- KEYS[2] stats_key       hg:{Q}:stats
 -- KEYS[3] delayed_key     hg:{Q}:delayed
@@ -30,7 +38,8 @@
 --                         earlier attempt's entry (a retry is scheduled or
 --                         runs now) is a duplicate
 --   run_us                its run time in microseconds; '-1': it did not run
---   kind                  'final': record the fields; 'retry': five more follow
+--   kind                  'final': record the fields; 'retry': five more follow; 'wait': two
+--   [rule, keep_us]       wait: 'all', 'first:<n>' or 'first_success'; kept before the deadline
 --   [delay_us]            retry: the backoff before the next attempt
 --   [need_us]             retry: predicted wait + minimum budget, due before the deadline
 --   [error, message, run_ms]  retry: the failed attempt, for `attempts`
@@ -44,6 +53,8 @@
 --   'no_budget'  a retry that would come too late: the fallback recorded
 --   'cancelled'  a retry of a job a DELETE marked while it ran: recorded
 --                cancelled (cause requested) instead, never retried
+--   'waiting'    a wait: it waits for its children (or its wake time)
+--   'resumed'    a wait already over: back on the stream
 --   'duplicate'  an outcome (or a retry) is recorded already: counted, nothing else
 --   'unknown'    no job hash: nothing written
 local stream_key = KEYS[1]
@@ -53,6 +64,7 @@ local group = ARGV[1]
 local result_ttl_ms = ARGV[2]
 local token = ARGV[3]
 local max_attempts_listed = 10
+local job_prefix = string.sub(stream_key, 1, #stream_key - #'stream') .. 'job:'
 
 -- Appends `attempt` to job_key's `attempts` (the last max_attempts_listed).
 local function list_attempt(job_key, attempts, attempt)
@@ -82,9 +94,71 @@ local function schedule_retry(job_key, delay_us, need_us, ended)
   list_attempt(job_key, attempts, ended)
   redis.call('HSET', job_key, 'state', 'scheduled', 'due_ms', due_ms, 'attempt', tostring(attempt + 1),
     'deliveries', '0', 'entry', '')
-  redis.call('HDEL', job_key, 'start_token')
+  redis.call('HDEL', job_key, 'start_token', 'woke_by')  -- the next attempt starts afresh
   redis.call('ZADD', delayed_key, due_ms, job_id)
   return true
+end
+
+-- Whether a waiting parent's rule is met by its children's outcomes so far.
+local function wait_over(job_key)
+  local f = redis.call('HMGET', job_key, 'wait_rule', 'children', 'children_done', 'children_ok')
+  local rule = f[1] or 'all'
+  local total, done, ok = tonumber(f[2] or '0') or 0, tonumber(f[3] or '0') or 0, tonumber(f[4] or '0') or 0
+  if rule == 'first_success' then return ok >= 1 or done >= total end
+  local n = tonumber(string.match(rule, '^first:(%d+)$') or '')
+  if n then return done >= math.min(n, total) end
+  return done >= total
+end
+
+-- A waiting parent back on the stream, as promote moves a due job (promote
+-- resumes it so at its wake time).
+local function resume(job_key, woke_by)
+  local f = redis.call('HMGET', job_key, 'id', 'handler', 'freshness_ms', 'min_budget_ms', 'deadline_us')
+  local due_ms = string.format('%.0f', math.floor(broker_now_us() / 1000))
+  local fields = {'id', f[1], 'handler', f[2], 'freshness_ms', f[3], 'min_budget_ms', '0', 'due_ms', due_ms}
+  if f[5] and f[5] ~= '' then
+    table.insert(fields, 'deadline_us')
+    table.insert(fields, f[5])
+  end
+  redis.call('ZREM', delayed_key, f[1])
+  local entry = redis.call('XADD', stream_key, '*', unpack(fields))
+  redis.call('HSET', job_key, 'state', 'queued', 'entry', entry, 'woke_by', woke_by, 'deliveries', '0',
+    'due_ms', due_ms)
+  redis.call('HDEL', job_key, 'wake_ms')
+  redis.call('HINCRBY', job_key, 'wakes', 1)
+end
+
+-- A job's first outcome counts down its parent's wait (when it has one);
+-- the child that meets the parent's rule resumes it.
+local function child_finished(job_key, ok)
+  local parent = redis.call('HGET', job_key, 'parent')
+  if not parent or parent == '' then return end
+  local parent_key = job_prefix .. parent
+  if redis.call('EXISTS', parent_key) == 0 then return end
+  redis.call('HINCRBY', parent_key, 'children_done', 1)
+  if ok then redis.call('HINCRBY', parent_key, 'children_ok', 1) end
+  if redis.call('HGET', parent_key, 'state') == 'waiting' and wait_over(parent_key) then
+    resume(parent_key, 'children')
+  end
+end
+
+-- A parent's run ended waiting: its wake time in the delayed set (none
+-- without a deadline), unless its rule is met already.
+local function start_wait(job_key, rule, keep_us)
+  redis.call('HSET', job_key, 'state', 'waiting', 'wait_rule', rule, 'entry', '')
+  redis.call('HDEL', job_key, 'start_token')
+  if wait_over(job_key) then
+    resume(job_key, 'children')
+    return 'resumed'
+  end
+  local f = redis.call('HMGET', job_key, 'id', 'deadline_us')
+  local deadline_us = tonumber(f[2] or '')
+  if deadline_us then
+    local wake_ms = string.format('%.0f', math.ceil((deadline_us - keep_us) / 1000))
+    redis.call('ZADD', delayed_key, wake_ms, f[1])
+    redis.call('HSET', job_key, 'wake_ms', wake_ms)
+  end
+  return 'waiting'
 end
 
 local out, entries, runs = {}, {}, {}
@@ -105,9 +179,12 @@ for i = 4, #KEYS do
   local ran_entry = ARGV[a]
   local run_us = tonumber(ARGV[a + 1])
   local kind = ARGV[a + 2]
-  local retry = nil
+  local retry, wait = nil, nil
   a = a + 3
-  if kind == 'retry' then
+  if kind == 'wait' then
+    wait = {ARGV[a], tonumber(ARGV[a + 1]) or 0}
+    a = a + 2
+  elseif kind == 'retry' then
     retry = {tonumber(ARGV[a]), tonumber(ARGV[a + 1]),
       {outcome = 'error', error = ARGV[a + 2], message = ARGV[a + 3], run_ms = tonumber(ARGV[a + 4]) or 0}}
     a = a + 5
@@ -130,12 +207,15 @@ for i = 4, #KEYS do
   else
     if entry and entry ~= '' then table.insert(entries, entry) end
     if run_us >= 0 then table.insert(runs, run_us) end
-    if retry and f[7] == '1' then
+    if (retry or wait) and f[7] == '1' then
       redis.call('HSET', job_key, 'state', 'cancelled', 'cause', f[8] or 'requested', 'payload', '')
       redis.call('PEXPIRE', job_key, result_ttl_ms)
-      list_attempt(job_key, attempts, retry[3])
+      if retry then list_attempt(job_key, attempts, retry[3]) end
       out[i - 3] = 'cancelled'
       count('finished:cancelled')
+      child_finished(job_key, false)
+    elseif wait then
+      out[i - 3] = start_wait(job_key, wait[1], wait[2])
     elseif retry and schedule_retry(job_key, retry[1], retry[2], retry[3]) then
       out[i - 3] = 'scheduled'
       count('retries')
@@ -156,6 +236,7 @@ for i = 4, #KEYS do
       -- stopped by a cancel its parent's cancel brought: that is its cause
       if st == 'cancelled' and f[8] then redis.call('HSET', job_key, 'cause', f[8]) end
       redis.call('PEXPIRE', job_key, result_ttl_ms)
+      child_finished(job_key, st == 'ok')
       if max_attempts and max_attempts ~= '1' and run_us >= 0 then
         local last = {run_ms = run_us / 1000}
         for k = first_field, a - 2, 2 do

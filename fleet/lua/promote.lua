@@ -5,7 +5,9 @@
 -- enqueue, its freshness counted from its due time: when the fleet's
 -- predicted wait leaves less than its minimum budget (or the overall
 -- deadline would pass first), its outcome is deadline_exceeded, stage
--- admission, and it never runs.
+-- admission, and it never runs. A parent waiting for its children whose
+-- wake time has come (finish.lua put it there) goes back on the stream as
+-- it is, woke_by 'deadline': its resumed run answers with what has finished.
 --
 -- KEYS[1] stream_key      hg:{Q}:stream
 -- KEYS[2] delayed_key     hg:{Q}:delayed
@@ -54,7 +56,21 @@ for i = 3, #KEYS do
     redis.call('ZREM', delayed_key, job_id)
     local f = redis.call('HMGET', job_key, 'state', 'handler', 'freshness_ms', 'min_budget_ms', 'deadline_us')
     local state, handler, freshness_ms, min_budget_ms, deadline_us = f[1], f[2], f[3], f[4], f[5]
-    if state == 'scheduled' then
+    if state == 'waiting' then
+      local f2 = redis.call('HMGET', job_key, 'freshness_ms', 'min_budget_ms', 'deadline_us')
+      local due_ms = string.format('%.0f', math.floor(now_us / 1000))
+      local fields = {'id', job_id, 'handler', handler, 'freshness_ms', f2[1], 'min_budget_ms', '0', 'due_ms', due_ms}
+      if f2[3] and f2[3] ~= '' then
+        table.insert(fields, 'deadline_us')
+        table.insert(fields, f2[3])
+      end
+      local entry = redis.call('XADD', stream_key, '*', unpack(fields))
+      redis.call('HSET', job_key, 'state', 'queued', 'entry', entry, 'woke_by', 'deadline', 'deliveries', '0',
+        'due_ms', due_ms)
+      redis.call('HDEL', job_key, 'wake_ms')
+      redis.call('HINCRBY', job_key, 'wakes', 1)
+      moved = moved + 1
+    elseif state == 'scheduled' then
       if admitted(freshness_ms, min_budget_ms, deadline_us, tonumber(score)) then
         local fields = {'id', job_id, 'handler', handler, 'freshness_ms', freshness_ms, 'min_budget_ms', min_budget_ms,
           'due_ms', score}

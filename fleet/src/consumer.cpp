@@ -78,7 +78,7 @@ detail::held_action consumer::impl::feed_locked(held_map::iterator it, detail::h
           ++st.outcomes_dropped;
         }
         outbox.push_back({it->first, h.job_id, outcome->run_time, std::move(outcome->fields), h.handler,
-                          outcome->recorded, std::move(outcome->retry)});
+                          outcome->recorded, std::move(outcome->retry), std::move(outcome->wait)});
         work_ready.notify_one();
       }
       break;
@@ -205,6 +205,7 @@ consumer::impl::run_value consumer::impl::start_and_run(const context& ctx, cons
   job.content_type = std::move(a.content_type);
   job.idempotency_key = a.idempotency_key.empty() ? std::string(job_id) : std::move(a.idempotency_key);
   job.delivery = a.deliveries;
+  job.woke_by = std::move(a.woke_by);
   {
     std::lock_guard lock(mu);
     const auto it = held_entries.find(entry);
@@ -264,7 +265,7 @@ void consumer::impl::on_done(const std::string& entry, job_result<run_value>&& r
   if (s.retry_verdict && !s.retry) count_retry(h.handler, *s.retry_verdict);
   switch (s.what) {
     case detail::settlement::action::write: {
-      outcome_parts o{facts.run, std::move(s.fields), s.recorded, std::move(s.retry)};
+      outcome_parts o{facts.run, std::move(s.fields), s.recorded, std::move(s.retry), std::move(s.wait)};
       feed_locked(it, detail::held_event::outcome_ready, nullptr, &o);
       break;
     }

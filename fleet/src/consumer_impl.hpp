@@ -55,6 +55,7 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
     std::string handler;
     status recorded;  // counted once the finish says it is the first
     std::optional<job_queue::outcome::retry_request> retry;
+    std::optional<wait_request> wait;  // no outcome: the job waits for its children
   };
   // An outcome for feed_locked's write.
   struct outcome_parts {
@@ -62,6 +63,7 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
     field_list fields;
     status recorded;
     std::optional<job_queue::outcome::retry_request> retry;  // a failed attempt to retry
+    std::optional<wait_request> wait;                        // the job waits for its children
   };
   // A job an action stops, cancelled outside the lock.
   struct job_stop {

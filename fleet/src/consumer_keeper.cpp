@@ -111,7 +111,9 @@ bool consumer::impl::flush(const context& ctx) {
     }
     std::vector<job_queue::outcome> outcomes;
     outcomes.reserve(batch.size());
-    for (const outcome_to_write& o : batch) outcomes.push_back({o.job_id, o.run_time, o.fields, o.entry, o.retry});
+    for (const outcome_to_write& o : batch) {
+      outcomes.push_back({o.job_id, o.run_time, o.fields, o.entry, o.retry, o.wait});
+    }
     std::vector<finish_result> results;
     try {
       results = queue.finish_batch(ctx, outcomes, lease_v.token);  // a batch sent again is answered as before

@@ -106,15 +106,22 @@ std::vector<finish_result> job_queue::finish_batch(const context& ctx, const std
   std::vector<std::string> keys{key("stream"), key("stats"), key("delayed")};
   std::vector<std::string> args{std::string(group), millis(options_.result_ttl), std::string(token)};
   for (const outcome& o : outcomes) {
+    keys.push_back(key("job:" + o.job_id));
+    args.push_back(o.entry);
+    args.push_back(o.run_time ? detail::micros(*o.run_time) : "-1");
+    if (o.wait) {  // no outcome: the job waits for its children
+      args.emplace_back("wait");
+      args.push_back(o.wait->rule);
+      args.push_back(detail::micros_up(std::clamp(o.wait->keep, duration::zero(), duration::max() / 2)));
+      args.emplace_back("0");
+      continue;
+    }
     // The outcome must name a final state, or the job would leave the stream unfinished.
     bool final_state = false;
     for (const auto& [f, v] : o.fields) {
       if (f == "state") final_state = !v.empty() && v != "queued" && v != "running";
     }
     if (!final_state) throw std::invalid_argument("job_queue::finish needs a final \"state\" field");
-    keys.push_back(key("job:" + o.job_id));
-    args.push_back(o.entry);
-    args.push_back(o.run_time ? detail::micros(*o.run_time) : "-1");
     if (o.retry) {
       args.emplace_back("retry");
       args.push_back(detail::micros_up(std::max(o.retry->delay, duration::zero())));

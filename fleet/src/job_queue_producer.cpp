@@ -207,12 +207,12 @@ void job_queue::async_find(const context& ctx, std::string id, answer_fn<std::op
                       if (r.reply.elements.empty()) return done(answer(std::optional<fleet_job>()));
                       fleet_job j = job_from(id, r.reply);
                       if (j.field("children").empty()) return done(answer(std::optional<fleet_job>(std::move(j))));
-                      // A parent: its children's ids too (the set enqueue writes beside it).
-                      redis.async_call(ctx, {"SMEMBERS", std::move(children_key)},
+                      // A parent: its children's ids too (the sorted set enqueue writes beside it).
+                      redis.async_call(ctx, {"ZRANGE", std::move(children_key), "0", "-1"},
                                        [j = std::move(j), done = std::move(done)](redis_result c) mutable {
                                          if (auto e = error_of(c)) return done(failed<std::optional<fleet_job>>(e));
+                                         // in the order sent (the set's scores)
                                          for (const redis_reply& m : c.reply.elements) j.children.push_back(m.str);
-                                         std::sort(j.children.begin(), j.children.end());
                                          done(answer(std::optional<fleet_job>(std::move(j))));
                                        });
                     });
@@ -223,11 +223,12 @@ std::optional<fleet_job> job_queue::find(const context& ctx, std::string_view id
       [&](answer_fn<std::optional<fleet_job>> done) { async_find(ctx, std::string(id), std::move(done)); });
 }
 
-void job_queue::async_cancel(const context& ctx, std::string id, answer_fn<cancelled_job> done) {
+void job_queue::async_cancel(const context& ctx, std::string id, answer_fn<cancelled_job> done, cancel_cause cause) {
   if (!valid_job_id(id)) return done(answer(cancelled_job{}));
   std::vector<std::string> keys{key("stream"), key("job:" + id), key("delayed")};
   std::vector<std::string> args{std::string(group),
-                                millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1)))};
+                                millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1))),
+                                std::string(to_string(cause))};
   async_eval(ctx, detail::cancel_script, std::move(keys), std::move(args),
              [this, ctx, id = std::move(id), done = std::move(done)](async_answer<redis_reply> r) mutable {
                if (r.error) return done(failed<cancelled_job>(r.error));

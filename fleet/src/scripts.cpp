@@ -86,6 +86,8 @@ std::vector<finish_result> decode_finish(const redis_reply& r, std::size_t jobs)
                   : j.str == "no_budget" ? finish_result::no_budget
                   : j.str == "cancelled" ? finish_result::cancelled
                   : j.str == "duplicate" ? finish_result::duplicate
+                  : j.str == "waiting"   ? finish_result::waiting
+                  : j.str == "resumed"   ? finish_result::resumed
                                          : finish_result::unknown);
   }
   return out;
@@ -117,7 +119,7 @@ std::optional<job_queue::start_answer> start_answer_of(const redis_reply& j, con
   a.broker_now_us = broker_now_us;
   a.deliveries = static_cast<unsigned>(at_least_zero(j.elements[1]));
   if (a.v == verdict::run) {
-    if (j.elements.size() != 11) broker_error("start", whole);
+    if (j.elements.size() != 12) broker_error("start", whole);
     a.handler = j.elements[2].str;
     a.payload = j.elements[3].str;
     a.content_type = j.elements[4].str;
@@ -127,6 +129,7 @@ std::optional<job_queue::start_answer> start_answer_of(const redis_reply& j, con
     a.retry.base = std::chrono::microseconds(std::max<std::int64_t>(number_or(j.elements[8].str, 0), 0));
     a.retry.cap = std::chrono::microseconds(std::max<std::int64_t>(number_or(j.elements[9].str, 0), 0));
     if (!j.elements[10].str.empty()) a.deadline_us = number_or(j.elements[10].str, 0);
+    a.woke_by = j.elements[11].str;
   }
   return a;
 }

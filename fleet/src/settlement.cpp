@@ -56,6 +56,11 @@ settlement settle(const delivery_facts& d, job_result<run_value>&& r,
         case run_value::kind::expired: return write(expired_fields(d.queued, late.stage), late, tally::expired);
         case run_value::kind::ran: break;
       }
+      if (v.out.wait) {
+        s = write({}, status::ok());
+        s.wait = std::move(v.out.wait);
+        return s;
+      }
       s = write({{"state", "ok"}, {"content_type", std::move(v.out.content_type)}, {"result", std::move(v.out.body)}},
                 status::ok());
       break;

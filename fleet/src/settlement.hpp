@@ -76,6 +76,9 @@ struct settlement {
   // The rule's verdict, for hourglass_job_retries_total: set for a job with
   // more than one attempt whose attempt ended in a way the rule judges.
   std::optional<job_retry_verdict> retry_verdict;
+  // The handler asked to wait for its children: written as a wait (no
+  // fields, nothing counted), not an outcome.
+  std::optional<wait_request> wait;
 };
 
 // The fields of a job recorded deadline_exceeded before it ran.

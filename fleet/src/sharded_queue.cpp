@@ -93,13 +93,17 @@ void sharded_queue::async_find(const context& ctx, std::string id, answer_fn<std
   });
 }
 
-void sharded_queue::async_cancel(const context& ctx, std::string id, answer_fn<cancelled_job> done) {
+void sharded_queue::async_cancel(const context& ctx, std::string id, answer_fn<cancelled_job> done,
+                                 cancel_cause cause) {
   job_queue& q = of_id(id);
-  if (&q == shards_.front().get()) return q.async_cancel(ctx, std::move(id), std::move(done));
-  q.async_cancel(ctx, id, [this, ctx, id, done = std::move(done)](async_answer<cancelled_job> a) mutable {
-    if (a.error || a.value.job) return done(std::move(a));
-    shards_.front()->async_cancel(ctx, std::move(id), std::move(done));
-  });
+  if (&q == shards_.front().get()) return q.async_cancel(ctx, std::move(id), std::move(done), cause);
+  q.async_cancel(
+      ctx, id,
+      [this, ctx, id, cause, done = std::move(done)](async_answer<cancelled_job> a) mutable {
+        if (a.error || a.value.job) return done(std::move(a));
+        shards_.front()->async_cancel(ctx, std::move(id), std::move(done), cause);
+      },
+      cause);
 }
 
 void sharded_queue::async_replay(const context& ctx, std::string id, duration freshness, duration min_budget,

@@ -4,8 +4,14 @@
 // Internal to the server.
 #pragma once
 
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
 #include "hourglass/context.hpp"
 #include "hourglass/server/handler.hpp"
+#include "job_view.hpp"
 
 namespace hourglass::server::detail {
 
@@ -30,5 +36,28 @@ child_terms cut_to_parent(const child_job& asked, duration parent_remaining, dur
 // the store's answer. From a handler on a worker thread (not a run_inline
 // one: the fleet's store answers on the I/O threads).
 child_answer enqueue_child(core& c, const context& ctx, const request_view& parent, child_job job);
+
+// ---- fan-in: a parent waiting for its children (handler_result::wait_for) ----
+
+// Whether the wait is over: of the parent's `total` children, `done` have
+// an outcome, `ok` of them ok. A parent without children waits for none.
+bool fan_in_satisfied(const fan_in& f, std::size_t total, std::size_t done, std::size_t ok) noexcept;
+// When the wait ends whatever has finished: the job's overall deadline less
+// f.keep (zero: the handler's minimum budget), so the resumed run has that
+// long to answer. time_point::max() for a job without a deadline.
+time_point wake_time(time_point deadline, const fan_in& f, duration min_budget) noexcept;
+// What the wait keeps back before the deadline: f.keep, or the minimum budget.
+duration wake_keep(const fan_in& f, duration min_budget) noexcept;
+// The wait as the job object (and the fleet's job hash) spells it: "all",
+// "first:<n>", "first_success"; and back (nullopt for anything else).
+std::string fan_in_text(const fan_in& f);
+std::optional<fan_in> parse_fan_in(std::string_view text);
+// A child's job object as its resumed parent sees it.
+child_outcome outcome_of_child(const job_view& j);
+// A resumed parent's children as they are now, in the order it enqueued
+// them, read from the daemon's store; those still unfinished are cancelled
+// (cause parent): the wait is over, nobody waits for them. From a worker
+// thread (the fleet's store answers on the I/O threads).
+std::vector<child_outcome> children_at_wake(core& c, const std::string& parent);
 
 }  // namespace hourglass::server::detail

@@ -137,16 +137,16 @@ class fleet_job_store final : public job_store {
         }));
   }
 
-  void cancel(std::string id, callback<found> done) override {
-    queue_.async_cancel(context(), id,
-                        tracked([this, id, done = std::move(done)](fleet::async_answer<fleet::cancelled_job> a) {
-                          if (!a.error && a.value.cancelled_here && a.value.job) {
-                            // This daemon recorded its outcome: counted here, as the consumers count theirs.
-                            c_.jobs->stats().on_recorded(c_.jobs->handler(a.value.job->field("handler")),
-                                                         status::cancelled(cancel_cause::requested));
-                          }
-                          done(found_of(a.error, a.value.job, "cancel", id));
-                        }));
+  void cancel(std::string id, cancel_cause cause, callback<found> done) override {
+    queue_.async_cancel(
+        context(), id, tracked([this, id, cause, done = std::move(done)](fleet::async_answer<fleet::cancelled_job> a) {
+          if (!a.error && a.value.cancelled_here && a.value.job) {
+            // This daemon recorded its outcome: counted here, as the consumers count theirs.
+            c_.jobs->stats().on_recorded(c_.jobs->handler(a.value.job->field("handler")), status::cancelled(cause));
+          }
+          done(found_of(a.error, a.value.job, "cancel", id));
+        }),
+        cause);
   }
 
   void queue_state(queue_action a, callback<queue_answer> done) override {
@@ -283,7 +283,7 @@ class fleet_job_store final : public job_store {
           before = queue_.of_id(rec.last_job).find(ctx, rec.last_job);
         }
         const std::string_view state = before ? before->state() : std::string_view();
-        if (state == "queued" || state == "running" || state == "scheduled") {
+        if (state == "queued" || state == "running" || state == "scheduled" || state == "waiting") {
           t.skipped_overlap = 1;
         } else if (const handler_entry* e = c_.find_handler(s.opts.handler)) {
           new_job job;

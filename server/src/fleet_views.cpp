@@ -86,6 +86,14 @@ job_view view_of(const fleet::fleet_job& j, std::int64_t broker_now_ms) {
     const double due = millis_field(j.field("due_ms"));
     v.due_in_ms = std::max(due - static_cast<double>(broker_now_ms), 0.0);
   }
+  if (v.state == "waiting") {
+    v.waiting_for = std::string(j.field("wait_rule"));
+    if (!j.field("wake_ms").empty()) {
+      v.wake_in_ms = std::max(millis_field(j.field("wake_ms")) - static_cast<double>(broker_now_ms), 0.0);
+    }
+  }
+  if (!j.field("wakes").empty()) v.wakes = static_cast<int>(millis_field(j.field("wakes")));
+  v.woke_by = std::string(j.field("woke_by"));
   if (!v.finished()) {
     v.cancel_requested = j.field("cancel_requested") == "1";
     return v;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "child_jobs.hpp"
 #include "hourglass/fleet/redis_cluster.hpp"
 #include "hourglass/support/secret_file.hpp"
 #include "responses.hpp"
@@ -33,8 +34,17 @@ fleet::job_runner fleet_runner(core& c) {
     v.async = true;
     v.idempotency_key = j.idempotency_key;
     v.job_id = j.id;
+    std::vector<child_outcome> children;
+    if (!j.woke_by.empty()) {
+      children = children_at_wake(c, j.id);
+      v.woke_by = j.woke_by;
+      v.children = children;
+    }
     handler_result hr = e->fn(ctx, v);
-    return fleet::job_output{std::move(hr.body), std::move(hr.content_type)};
+    fleet::job_output out{std::move(hr.body), std::move(hr.content_type)};
+    // The wait ends `keep` before the job's deadline, judged on the broker's clock.
+    if (hr.wait) out.wait = fleet::wait_request{fan_in_text(*hr.wait), wake_keep(*hr.wait, e->min_budget)};
+    return out;
   };
   r.describe_error = [](std::exception_ptr p) {
     const error_info i = describe_error(p);

@@ -180,7 +180,7 @@ void answer_job_list(core& c, std::string_view target, answer_fn done) {
 
 void answer_job_lookup(core& c, std::string id, bool cancel, answer_fn done) {
   auto reply = [cancel, done = std::move(done)](found r) { done(response_of(r, cancel)); };
-  if (cancel) return c.store->cancel(std::move(id), std::move(reply));
+  if (cancel) return c.store->cancel(std::move(id), cancel_cause::requested, std::move(reply));
   c.store->find(std::move(id), std::move(reply));
 }
 

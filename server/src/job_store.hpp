@@ -151,9 +151,10 @@ class job_store {
   virtual void create_bulk(std::vector<new_job> jobs, callback<std::vector<created>> done);
   // nullopt-like not_found for an unknown or expired id.
   virtual void find(std::string id, callback<found> done) = 0;
-  // Asks the job to stop: a queued job is cancelled at once, a running one
-  // is marked and stops at its next check. The job as it is afterwards.
-  virtual void cancel(std::string id, callback<found> done) = 0;
+  // Asks the job to stop: a queued (or waiting) job is cancelled at once, a
+  // running one is marked and stops at its next check. The job as it is
+  // afterwards; `cause` is what its outcome says (requested: a DELETE).
+  virtual void cancel(std::string id, cancel_cause cause, callback<found> done) = 0;
   // A page of jobs in `state`. The memory store walks ids in order; the
   // fleet walks the index that holds the state (job_queue::list_query):
   // either way a job that stays in its state is listed exactly once (the

@@ -112,6 +112,9 @@ std::string job_json(const job_view& j) {
   if (j.attempt) o.add("attempt", *j.attempt).add("attempts_left", j.attempts_left.value_or(0));
   if (!j.attempts.empty()) o.add_raw("attempts", attempts_json(j.attempts));
   if (j.due_in_ms) o.add("due_in_ms", *j.due_in_ms);
+  if (!j.waiting_for.empty()) o.add("waiting_for", j.waiting_for);
+  if (j.wake_in_ms) o.add("wake_in_ms", *j.wake_in_ms);
+  if (j.wakes > 0) o.add("wakes", j.wakes).add("woke_by", j.woke_by);
   if (!j.finished()) {
     if (j.cancel_requested) o.add("cancel_requested", true);
     if (j.age_ms) o.add("age_ms", *j.age_ms);

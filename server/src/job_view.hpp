@@ -23,7 +23,8 @@ struct attempt_view {
 struct job_view {
   std::string id;
   std::string handler;
-  // "queued", "running", "scheduled" (a retry waits for its due time), an
+  // "queued", "running", "scheduled" (a retry waits for its due time),
+  // "waiting" (a parent for its children), an
   // outcome's name (ok, error, ...), or "dead" (fleet: dead-lettered after
   // its workers kept dying).
   std::string state;
@@ -43,6 +44,14 @@ struct job_view {
   std::optional<int> attempt, attempts_left;  // attempts started so far; attempts it may still make
   std::vector<attempt_view> attempts;         // earlier attempts (the most recent ones), oldest first
   std::optional<double> due_in_ms;            // scheduled: time until the next attempt may start
+  // A parent waiting for its children (handler_result::wait_for): what for
+  // ("all", "first:<n>", "first_success") and the time left until its wait
+  // ends whatever has finished (absent: no deadline). Once woken: how often,
+  // and what woke it last ("children" or "deadline").
+  std::string waiting_for;
+  std::optional<double> wake_in_ms;
+  int wakes = 0;
+  std::string woke_by;
   // Its timeline, in ms from its acceptance (fleet: the broker's clock);
   // without accepted, no timeline (a fleet job enqueued before it was kept).
   bool accepted = false;
@@ -58,7 +67,7 @@ struct job_view {
   std::vector<start_view> starts;  // fleet: its deliveries (the last 10), oldest first, the latest included
 
   bool finished() const noexcept {
-    return !state.empty() && state != "queued" && state != "running" && state != "scheduled";
+    return !state.empty() && state != "queued" && state != "running" && state != "scheduled" && state != "waiting";
   }
   // What the outcome recorded of its time, for Server-Timing.
   job_timings timings() const;

@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 
+#include "child_jobs.hpp"
 #include "core.hpp"
 #include "job_input.hpp"
 #include "job_store.hpp"
@@ -31,8 +32,10 @@ async_outcome outcome_of(job_result<handler_result>& r, const error_info& err) {
 // Timers of attempts due later (retries, delayed jobs) on the daemon's
 // clock, and whether the store still lives to act on them: the destructor cancels them all and shuts the gate, so a
 // timer firing meanwhile does nothing.
+// Recursive: an attempt submitted under it may end at once (refused), and
+// its end may resume a waiting parent, which takes it again.
 struct attempt_timers {
-  std::mutex mu;
+  std::recursive_mutex mu;
   bool open = true;
   std::map<std::string, timer_id> by_job;
 };
@@ -97,9 +100,12 @@ class memory_job_store final : public job_store {
     done(found_of(jobs_.find(id, now), now));
   }
 
-  void cancel(std::string id, callback<found> done) override {
+  void cancel(std::string id, cancel_cause cause, callback<found> done) override {
     const time_point now = c_.clk.now();
-    done(found_of(jobs_.cancel(id, now), now));
+    const std::optional<async_record> r = jobs_.cancel(id, now, cause);
+    forget_ended_waits();
+    resume_woken();  // a child cancelled on its own may end its parent's wait
+    done(found_of(r, now));
   }
 
   void queue_state(queue_action a, callback<queue_answer> done) override {
@@ -246,10 +252,16 @@ class memory_job_store final : public job_store {
     job_ref ref = c_.jobs->submit(
         o,
         [this, run](const context& ctx) -> handler_result {
-          jobs_.started(run->id, c_.clk.now());
+          const std::string woke_by = jobs_.started(run->id, c_.clk.now());
           request_view v = run->job.in->view();
           v.job_id = run->id;
           if (v.idempotency_key.empty()) v.idempotency_key = run->id;  // every attempt sees the same key
+          std::vector<child_outcome> children;
+          if (!woke_by.empty()) {
+            children = children_at_wake(c_, run->id);
+            v.woke_by = woke_by;
+            v.children = children;
+          }
           return run->job.in->entry->fn(ctx, v);
         },
         [this, run](job_result<handler_result>&& r) noexcept { on_attempt_end(run, std::move(r)); });
@@ -262,6 +274,7 @@ class memory_job_store final : public job_store {
   // one (job_retry.hpp), else the job's outcome.
   void on_attempt_end(const std::shared_ptr<const job_run>& run, job_result<handler_result>&& r) noexcept {
     const handler_entry& e = *run->job.in->entry;
+    if (r.st.is_ok() && r.result && r.result->wait) return wait_for_children(run, *r.result->wait);
     const error_info err = r.st.code == outcome::error ? describe_error(r.error) : error_info{};
     job_report rep{e.name, "async", duration::max(), r.timings, r.st, 0};
     if (r.st.code == outcome::error) rep.note = err.detail;
@@ -286,6 +299,81 @@ class memory_job_store final : public job_store {
     }
     if (plan.verdict == job_retry_verdict::no_budget) o.st = status::expired(expiry_stage::retry);  // error fields kept
     jobs_.finish(run->id, std::move(o), now);
+    resume_woken();
+  }
+
+  // The run ended by waiting for its children: the worker is free; the job
+  // runs again when they are done (a child's finish names it through
+  // take_woken) or at its wake time, whichever comes first.
+  void wait_for_children(const std::shared_ptr<const job_run>& run, fan_in f) {
+    const time_point now = c_.clk.now();
+    const time_point wake_at = wake_time(run->job.deadline, f, run->job.in->entry->min_budget);
+    std::lock_guard lock(timers_->mu);
+    switch (jobs_.wait_for_children(run->id, f, wake_at, now)) {
+      case memory_jobs::wait_verdict::waiting:
+        waiting_[run->id] = run;
+        if (wake_at != time_point::max()) arm_wake(run, wake_at);
+        return;
+      case memory_jobs::wait_verdict::resume: (void)submit_attempt(run, now); return;
+      case memory_jobs::wait_verdict::cancelled: {
+        async_outcome o;
+        o.st = status::cancelled(cancel_cause::requested);
+        jobs_.finish(run->id, std::move(o), now);
+        resume_woken();
+        return;
+      }
+      case memory_jobs::wait_verdict::gone: return;
+    }
+  }
+
+  // At its wake time the wait ends with what has finished.
+  void arm_wake(const std::shared_ptr<const job_run>& run, time_point at) {
+    if (!timers_->open) return;
+    timers_->by_job[run->id] = c_.clk.schedule(at, [this, run, at, timers = timers_]() noexcept {
+      std::lock_guard gate(timers->mu);
+      if (!timers->open) return;
+      timers->by_job.erase(run->id);
+      waiting_.erase(run->id);
+      if (jobs_.wake(run->id)) (void)submit_attempt(run, at);
+    });
+  }
+
+  // Submits the parents whose children's outcomes ended their wait.
+  void resume_woken() {
+    const std::vector<std::string> woken = jobs_.take_woken();
+    if (woken.empty()) return;
+    const time_point now = c_.clk.now();
+    std::lock_guard lock(timers_->mu);
+    if (!timers_->open) return;
+    for (const std::string& id : woken) {
+      const auto it = waiting_.find(id);
+      if (it == waiting_.end()) continue;
+      const std::shared_ptr<const job_run> run = it->second;
+      waiting_.erase(it);
+      if (const auto t = timers_->by_job.find(id); t != timers_->by_job.end()) {
+        c_.clk.cancel(t->second);
+        timers_->by_job.erase(t);
+      }
+      (void)submit_attempt(run, now);
+    }
+  }
+
+  // Waits a cancel ended (the parent's own, or its parent's): nothing will resume them.
+  void forget_ended_waits() {
+    const time_point now = c_.clk.now();
+    std::lock_guard lock(timers_->mu);
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      const std::optional<async_record> r = jobs_.find(it->first, now);
+      if (r && r->state == async_state::waiting) {
+        ++it;
+        continue;
+      }
+      if (const auto t = timers_->by_job.find(it->first); t != timers_->by_job.end()) {
+        c_.clk.cancel(t->second);
+        timers_->by_job.erase(t);
+      }
+      it = waiting_.erase(it);
+    }
   }
 
   // At `due`, on the daemon's clock, the next attempt is submitted.
@@ -331,6 +419,8 @@ class memory_job_store final : public job_store {
   std::map<std::string, fire_record, std::less<>> schedules_;
   memory_jobs jobs_;
   std::shared_ptr<attempt_timers> timers_;
+  // Parents waiting for their children, to be submitted again (under timers_->mu).
+  std::map<std::string, std::shared_ptr<const job_run>, std::less<>> waiting_;
 };
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <utility>
 
+#include "child_jobs.hpp"
+
 namespace hourglass::server::detail {
 
 namespace {
@@ -19,6 +21,7 @@ std::string_view state_name(const async_record& r) {
     case async_state::queued: return "queued";
     case async_state::running: return "running";
     case async_state::scheduled: return "scheduled";
+    case async_state::waiting: return "waiting";
     case async_state::finished: break;
   }
   return to_string(r.st.code);
@@ -80,14 +83,15 @@ after_submit memory_jobs::submitted(const std::string& id, job_ref ref) {
   return next;
 }
 
-void memory_jobs::started(const std::string& id, time_point now) {
+std::string memory_jobs::started(const std::string& id, time_point now) {
   std::lock_guard lock(mu_);
   const auto it = jobs_.find(id);
-  if (it != jobs_.end() && it->second.rec.state == async_state::queued) {
-    it->second.rec.state = async_state::running;
-    it->second.rec.started = now;
-    ++it->second.rec.attempt;
-  }
+  if (it == jobs_.end() || it->second.rec.state != async_state::queued) return {};
+  async_record& r = it->second.rec;
+  r.state = async_state::running;
+  r.started = now;
+  if (r.woke_by.empty()) ++r.attempt;  // a resumed run goes on with its attempt
+  return r.woke_by;
 }
 
 bool memory_jobs::retry_scheduled(const std::string& id, attempt_summary ended, time_point due) {
@@ -99,6 +103,7 @@ bool memory_jobs::retry_scheduled(const std::string& id, attempt_summary ended, 
   async_record& r = it->second.rec;
   r.state = async_state::scheduled;
   r.due = due;
+  r.woke_by.clear();  // the next attempt starts afresh
   if (r.attempts.size() == max_attempts_listed) r.attempts.erase(r.attempts.begin());
   r.attempts.push_back(std::move(ended));
   it->second.submitted = false;  // until the retry is submitted: a cancel finishes it here
@@ -134,6 +139,71 @@ void memory_jobs::finish(const std::string& id, async_outcome o, time_point now)
     r.attempts.push_back({attempt_st, r.error_code, r.error_message, r.timings.run_time});
   }
   finished_.emplace_back(now, id);
+  wake_parent_locked(r);
+}
+
+memory_jobs::wait_verdict memory_jobs::wait_for_children(const std::string& id, fan_in f, time_point wake_at,
+                                                         time_point now) {
+  std::lock_guard lock(mu_);
+  const auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second.rec.state == async_state::finished) return wait_verdict::gone;
+  entry& e = it->second;
+  if (e.rec.cancel_requested) return wait_verdict::cancelled;
+  e.rec.wait = f;
+  e.rec.wake_at = wake_at;
+  e.submitted = false;  // until it is submitted again: a cancel finishes it here
+  e.ref = {};
+  if (wait_satisfied_locked(e.rec) || wake_at <= now) {
+    e.rec.state = async_state::queued;
+    e.rec.woke_by = wake_at <= now ? "deadline" : "children";
+    ++e.rec.wakes;
+    return wait_verdict::resume;
+  }
+  e.rec.state = async_state::waiting;
+  return wait_verdict::waiting;
+}
+
+bool memory_jobs::wake(const std::string& id) {
+  std::lock_guard lock(mu_);
+  const auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second.rec.state != async_state::waiting) return false;
+  async_record& r = it->second.rec;
+  r.state = async_state::queued;
+  r.woke_by = "deadline";
+  ++r.wakes;
+  return true;
+}
+
+std::vector<std::string> memory_jobs::take_woken() {
+  std::lock_guard lock(mu_);
+  return std::exchange(woken_, {});
+}
+
+void memory_jobs::wake_parent_locked(const async_record& child) {
+  if (child.parent.empty()) return;
+  const auto p = jobs_.find(child.parent);
+  if (p == jobs_.end() || p->second.rec.state != async_state::waiting || !wait_satisfied_locked(p->second.rec)) return;
+  async_record& r = p->second.rec;
+  r.state = async_state::queued;
+  r.woke_by = "children";
+  ++r.wakes;
+  woken_.push_back(r.id);
+}
+
+bool memory_jobs::wait_satisfied_locked(const async_record& parent) const {
+  if (!parent.wait) return false;
+  std::size_t done = 0, ok = 0;
+  for (const std::string& child : parent.children) {
+    const auto c = jobs_.find(child);
+    if (c == jobs_.end()) {  // its record expired: long finished
+      ++done;
+      continue;
+    }
+    if (c->second.rec.state != async_state::finished) continue;
+    ++done;
+    if (c->second.rec.st.is_ok()) ++ok;
+  }
+  return fan_in_satisfied(*parent.wait, parent.children.size(), done, ok);
 }
 
 std::optional<async_record> memory_jobs::cancel(const std::string& id, time_point now, cancel_cause cause) {
@@ -149,12 +219,13 @@ std::optional<async_record> memory_jobs::cancel(const std::string& id, time_poin
     entry& e = it->second;
     if (e.rec.state == async_state::finished) return e.rec;
     children = e.rec.children;
-    if (e.rec.state == async_state::scheduled) {  // between attempts: nothing runs, it ends here
+    if (e.rec.state == async_state::scheduled || e.rec.state == async_state::waiting) {  // nothing runs: it ends here
       e.rec.state = async_state::finished;
       e.rec.st = status::cancelled(cause);
       e.rec.timings = {};
       e.rec.finished_at = now;
       finished_.emplace_back(now, id);
+      wake_parent_locked(e.rec);
       scheduled_ended = e.rec;
     } else {
       e.rec.cancel_requested = true;
@@ -198,6 +269,7 @@ memory_jobs::state_counts memory_jobs::counts(time_point now) {
         ++c.scheduled;
         if (e.rec.attempt >= 1) ++c.retrying;
         break;
+      case async_state::waiting: ++c.waiting; break;
       case async_state::finished: ++c.finished; break;
     }
   }
@@ -270,6 +342,12 @@ job_view view_of(const async_record& r, time_point now) {
     j.attempts.push_back(std::move(v));
   }
   if (r.state == async_state::scheduled) j.due_in_ms = to_millis(r.due > now ? r.due - now : duration::zero());
+  if (r.state == async_state::waiting && r.wait) {
+    j.waiting_for = fan_in_text(*r.wait);
+    if (r.wake_at != time_point::max()) j.wake_in_ms = to_millis(r.wake_at > now ? r.wake_at - now : duration::zero());
+  }
+  j.wakes = r.wakes;
+  j.woke_by = r.woke_by;
   if (r.state != async_state::finished) {
     j.cancel_requested = r.cancel_requested;
     return j;

@@ -5,8 +5,9 @@
 // The table owns its jobs' state transitions:
 //   create -> queued -> (started) running -> (finish) finished -> expired
 //     |                              |  (retry_scheduled)
-//     | (a delayed job)              v
-//     +------------------------> scheduled -> (retry_due) queued -> ...
+//     | (a delayed job)              v         \ (wait_for_children)
+//     +------------------------> scheduled   waiting -> (woken) queued -> ...
+//                                 -> (retry_due) queued -> ...
 // with cancel() as a request that reaches the job through its job_ref (a
 // scheduled job is cancelled on the spot). The rest of the daemon reads
 // copies (async_record) and never writes a job's fields.
@@ -33,7 +34,7 @@
 
 namespace hourglass::server::detail {
 
-enum class async_state { queued, running, scheduled, finished };
+enum class async_state { queued, running, scheduled, waiting, finished };
 
 // One attempt that ended in a retry, as the job object lists it.
 struct attempt_summary {
@@ -60,6 +61,12 @@ struct async_record {
   time_point deadline = time_point::max();  // the whole job's (Job-Deadline)
   std::string parent;                       // a child job's parent ("" none)
   std::vector<std::string> children;        // the child jobs it enqueued
+  // A parent waiting for its children (handler_result::wait_for): what for,
+  // and when the wait ends at the latest (time_point::max(): no deadline).
+  std::optional<fan_in> wait;
+  time_point wake_at = time_point::max();
+  std::string woke_by;  // its latest wake: "children" or "deadline" ("" its first run, and after a retry)
+  int wakes = 0;
   // Once finished:
   status st;
   job_timings timings;
@@ -106,8 +113,10 @@ class memory_jobs {
   // unless an earlier attempt ran or it was delayed (a 202 was given: the
   // refusal is its outcome).
   after_submit submitted(const std::string& id, job_ref ref);
-  // queued -> running (the job's function started): attempt one more.
-  void started(const std::string& id, time_point now);
+  // queued -> running (the job's function started): attempt one more,
+  // unless it resumes after a wait (the same attempt). Its woke_by: "" on
+  // an attempt's first run.
+  std::string started(const std::string& id, time_point now);
   // running -> scheduled: `ended` failed and a retry is due at `due`. False
   // (nothing changed) when the job is gone or a cancel was asked meanwhile:
   // then finish it instead.
@@ -115,8 +124,24 @@ class memory_jobs {
   // scheduled -> queued, to be submitted again. False when the job is no
   // longer waiting for its retry (cancelled meanwhile, or gone).
   bool retry_due(const std::string& id);
-  // The job's one outcome: starts its TTL.
+  // The job's one outcome: starts its TTL. A child's outcome may complete
+  // its waiting parent's wait: take_woken() then names the parent.
   void finish(const std::string& id, async_outcome outcome, time_point now);
+  // running -> waiting for its children (handler_result::wait_for), until
+  // `wake_at` at the latest. What became of it:
+  enum class wait_verdict {
+    waiting,    // waits: wake(id) at wake_at, unless take_woken() names it first
+    resume,     // already satisfied (or wake_at has come): queued again, to be submitted
+    cancelled,  // a cancel was asked while it ran: finish it cancelled instead
+    gone,       // no such job
+  };
+  wait_verdict wait_for_children(const std::string& id, fan_in f, time_point wake_at, time_point now);
+  // waiting -> queued at its wake time (woke_by "deadline"). False when it is
+  // no longer waiting (woken by its children, cancelled, or gone).
+  bool wake(const std::string& id);
+  // The waiting parents that finishes and cancels since the last call have
+  // satisfied (now queued again, woke_by "children"), to be submitted.
+  std::vector<std::string> take_woken();
   // Requests cancellation (not for a finished job) and returns the job as it
   // is afterwards: a queued job is finished (cancelled) at once. Its
   // children are cancelled with it (cause parent), and theirs.
@@ -132,7 +157,7 @@ class memory_jobs {
   std::size_t size() const;
   // Jobs by state now, and when the oldest queued one was created.
   struct state_counts {
-    std::uint64_t queued = 0, running = 0, scheduled = 0, finished = 0;
+    std::uint64_t queued = 0, running = 0, scheduled = 0, waiting = 0, finished = 0;
     std::uint64_t retrying = 0;  // of the scheduled: an attempt after the first
     std::optional<time_point> oldest_queued;
   };
@@ -148,6 +173,9 @@ class memory_jobs {
 
   void purge_locked(time_point now);
   bool evict_one_locked();
+  // After `child` finished: its parent woken when its wait is satisfied.
+  void wake_parent_locked(const async_record& child);
+  bool wait_satisfied_locked(const async_record& parent) const;
   std::string new_id_locked();
 
   const std::size_t max_jobs_;
@@ -155,6 +183,7 @@ class memory_jobs {
   mutable std::mutex mu_;
   std::map<std::string, entry, std::less<>> jobs_;           // by id: listing walks them in order
   std::deque<std::pair<time_point, std::string>> finished_;  // in finishing order
+  std::vector<std::string> woken_;                           // take_woken()'s
   std::random_device rng_;
 };
 

@@ -53,7 +53,10 @@ handler_result run_sync_job(const context& ctx, const job_input& in, sync_call& 
     in.entry->stream(ctx, in.view(), out);
     return handler_result{{}, in.entry->stream_content_type};
   }
-  return in.entry->fn(ctx, in.view());
+  handler_result r = in.entry->fn(ctx, in.view());
+  // Nobody would resume it: its caller is waiting on this very run.
+  if (r.wait) throw handler_error(500, "cannot_wait", "only an async job can wait for its children");
+  return r;
 }
 
 }  // namespace hourglass::server::detail

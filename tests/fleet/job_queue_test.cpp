@@ -176,9 +176,8 @@ TEST_F(JobQueue, AChildNamesItsParentAndTheParentsCancelReachesEveryDescendant) 
 
   const auto p = queue.find(context(), parent.id);
   ASSERT_TRUE(p);
-  std::vector<std::string> expected{queued_child.id, running_child.id};
-  std::sort(expected.begin(), expected.end());
-  EXPECT_EQ(p->children, expected);
+  const std::vector<std::string> in_order_sent{queued_child.id, running_child.id};
+  EXPECT_EQ(p->children, in_order_sent);
   EXPECT_EQ(queue.find(context(), queued_child.id)->field("parent"), parent.id);
   EXPECT_TRUE(queue.find(context(), other.id)->field("parent").empty());
   EXPECT_TRUE(queue.find(context(), other.id)->children.empty());
@@ -201,6 +200,56 @@ TEST_F(JobQueue, AChildNamesItsParentAndTheParentsCancelReachesEveryDescendant) 
   EXPECT_EQ(queue.finish(context(), running_child.id, 1ms, {{"state", "cancelled"}, {"cause", "requested"}}),
             finish_result::first);
   EXPECT_EQ(queue.find(context(), running_child.id)->field("cause"), "parent");
+}
+
+// A parent's run that ends waiting (first success of two) frees its entry
+// and waits in the delayed set at its deadline less its keep; a failed
+// child only counts, the child that succeeds puts it back on the stream,
+// woke_by children, in the same script as its own outcome.
+TEST_F(JobQueue, AWaitingParentIsResumedByTheFinishOfTheChildThatMeetsItsRule) {
+  live_consumer("w", 4);  // jobs with a deadline are admitted against the fleet's slots
+  job_spec p = echo("parent");
+  p.deadline = std::chrono::seconds(30);
+  const enqueued parent = queue.enqueue(context(), p);
+  const std::string first_entry(queue.find(context(), parent.id)->field("entry"));
+  raw({"HSET", queue.key("job:" + parent.id), "state", "running"});
+  job_spec child = echo("child");
+  child.parent = parent.id;
+  const enqueued failing = queue.enqueue(context(), child);
+  const enqueued winning = queue.enqueue(context(), child);
+  ASSERT_EQ(failing.verdict, enqueued::kind::accepted);
+  ASSERT_EQ(winning.verdict, enqueued::kind::accepted);
+
+  job_queue::outcome wait;
+  wait.job_id = parent.id;
+  wait.run_time = 1ms;
+  wait.entry = first_entry;
+  wait.wait = wait_request{"first_success", 100ms};
+  const finish_result waited = queue.finish_batch(context(), {wait}).front();
+  const auto waiting = queue.find(context(), parent.id);
+  ASSERT_EQ(waited, finish_result::waiting);
+  EXPECT_EQ(waiting->state(), "waiting");
+  EXPECT_EQ(waiting->field("wait_rule"), "first_success");
+  EXPECT_EQ(waiting->field("entry"), "");
+  const std::int64_t deadline_ms = std::stoll(std::string(waiting->field("deadline_us"))) / 1000;
+  const std::int64_t wake_ms = std::stoll(std::string(waiting->field("wake_ms")));
+  EXPECT_GE(wake_ms, deadline_ms - 100) << "its deadline less its keep (rounded up: never early)";
+  EXPECT_LE(wake_ms, deadline_ms - 99);
+  EXPECT_EQ(raw({"ZSCORE", queue.key("delayed"), parent.id}).str, std::string(waiting->field("wake_ms")));
+  EXPECT_EQ(xlen(), 2) << "its entry left the stream; its two children wait there";
+
+  EXPECT_EQ(queue.finish(context(), failing.id, 1ms, {{"state", "error"}, {"error", "x"}}), finish_result::first);
+  EXPECT_EQ(queue.find(context(), parent.id)->state(), "waiting") << "a failure is not a success";
+  EXPECT_EQ(queue.find(context(), parent.id)->field("children_done"), "1");
+  EXPECT_EQ(queue.finish(context(), winning.id, 1ms, {{"state", "ok"}, {"result", "r"}}), finish_result::first);
+  const auto resumed = queue.find(context(), parent.id);
+  EXPECT_EQ(resumed->state(), "queued");
+  EXPECT_EQ(resumed->field("woke_by"), "children");
+  EXPECT_EQ(resumed->field("wakes"), "1");
+  EXPECT_EQ(resumed->field("children_ok"), "1");
+  EXPECT_NE(resumed->field("entry"), first_entry) << "a new entry on the stream";
+  EXPECT_TRUE(raw({"ZSCORE", queue.key("delayed"), parent.id}).is_nil()) << "no wake time left";
+  EXPECT_EQ(xlen(), 1) << "the parent's new entry only";
 }
 
 TEST_F(JobQueue, AStartCalledAgainWithItsTokenAfterALostReplyCountsOneDelivery) {

@@ -108,6 +108,8 @@ TEST(FleetChildren, JobParentIsJudgedByTheEnqueueScriptOnTheBrokersClock) {
                              {{"Prefer", "respond-async"}, {"Job-Parent", std::string(32, 'b')}});
   EXPECT_EQ(unknown.status, 400u) << unknown.body;
   EXPECT_EQ(json_string(unknown.body, "error"), "invalid_parent");
+  // Running (a loaded machine may not have started it yet): the DELETE marks it.
+  ASSERT_TRUE(wait_until([&] { return json_string(get(a.port(), "/v1/jobs/" + parent).body, "state") == "running"; }));
   f.go = true;
   ASSERT_EQ(client(a.port()).request("DELETE", "/v1/jobs/" + parent).status, 202u);
   ASSERT_TRUE(

@@ -138,7 +138,8 @@ TEST_F(HttpServerChildren, JobParentFromACallerOutsideCutsTheChildToTheParentsDe
   EXPECT_EQ(malformed.status, 400u) << malformed.body;
   EXPECT_EQ(json_string(malformed.body, "error"), "invalid_parent");
 
-  ASSERT_EQ(c.request("DELETE", "/v1/jobs/" + parent).status, 202u);
+  const unsigned deleted = c.request("DELETE", "/v1/jobs/" + parent).status;
+  ASSERT_TRUE(deleted == 202u || deleted == 200u) << deleted << ": 200 when it stopped before the answer was read";
   ASSERT_TRUE(wait_until([&] { return state(parent) == "cancelled" && state(child) == "cancelled"; }));
   EXPECT_EQ(json_string(c.get("/v1/jobs/" + child).body, "cause"), "parent");
   const reply late = c.post("/v1/jobs/hold", "x", {{"Prefer", "respond-async"}, {"Job-Parent", parent}});

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "hourglass/context.hpp"
+#include "hourglass/fleet/delivery.hpp"
 #include "hourglass/fleet/lease.hpp"
 #include "hourglass/fleet/redis.hpp"
 #include "hourglass/job_retry.hpp"
@@ -118,7 +119,7 @@ struct enqueued {
 struct fleet_job {
   std::string id;
   std::map<std::string, std::string, std::less<>> fields;  // handler, state, entry, outcome fields ...
-  std::vector<std::string> children;                       // find(): the child jobs it enqueued
+  std::vector<std::string> children;                       // find(): the child jobs it enqueued, in order
   std::string_view field(std::string_view name) const {
     const auto it = fields.find(name);
     return it == fields.end() ? std::string_view() : std::string_view(it->second);
@@ -209,6 +210,8 @@ enum class finish_result {
   no_budget,  // a retry would come too late for the job's deadline: its fallback outcome recorded
   cancelled,  // a retry of a job a DELETE marked while it ran: recorded cancelled (requested) instead
   duplicate,  // an outcome (or a retry) was recorded already
+  waiting,    // a parent waits for its children (job_output::wait): no outcome yet
+  resumed,    // a parent's wait was over already: back on the stream
   unknown,    // no such job
 };
 
@@ -241,7 +244,10 @@ class job_queue {
   void async_enqueue_bulk(const context& ctx, std::vector<job_spec> jobs,
                           std::function<void(std::vector<async_answer<enqueued>>)> done);
   void async_find(const context& ctx, std::string id, answer_fn<std::optional<fleet_job>> done);
-  void async_cancel(const context& ctx, std::string id, answer_fn<cancelled_job> done);
+  // `cause`: what the job's outcome says stopped it (parent: its parent's
+  // wait ended without it).
+  void async_cancel(const context& ctx, std::string id, answer_fn<cancelled_job> done,
+                    cancel_cause cause = cancel_cause::requested);
   void async_list(const context& ctx, list_query q, answer_fn<job_list> done);
   // The queue's state, after pausing or resuming it when asked: a paused
   // queue's consumers stop reading at their next renewal (running jobs
@@ -283,6 +289,10 @@ class job_queue {
       duration run_time{};
     };
     std::optional<retry_request> retry;
+    // A parent's run that ended waiting for its children: recorded as
+    // waiting (no `fields`), resumed when they finish or at its deadline
+    // less wait->keep on the broker's clock (fleet/lua/finish.lua).
+    std::optional<wait_request> wait;
   };
   std::vector<finish_result> finish_batch(const context& ctx, const std::vector<outcome>& outcomes,
                                           std::string_view token = {});
@@ -308,6 +318,7 @@ class job_queue {
     job_retry_policy retry;
     int attempt = 1;
     std::optional<std::int64_t> deadline_us;
+    std::string woke_by;  // a parent resumed after a wait: "children" or "deadline"; "" otherwise
   };
   // `token` names this delivery (e.g. the consumer's lease token and the
   // entry): called again with it after a lost reply, the start is counted once.

@@ -21,8 +21,10 @@
 // Thread safety: a handler is called concurrently from several workers.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -33,6 +35,26 @@
 #include "hourglass/time.hpp"
 
 namespace hourglass::server {
+
+// A child job as its waiting parent finds it when resumed
+// (handler_result::wait_for): its job object's outcome, in brief.
+struct child_outcome {
+  std::string id;
+  std::string handler;
+  // Its state: an outcome ("ok", "error", "deadline_exceeded", "cancelled",
+  // "rejected") once finished, else "queued", "running", "scheduled" or
+  // "waiting"; "gone" when its record expired.
+  std::string state;
+  std::string detail;        // deadline_exceeded: the stage; cancelled: the cause; error: its code
+  std::string result;        // ok: its result
+  std::string content_type;  // ok: its result's
+  unsigned http_status = 0;  // error: the handler's status
+
+  bool finished() const noexcept {
+    return state != "queued" && state != "running" && state != "scheduled" && state != "waiting";
+  }
+  bool ok() const noexcept { return state == "ok"; }
+};
 
 // One request as a handler sees it. Views stay valid for the handler call.
 struct request_view {
@@ -51,6 +73,12 @@ struct request_view {
   // Async jobs: this job's id (the parent its children name); empty for a
   // sync job.
   std::string_view job_id;
+  // A parent called again after handler_result::wait_for: why it woke
+  // ("children": what it waited for has finished; "deadline": its deadline
+  // less fan_in::keep came first, so some may not have) and every child it
+  // has enqueued, in order, as they were then. Empty on a first run.
+  std::string_view woke_by;
+  std::span<const child_outcome> children;
   // Looks up any other request header by name (case-insensitive); empty when
   // absent. Left empty in views made by hand (tests).
   std::function<std::string_view(std::string_view)> header_lookup;
@@ -60,10 +88,37 @@ struct request_view {
   }
 };
 
+// What a parent async job waits for (handler_result::wait_for): its
+// children, all of them, the first n to finish, or the first to succeed.
+struct fan_in {
+  enum class rule { all, first_n, first_success };
+  rule until = rule::all;
+  std::size_t n = 1;  // first_n
+  // The wait ends this long before the job's overall deadline whatever has
+  // finished, so the resumed run has time to answer with partial results.
+  // zero: the handler's minimum budget.
+  duration keep = duration::zero();
+
+  static fan_in all() { return {}; }
+  static fan_in first(std::size_t count) { return {rule::first_n, count}; }
+  static fan_in first_success() { return {rule::first_success}; }
+};
+
 struct handler_result {
   std::string body;
   std::string content_type = "application/octet-stream";
   unsigned status = 200;  // a 2xx code
+  // Set by wait_for: no outcome yet. The job frees its worker and waits
+  // (state "waiting") for its children; the handler is then called again
+  // with request_view::woke_by and children set. Async jobs only: a sync
+  // job that returns it ends in error.
+  std::optional<fan_in> wait;
+
+  static handler_result wait_for(fan_in f = fan_in::all()) {
+    handler_result r;
+    r.wait = f;
+    return r;
+  }
 };
 
 // The handler's own failure, with the HTTP status and a short code for the

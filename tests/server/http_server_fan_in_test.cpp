@@ -1,0 +1,137 @@
+// Fan-in in memory (no --broker): a parent that returns
+// handler_result::wait_for frees its worker while its children run, and is
+// called again with their outcomes when its rule is met (all, the first n,
+// the first success) or when its deadline less its keep comes first, with
+// what has finished; children still unfinished then are cancelled (cause
+// parent). Time is the manual clock's.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "fan_in_family.hpp"
+#include "hourglass/support/json.hpp"
+#include "test_support.hpp"
+
+namespace hourglass::server::testing {
+namespace {
+
+namespace json = boost::json;
+using namespace std::chrono_literals;
+
+struct HttpServerFanIn : ::testing::Test {
+  server_options four_workers() {
+    server_options o = test_options();
+    o.workers = 4;
+    return o;
+  }
+  json::value job(const std::string& id) {
+    const auto doc = support::parse_json(c.get("/v1/jobs/" + id).body);
+    return doc ? *doc : json::value();
+  }
+  std::string state(const std::string& id) {
+    const json::value j = job(id);
+    return j.is_object() ? std::string(j.at("state").as_string()) : "";
+  }
+  // A parent with a 10 s deadline, waiting with its three children running.
+  std::string start_waiting_parent() {
+    const reply r = c.post("/v1/jobs/gather", "p", {{"Prefer", "respond-async"}, {"Job-Deadline", "10S"}});
+    EXPECT_EQ(r.status, 202u) << r.body;
+    const std::string id = json_string(r.body, "id");
+    EXPECT_TRUE(wait_until([&] { return g.working.load() == 3 && state(id) == "waiting"; })) << job(id);
+    return id;
+  }
+
+  manual_clock clk;
+  gatherers g;
+  test_server srv{four_workers(), [this](http_server& s) { g.setup(s); }, clk};
+  client c{srv.port()};
+};
+
+TEST_F(HttpServerFanIn, AParentWaitingOnThreeChildrenHoldsNoWorkerAndResumesWhenTheyAllFinish) {
+  const std::string parent = start_waiting_parent();
+  EXPECT_EQ(srv.get().jobs().busy(), 3u) << "the children's workers only: the parent holds none";
+  const json::value waiting = job(parent);
+  EXPECT_EQ(waiting.at("waiting_for").as_string(), "all") << waiting;
+  EXPECT_EQ(waiting.at("wake_in_ms").to_number<double>(), 9900.0) << "its deadline less its 100 ms minimum";
+  EXPECT_EQ(waiting.at("children").as_array().size(), 3u);
+
+  g.release[0] = true;
+  g.release[1] = true;
+  ASSERT_TRUE(wait_until([&] { return g.working.load() == 1; }));
+  EXPECT_EQ(state(parent), "waiting") << "two of three: not yet";
+  g.release[2] = true;
+  ASSERT_TRUE(wait_until([&] { return state(parent) == "ok"; })) << job(parent);
+  const json::value done = job(parent);
+  EXPECT_EQ(done.at("result").as_string(), "children ok=r0 ok=r1 ok=r2");
+  EXPECT_EQ(done.at("wakes").to_number<int>(), 1);
+  EXPECT_EQ(done.at("woke_by").as_string(), "children");
+  EXPECT_EQ(g.runs.load(), 2) << "called once to send, once to gather";
+}
+
+// Child 2 never finishes: at the parent's deadline less its keep the wait
+// ends with the two results it has, and child 2 is stopped, not left to
+// work for nobody until its own deadline.
+TEST_F(HttpServerFanIn, WhenAChildIsTooSlowTheDeadlineEndsTheWaitWithThePartialResults) {
+  const std::string parent = start_waiting_parent();
+  g.release[0] = true;
+  g.release[1] = true;
+  ASSERT_TRUE(wait_until([&] { return g.working.load() == 1; }));
+  clk.advance(9899ms);
+  EXPECT_EQ(state(parent), "waiting") << "1 ms before its wake time";
+  clk.advance(1ms);
+  ASSERT_TRUE(wait_until([&] { return state(parent) == "ok"; })) << job(parent);
+  EXPECT_EQ(job(parent).at("result").as_string(), "deadline ok=r0 ok=r1 running");
+  const std::string slow = g.sent().at(2);
+  ASSERT_TRUE(wait_until([&] { return state(slow) == "cancelled"; })) << job(slow);
+  EXPECT_EQ(job(slow).at("cause").as_string(), "parent");
+}
+
+TEST_F(HttpServerFanIn, FirstSuccessResumesOnTheFirstChildThatSucceedsNotTheFirstThatEnds) {
+  g.rule = fan_in::first_success();
+  const std::string parent = start_waiting_parent();
+  EXPECT_EQ(job(parent).at("waiting_for").as_string(), "first_success");
+  g.fail[0] = true;
+  g.release[0] = true;
+  ASSERT_TRUE(wait_until([&] { return g.working.load() == 2; }));
+  EXPECT_EQ(state(parent), "waiting") << "a failure is not a success";
+  g.release[1] = true;
+  ASSERT_TRUE(wait_until([&] { return state(parent) == "ok"; })) << job(parent);
+  EXPECT_EQ(job(parent).at("result").as_string(), "children error ok=r1 running");
+  const std::string rest = g.sent().at(2);
+  ASSERT_TRUE(wait_until([&] { return state(rest) == "cancelled"; })) << job(rest);
+}
+
+TEST_F(HttpServerFanIn, FirstNResumesOnceNChildrenHaveEndedWhateverTheirOutcomes) {
+  g.rule = fan_in::first(2);
+  const std::string parent = start_waiting_parent();
+  EXPECT_EQ(job(parent).at("waiting_for").as_string(), "first:2");
+  g.fail[2] = true;
+  g.release[2] = true;
+  ASSERT_TRUE(wait_until([&] { return g.working.load() == 2; }));
+  EXPECT_EQ(state(parent), "waiting");
+  g.release[0] = true;
+  ASSERT_TRUE(wait_until([&] { return state(parent) == "ok"; })) << job(parent);
+  EXPECT_EQ(job(parent).at("result").as_string(), "children ok=r0 running error");
+}
+
+TEST_F(HttpServerFanIn, CancellingAWaitingParentEndsItAndItsChildrenAndNothingResumesIt) {
+  const std::string parent = start_waiting_parent();
+  const reply d = c.request("DELETE", "/v1/jobs/" + parent);
+  EXPECT_EQ(d.status, 200u) << d.body;
+  EXPECT_EQ(state(parent), "cancelled") << "waiting: nothing runs, so it ends at once";
+  for (const std::string& id : g.sent()) EXPECT_TRUE(wait_until([&] { return state(id) == "cancelled"; })) << id;
+  clk.advance(10s);
+  EXPECT_EQ(state(parent), "cancelled");
+  EXPECT_EQ(g.runs.load(), 1) << "never resumed";
+}
+
+TEST_F(HttpServerFanIn, ASyncJobCannotWaitItIsAnError) {
+  const reply r = c.post("/v1/jobs/sync_wait", "x");
+  EXPECT_EQ(r.status, 500u) << r.body;
+  EXPECT_EQ(json_string(r.body, "error"), "cannot_wait");
+}
+
+}  // namespace
+}  // namespace hourglass::server::testing
