@@ -24,6 +24,12 @@
 -- set). Resumed, it goes back on the stream with woke_by 'children' (or
 -- 'deadline'), wakes + 1, deliveries 0, its attempt unchanged.
 --
+-- A run that ends waiting for a person's signal (rule 'signal:<name>', its
+-- keep_us the wait's own limit) waits in state 'waiting' with
+-- human_since_us = TIME and its limit in the delayed set: signal.lua
+-- resumes it (its deadline moved on by the wait), promote ends it at the
+-- limit (deadline_exceeded, stage human_wait). Children do not resume it.
+--
 -- KEYS[1] stream_key      hg:{Q}:stream
 -- KEYS[2] stats_key       hg:{Q}:stats
 -- KEYS[3] delayed_key     hg:{Q}:delayed
@@ -39,7 +45,8 @@
 --                         runs now) is a duplicate
 --   run_us                its run time in microseconds; '-1': it did not run
 --   kind                  'final': record the fields; 'retry': five more follow; 'wait': two
---   [rule, keep_us]       wait: 'all', 'first:<n>' or 'first_success'; kept before the deadline
+--   [rule, keep_us]       wait: 'all', 'first:<n>' or 'first_success', and what is kept before
+--                         the deadline; or 'signal:<name>' and the person's wait's limit
 --   [delay_us]            retry: the backoff before the next attempt
 --   [need_us]             retry: predicted wait + minimum budget, due before the deadline
 --   [error, message, run_ms]  retry: the failed attempt, for `attempts`
@@ -103,6 +110,7 @@ end
 local function wait_over(job_key)
   local f = redis.call('HMGET', job_key, 'wait_rule', 'children', 'children_done', 'children_ok')
   local rule = f[1] or 'all'
+  if string.sub(rule, 1, 7) == 'signal:' then return false end  -- a person's signal resumes it, not its children
   local total, done, ok = tonumber(f[2] or '0') or 0, tonumber(f[3] or '0') or 0, tonumber(f[4] or '0') or 0
   if rule == 'first_success' then return ok >= 1 or done >= total end
   local n = tonumber(string.match(rule, '^first:(%d+)$') or '')
@@ -147,6 +155,12 @@ end
 local function start_wait(job_key, rule, keep_us)
   redis.call('HSET', job_key, 'state', 'waiting', 'wait_rule', rule, 'entry', '')
   redis.call('HDEL', job_key, 'start_token')
+  if string.sub(rule, 1, 7) == 'signal:' then  -- a person's wait: its own limit from now; the budget stands still
+    local limit_ms = string.format('%.0f', math.ceil((broker_now_us() + keep_us) / 1000))
+    redis.call('HSET', job_key, 'human_since_us', string.format('%.0f', broker_now_us()), 'wake_ms', limit_ms)
+    redis.call('ZADD', delayed_key, limit_ms, redis.call('HGET', job_key, 'id'))
+    return 'waiting'
+  end
   if wait_over(job_key) then
     resume(job_key, 'children')
     return 'resumed'

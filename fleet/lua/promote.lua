@@ -8,6 +8,9 @@
 -- admission, and it never runs. A parent waiting for its children whose
 -- wake time has come (finish.lua put it there) goes back on the stream as
 -- it is, woke_by 'deadline': its resumed run answers with what has finished.
+-- A job waiting for a person's signal whose wait's limit has come ends
+-- deadline_exceeded, stage human_wait (its machine budget was not charged
+-- for the wait: human_waited_us says how long it was).
 --
 -- KEYS[1] stream_key      hg:{Q}:stream
 -- KEYS[2] delayed_key     hg:{Q}:delayed
@@ -17,10 +20,11 @@
 -- ARGV[2 + i]             job i's id
 --
 -- Reply: {'nostream'} (no stream: nothing moved, the set as it was), or
--- {moved, expired, next_due_ms, TIME s, TIME us}
+-- {moved, expired, next_due_ms, TIME s, TIME us, human_wait}
 --   moved        integer: jobs added to the stream
 --   expired      array of the handlers of jobs recorded deadline_exceeded/admission
 --   next_due_ms  integer: the earliest due time left in the set; -1 when it is empty
+--   human_wait   array of the handlers of jobs recorded deadline_exceeded/human_wait
 local stream_key = KEYS[1]
 local delayed_key = KEYS[2]
 local wait_arg = ARGV[1]
@@ -47,7 +51,7 @@ local function admitted(freshness_ms, min_budget_ms, deadline_us, due_ms)
   return true
 end
 
-local moved, expired = 0, {}
+local moved, expired, human_expired = 0, {}, {}
 for i = 3, #KEYS do
   local job_key = KEYS[i]
   local job_id = ARGV[i]
@@ -56,7 +60,16 @@ for i = 3, #KEYS do
     redis.call('ZREM', delayed_key, job_id)
     local f = redis.call('HMGET', job_key, 'state', 'handler', 'freshness_ms', 'min_budget_ms', 'deadline_us')
     local state, handler, freshness_ms, min_budget_ms, deadline_us = f[1], f[2], f[3], f[4], f[5]
-    if state == 'waiting' then
+    local rule = redis.call('HGET', job_key, 'wait_rule') or ''
+    if state == 'waiting' and string.sub(rule, 1, 7) == 'signal:' then
+      local since = tonumber(redis.call('HGET', job_key, 'human_since_us') or '') or now_us
+      local waited = (tonumber(redis.call('HGET', job_key, 'human_waited_us') or '0') or 0) + math.max(now_us - since, 0)
+      redis.call('HSET', job_key, 'state', 'deadline_exceeded', 'stage', 'human_wait', 'payload', '',
+        'human_waited_us', string.format('%.0f', waited))
+      redis.call('HDEL', job_key, 'human_since_us', 'wake_ms')
+      redis.call('PEXPIRE', job_key, result_ttl_ms)
+      table.insert(human_expired, handler or '')
+    elseif state == 'waiting' then
       local f2 = redis.call('HMGET', job_key, 'freshness_ms', 'min_budget_ms', 'deadline_us')
       local due_ms = string.format('%.0f', math.floor(now_us / 1000))
       local fields = {'id', job_id, 'handler', handler, 'freshness_ms', f2[1], 'min_budget_ms', '0', 'due_ms', due_ms}
@@ -91,10 +104,12 @@ for i = 3, #KEYS do
     end
   end
 end
+local stats_key = string.sub(stream_key, 1, #stream_key - #'stream') .. 'stats'
 if #expired > 0 then  -- the fleet's totals (stats, beside the stream: the queue's hash slot)
-  redis.call('HINCRBY', string.sub(stream_key, 1, #stream_key - #'stream') .. 'stats', 'expired:admission', #expired)
+  redis.call('HINCRBY', stats_key, 'expired:admission', #expired)
 end
+if #human_expired > 0 then redis.call('HINCRBY', stats_key, 'expired:human_wait', #human_expired) end
 local first = redis.call('ZRANGE', delayed_key, 0, 0, 'WITHSCORES')
 local next_due = -1
 if #first == 2 then next_due = tonumber(first[2]) end
-return {moved, expired, next_due, t[1], t[2]}
+return {moved, expired, next_due, t[1], t[2], human_expired}

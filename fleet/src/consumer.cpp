@@ -206,6 +206,8 @@ consumer::impl::run_value consumer::impl::start_and_run(const context& ctx, cons
   job.idempotency_key = a.idempotency_key.empty() ? std::string(job_id) : std::move(a.idempotency_key);
   job.delivery = a.deliveries;
   job.woke_by = std::move(a.woke_by);
+  job.wait_rule = std::move(a.wait_rule);
+  job.signal_payload = std::move(a.signal_payload);
   {
     std::lock_guard lock(mu);
     const auto it = held_entries.find(entry);

@@ -218,6 +218,7 @@ time_point consumer::impl::promote_due(const context& ctx) {
       st.expired_admission += p.expired_handlers.size();
     }
     for (const std::string& h : p.expired_handlers) count_recorded(h, status::expired(expiry_stage::admission));
+    for (const std::string& h : p.human_wait_handlers) count_recorded(h, status::expired(expiry_stage::human_wait));
     if (due.size() == batch) return now;  // more may be due
   }
   if (!next_due_ms) return now + promote_every;

@@ -45,14 +45,17 @@ bool job_matches(const fleet_job& j, const list_query& q) {
   if (!q.handler.empty() && j.field("handler") != q.handler) return false;
   const std::string_view state = j.state();
   if (q.state.empty()) return true;
-  if (q.state == "finished") return !state.empty() && state != "queued" && state != "running" && state != "scheduled";
+  if (q.state == "finished") {
+    return !state.empty() && state != "queued" && state != "running" && state != "scheduled" && state != "waiting";
+  }
   if (q.state == "retrying") return state == "scheduled" && detail::number_or(j.field("attempt"), 1) > 1;
   if (q.state == "scheduled") return state == "scheduled";
   return state == q.state;
 }
 
 // The index that holds a state's jobs, walked by list.lua: "" for none (the
-// final states and "any": SCAN over the job hashes).
+// final states, "waiting" (a wait without a deadline is in no index) and
+// "any": SCAN over the job hashes).
 std::string_view index_of(std::string_view state) noexcept {
   if (state == "queued" || state == "running") return "stream";
   if (state == "scheduled" || state == "retrying") return "delayed";
@@ -239,6 +242,30 @@ void job_queue::async_cancel(const context& ctx, std::string id, answer_fn<cance
                  if (j.error) return done(failed<cancelled_job>(j.error));
                  done(answer(cancelled_job{std::move(j.value), here}));
                });
+             });
+}
+
+void job_queue::async_signal(const context& ctx, std::string id, std::string name, std::string payload,
+                             answer_fn<signal_answer> done) {
+  if (!valid_job_id(id)) return done(answer(signal_answer{}));
+  std::vector<std::string> keys{key("stream"), key("job:" + id), key("delayed")};
+  std::vector<std::string> args{std::move(name), std::move(payload)};
+  async_eval(ctx, detail::signal_script, std::move(keys), std::move(args),
+             [this, ctx, id = std::move(id), done = std::move(done)](async_answer<redis_reply> r) mutable {
+               if (r.error) return done(failed<signal_answer>(r.error));
+               signal_answer s;
+               try {
+                 s = detail::decode_signal(r.value);
+               } catch (const redis_unavailable&) {
+                 return done(failed<signal_answer>(std::current_exception()));
+               }
+               if (s.verdict == signal_answer::kind::unknown) return done(answer(std::move(s)));
+               async_find(ctx, std::move(id),
+                          [s = std::move(s), done = std::move(done)](async_answer<std::optional<fleet_job>> j) mutable {
+                            if (j.error) return done(failed<signal_answer>(j.error));
+                            s.job = std::move(j.value);
+                            done(answer(std::move(s)));
+                          });
              });
 }
 

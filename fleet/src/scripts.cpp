@@ -93,6 +93,22 @@ std::vector<finish_result> decode_finish(const redis_reply& r, std::size_t jobs)
   return out;
 }
 
+signal_answer decode_signal(const redis_reply& r) {
+  if (!r.is_array() || r.elements.empty()) broker_error("signal", r);
+  signal_answer a;
+  const std::string& v = r.elements[0].str;
+  if (v == "delivered") {
+    a.verdict = signal_answer::kind::delivered;
+  } else if (v == "not_waiting" && r.elements.size() == 3) {
+    a.verdict = signal_answer::kind::not_waiting;
+    a.state = r.elements[1].str;
+    a.wait_rule = r.elements[2].str;
+  } else if (v != "unknown") {
+    broker_error("signal", r);
+  }
+  return a;
+}
+
 cancel_reply decode_cancel(const redis_reply& r) noexcept {
   if (r.str == "cancelled") return cancel_reply::cancelled;
   if (r.str == "marked") return cancel_reply::marked;
@@ -119,7 +135,7 @@ std::optional<job_queue::start_answer> start_answer_of(const redis_reply& j, con
   a.broker_now_us = broker_now_us;
   a.deliveries = static_cast<unsigned>(at_least_zero(j.elements[1]));
   if (a.v == verdict::run) {
-    if (j.elements.size() != 12) broker_error("start", whole);
+    if (j.elements.size() != 14) broker_error("start", whole);
     a.handler = j.elements[2].str;
     a.payload = j.elements[3].str;
     a.content_type = j.elements[4].str;
@@ -130,6 +146,8 @@ std::optional<job_queue::start_answer> start_answer_of(const redis_reply& j, con
     a.retry.cap = std::chrono::microseconds(std::max<std::int64_t>(number_or(j.elements[9].str, 0), 0));
     if (!j.elements[10].str.empty()) a.deadline_us = number_or(j.elements[10].str, 0);
     a.woke_by = j.elements[11].str;
+    a.wait_rule = j.elements[12].str;
+    a.signal_payload = j.elements[13].str;
   }
   return a;
 }
@@ -197,13 +215,14 @@ promote_reply decode_promote(const redis_reply& r) {
     p.nostream = true;
     return p;
   }
-  if (!r.is_array() || r.elements.size() != 5 || !r.elements[0].is_integer() || !r.elements[1].is_array() ||
-      !r.elements[2].is_integer())
+  if (!r.is_array() || r.elements.size() != 6 || !r.elements[0].is_integer() || !r.elements[1].is_array() ||
+      !r.elements[2].is_integer() || !r.elements[5].is_array())
     broker_error("promote", r);
   p.moved = static_cast<std::size_t>(at_least_zero(r.elements[0]));
   for (const redis_reply& h : r.elements[1].elements) p.expired_handlers.push_back(h.str);
   if (r.elements[2].integer >= 0) p.next_due_ms = r.elements[2].integer;
   p.broker_now_us = broker_us(r.elements[3], r.elements[4]);
+  for (const redis_reply& h : r.elements[5].elements) p.human_wait_handlers.push_back(h.str);
   return p;
 }
 

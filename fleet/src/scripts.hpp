@@ -55,6 +55,8 @@ std::vector<finish_result> decode_finish(const redis_reply& r, std::size_t jobs)
 enum class cancel_reply { cancelled, marked, finished, unknown };
 // "cancelled", "marked", "unknown"; anything else reads as finished.
 cancel_reply decode_cancel(const redis_reply& r) noexcept;
+// signal.lua's reply (the job itself is read after).
+signal_answer decode_signal(const redis_reply& r);
 
 // ---- start_script: the last check before workers start delivered jobs ----
 struct start_batch_reply {

@@ -106,6 +106,12 @@ void sharded_queue::async_cancel(const context& ctx, std::string id, answer_fn<c
       cause);
 }
 
+void sharded_queue::async_signal(const context& ctx, std::string id, std::string name, std::string payload,
+                                 answer_fn<signal_answer> done) {
+  job_queue& q = of_id(id);
+  q.async_signal(ctx, std::move(id), std::move(name), std::move(payload), std::move(done));
+}
+
 void sharded_queue::async_replay(const context& ctx, std::string id, duration freshness, duration min_budget,
                                  bool admission, answer_fn<dead_answer> done) {
   job_queue& q = of_id(id);

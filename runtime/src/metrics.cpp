@@ -72,6 +72,7 @@ handler_snapshot snapshot_of(const handler_metrics& h) {
   s.expired_reclaim = h.expired_reclaim.value();
   s.expired_idle = h.expired_idle.value();
   s.expired_retry = h.expired_retry.value();
+  s.expired_human_wait = h.expired_human_wait.value();
   s.job_retries_scheduled = h.job_retries_scheduled.value();
   s.job_retries_exhausted = h.job_retries_exhausted.value();
   s.job_retries_no_budget = h.job_retries_no_budget.value();
@@ -236,6 +237,10 @@ bool metrics::count_finish(handler_metrics& h, const status& st, duration run_ti
           h.expired_retry.add();
           ran = true;
           break;
+        case expiry_stage::human_wait:  // it ran, then waited for a person longer than allowed
+          h.expired_human_wait.add();
+          ran = true;
+          break;
         case expiry_stage::downstream:
         case expiry_stage::none: ran = true; break;
       }
@@ -363,7 +368,8 @@ void render_prometheus(const metrics_snapshot& s, exposition_writer& w) {
                   {to_string(expiry_stage::run), &handler_snapshot::expired_run},
                   {to_string(expiry_stage::idle), &handler_snapshot::expired_idle},
                   {to_string(expiry_stage::reclaim), &handler_snapshot::expired_reclaim},
-                  {to_string(expiry_stage::retry), &handler_snapshot::expired_retry}});
+                  {to_string(expiry_stage::retry), &handler_snapshot::expired_retry},
+                  {to_string(expiry_stage::human_wait), &handler_snapshot::expired_human_wait}});
   handler_family(w, s, "hourglass_jobs_finished_total",
                  "Admitted jobs that finished, by outcome; admitted = finished + in flight.", "outcome",
                  {{to_string(outcome::ok), &handler_snapshot::finished_ok},

@@ -22,6 +22,7 @@ std::string_view describe(const status& s) noexcept {
         case expiry_stage::reclaim: return "deadline_exceeded/reclaim";
         case expiry_stage::idle: return "deadline_exceeded/idle";
         case expiry_stage::retry: return "deadline_exceeded/retry";
+        case expiry_stage::human_wait: return "deadline_exceeded/human_wait";
         default: return "deadline_exceeded/run";
       }
     case outcome::cancelled:

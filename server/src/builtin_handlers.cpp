@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "call_rules.hpp"
+#include "hourglass/server/http_server.hpp"
 #include "hourglass/support/json.hpp"
 
 namespace hourglass::server {
@@ -68,6 +69,87 @@ handler_fn spin_handler() {
     r.body = support::json_object().add("spun_us", static_cast<std::int64_t>(*us)).str();
     r.content_type = "application/json";
     return r;
+  };
+}
+
+handler_fn approval_handler() {
+  return [](const context& ctx, const request_view& req) {
+    if (req.woke_by == "signal") {  // the person answered: the rest of the work, on the budget left
+      ctx.check();
+      handler_result r;
+      r.body = support::json_object()
+                   .add("signal", req.signal_name)
+                   .add("payload", req.signal_payload)
+                   .add("remaining_ms", to_millis(ctx.remaining()))
+                   .str();
+      r.content_type = "application/json";
+      return r;
+    }
+    constexpr const char* shape =
+        R"({"work_ms": N, "signal": NAME, "wait_ms": W}, 0 <= N <= 3600000, 1 <= W <= 604800000)";
+    const auto o = input_object(req.body, shape);
+    const auto work = support::int_member(o, "work_ms", 0, 3'600'000);
+    const auto wait = support::int_member(o, "wait_ms", 1, 604'800'000);
+    const auto* name = o.if_contains("signal");
+    if (!work || !wait || name == nullptr || !name->is_string() || !valid_handler_name(name->get_string())) {
+      throw handler_error::bad_input(std::string("body must be ") + shape);
+    }
+    if (!ctx.sleep_for(std::chrono::milliseconds(*work))) ctx.check();
+    ctx.check();
+    return handler_result::wait_for_signal(std::string(name->get_string()), std::chrono::milliseconds(*wait));
+  };
+}
+
+handler_fn fanout_handler(http_server& srv) {
+  return [&srv](const context& ctx, const request_view& req) {
+    if (!req.woke_by.empty()) {  // its children's outcomes, as they were when the wait ended
+      boost::json::array children;
+      for (const child_outcome& c : req.children) {
+        boost::json::object o{{"id", c.id}, {"state", c.state}};
+        if (c.ok()) o["result"] = c.result;
+        if (!c.detail.empty()) o["detail"] = c.detail;
+        children.push_back(std::move(o));
+      }
+      handler_result r;
+      r.body = boost::json::serialize(boost::json::object{{"woke_by", req.woke_by}, {"children", std::move(children)}});
+      r.content_type = "application/json";
+      return r;
+    }
+    constexpr const char* shape =
+        R"({"handler": H, "bodies": [B, ...] (1 to 100), "until": "all" | "first_success" | N})";
+    const auto o = input_object(req.body, shape);
+    const auto* h = o.if_contains("handler");
+    const auto* bodies = o.if_contains("bodies");
+    if (h == nullptr || !h->is_string() || bodies == nullptr || !bodies->is_array() || bodies->as_array().empty() ||
+        bodies->as_array().size() > 100) {
+      throw handler_error::bad_input(std::string("body must be ") + shape);
+    }
+    fan_in until = fan_in::all();
+    if (const auto* u = o.if_contains("until")) {
+      if (u->is_string() && u->get_string() == "first_success") {
+        until = fan_in::first_success();
+      } else if (const auto n = u->is_int64() ? u->get_int64() : -1; n >= 1 && n <= 100) {
+        until = fan_in::first(static_cast<std::size_t>(n));
+      } else if (!(u->is_string() && u->get_string() == "all")) {
+        throw handler_error::bad_input(std::string("body must be ") + shape);
+      }
+    }
+    if (req.job_id.empty()) throw handler_error::bad_input("fanout waits for its children: send it async");
+    for (const auto& b : bodies->as_array()) {
+      child_job c;
+      c.handler = std::string(h->get_string());
+      if (b.is_string()) {
+        c.body = std::string(b.get_string());
+      } else {
+        c.body = support::serialize_json(b);
+        c.content_type = "application/json";
+      }
+      const child_answer a = srv.enqueue_child(ctx, req, c);
+      if (a.verdict == child_answer::kind::refused && a.refusal.code == outcome::invalid) {
+        throw handler_error::bad_input(a.message);  // an unknown handler
+      }
+    }
+    return handler_result::wait_for(until);
   };
 }
 

@@ -149,6 +149,23 @@ class fleet_job_store final : public job_store {
         cause);
   }
 
+  void signal(std::string id, std::string name, std::string payload, callback<signal_result> done) override {
+    queue_.async_signal(context(), id, std::move(name), std::move(payload),
+                        tracked([this, id, done = std::move(done)](fleet::async_answer<fleet::signal_answer> a) {
+                          const found f = found_of(a.error, a.value.job, "signal", id);
+                          signal_result r;
+                          r.job = f.job;
+                          if (f.verdict == found::kind::unavailable) {
+                            r.verdict = signal_result::kind::unavailable;
+                          } else if (a.value.verdict == fleet::signal_answer::kind::delivered) {
+                            r.verdict = signal_result::kind::delivered;
+                          } else if (a.value.verdict == fleet::signal_answer::kind::not_waiting) {
+                            r.verdict = signal_result::kind::not_waiting;
+                          }
+                          done(std::move(r));
+                        }));
+  }
+
   void queue_state(queue_action a, callback<queue_answer> done) override {
     const fleet::queue_op op = a == queue_action::pause    ? fleet::queue_op::pause
                                : a == queue_action::resume ? fleet::queue_op::resume

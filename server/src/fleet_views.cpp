@@ -94,6 +94,27 @@ job_view view_of(const fleet::fleet_job& j, std::int64_t broker_now_ms) {
   }
   if (!j.field("wakes").empty()) v.wakes = static_cast<int>(millis_field(j.field("wakes")));
   v.woke_by = std::string(j.field("woke_by"));
+  if (const std::string_view rule = j.field("wait_rule"); rule.starts_with("signal:")) {
+    // Both clocks, on the broker's: the person's wait (human_since_us while
+    // it waits; the waits before summed) and the machine's budget, which
+    // stands still while it waits.
+    const bool waiting = v.state == "waiting";
+    const double since_ms = millis_field(j.field("human_since_us")) / 1000;
+    const double now_ms = static_cast<double>(broker_now_ms);
+    const double waited_ms = millis_field(j.field("human_waited_us")) / 1000 +
+                             (waiting ? std::max(now_ms - since_ms, 0.0) : 0.0);
+    v.human_wait_used_ms = waited_ms;
+    if (waiting && !j.field("wake_ms").empty()) {
+      v.human_wait_left_ms = std::max(millis_field(j.field("wake_ms")) - now_ms, 0.0);
+      v.wake_in_ms.reset();
+    }
+    if (const std::string_view accepted = j.field("accepted_ms"); !accepted.empty() && !v.finished()) {
+      v.machine_used_ms = std::max(now_ms - millis_field(accepted) - waited_ms, 0.0);
+      if (!j.field("deadline_us").empty()) {
+        v.machine_left_ms = std::max(millis_field(j.field("deadline_us")) / 1000 - (waiting ? since_ms : now_ms), 0.0);
+      }
+    }
+  }
   if (!v.finished()) {
     v.cancel_requested = j.field("cancel_requested") == "1";
     return v;

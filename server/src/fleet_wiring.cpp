@@ -5,6 +5,7 @@
 #include "child_jobs.hpp"
 #include "hourglass/fleet/redis_cluster.hpp"
 #include "hourglass/support/secret_file.hpp"
+#include "person_wait.hpp"
 #include "responses.hpp"
 
 namespace hourglass::server::detail {
@@ -35,15 +36,21 @@ fleet::job_runner fleet_runner(core& c) {
     v.idempotency_key = j.idempotency_key;
     v.job_id = j.id;
     std::vector<child_outcome> children;
-    if (!j.woke_by.empty()) {
+    v.woke_by = j.woke_by;
+    if (j.woke_by == "signal") {
+      v.signal_name = signal_of_rule(j.wait_rule).value_or(std::string_view());
+      v.signal_payload = j.signal_payload;
+    } else if (!j.woke_by.empty()) {
       children = children_at_wake(c, j.id);
-      v.woke_by = j.woke_by;
       v.children = children;
     }
     handler_result hr = e->fn(ctx, v);
+    check_signal_name(hr.signal);
     fleet::job_output out{std::move(hr.body), std::move(hr.content_type)};
     // The wait ends `keep` before the job's deadline, judged on the broker's clock.
     if (hr.wait) out.wait = fleet::wait_request{fan_in_text(*hr.wait), wake_keep(*hr.wait, e->min_budget)};
+    // A person's wait: its own limit, from the broker's TIME when the finish records it.
+    if (hr.signal) out.wait = fleet::wait_request{signal_rule(hr.signal->name), hr.signal->limit};
     return out;
   };
   r.describe_error = [](std::exception_ptr p) {

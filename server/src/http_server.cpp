@@ -154,6 +154,8 @@ http_server::http_server(server_options options, hourglass::clock& clk) {
     add_handler("echo", echo_handler(), in_place);
     add_handler("sleep", sleep_handler());
     add_handler("spin", spin_handler());
+    add_handler("approval", approval_handler());
+    add_handler("fanout", fanout_handler(*this));
     add_stream_handler("stream", stream_content_type, stream_handler());
     add_handler("call", call_handler(*impl_->c.upstreams, impl_->c.jobs.get()));
   }

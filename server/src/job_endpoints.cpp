@@ -5,7 +5,9 @@
 
 #include "bulk_jobs.hpp"
 #include "core.hpp"
+#include "hourglass/support/json.hpp"
 #include "job_listing.hpp"
+#include "person_wait.hpp"
 
 namespace hourglass::server::detail {
 
@@ -176,6 +178,38 @@ void answer_job_list(core& c, std::string_view target, answer_fn done) {
     res.set(http::field::cache_control, "no-store");
     done(std::move(res));
   });
+}
+
+response response_of(const signal_result& r) {
+  switch (r.verdict) {
+    case signal_result::kind::delivered: return job_view_response(r.job, false);
+    case signal_result::kind::not_waiting: {
+      const std::string waits = r.job.waiting_for.empty() ? "it waits for no signal"
+                                                          : "it waits for " + r.job.waiting_for;
+      response res = make_response(409,
+                                   support::json_object()
+                                       .add("error", "not_waiting")
+                                       .add("message", "not delivered: the job is " + r.job.state + "; " + waits)
+                                       .add("state", r.job.state)
+                                       .str(),
+                                   json_type);
+      return res;
+    }
+    case signal_result::kind::not_found: return error_response(404, "not_found", "no such job (unknown, or expired)");
+    case signal_result::kind::unavailable: break;
+  }
+  return store_unavailable();
+}
+
+void answer_signal(core& c, std::string id, std::string name, std::string payload, answer_fn done) {
+  if (!valid_signal_name(name)) {
+    return done(error_response(400, "invalid_signal", "a signal's name is 1 to 64 of [A-Za-z0-9._-]"));
+  }
+  if (payload.size() > max_signal_payload) {
+    return done(error_response(413, "payload_too_large", "a signal's payload is at most 64 KiB"));
+  }
+  c.store->signal(std::move(id), std::move(name), std::move(payload),
+                  [done = std::move(done)](signal_result r) { done(response_of(r)); });
 }
 
 void answer_job_lookup(core& c, std::string id, bool cancel, answer_fn done) {

@@ -3,6 +3,7 @@
 //   POST /v1/jobs/{handler} with Prefer: respond-async -> 202 + Location
 //   POST /v1/jobs:bulk                                  -> 200, one answer per job
 //   GET /v1/jobs/{id}, DELETE /v1/jobs/{id}             -> the job object
+//   POST /v1/jobs/{id}/signals/{name}                   -> the job object, resumed
 // Every answer comes through `done`, exactly once and from any thread.
 // Internal to the server.
 #pragma once
@@ -51,6 +52,13 @@ void submit_bulk_jobs(core& c, bulk_submission s, answer_fn done);
 // GET (cancel false) or DELETE (cancel true) of /v1/jobs/{id}; 404 when
 // unknown or expired, 503 when the store cannot be read.
 void answer_job_lookup(core& c, std::string id, bool cancel, answer_fn done);
+
+// POST /v1/jobs/{id}/signals/{name} with the signal's payload as its body:
+// 200 with the job object once delivered (the job resumes), 409 not_waiting
+// when it waits for no such signal (delivered once: a second finds it not
+// waiting), 404, 400 invalid_signal, 413 over 64 KiB, 503 store unavailable.
+void answer_signal(core& c, std::string id, std::string name, std::string payload, answer_fn done);
+response response_of(const signal_result& r);
 
 // GET /v1/jobs?...: 200 with a page of jobs; 400 invalid_query (or
 // invalid_cursor); 503 when the store cannot be read.

@@ -16,9 +16,9 @@ namespace {
 
 // The filters a listing takes: the job object's states, plus "finished"
 // (any final state) and "retrying" (scheduled for an attempt after the first).
-constexpr std::array<std::string_view, 11> list_states = {"queued",   "running", "scheduled",         "retrying",
-                                                          "ok",       "error",   "deadline_exceeded", "cancelled",
-                                                          "rejected", "dead",    "finished"};
+constexpr std::array<std::string_view, 12> list_states = {"queued",    "running",  "scheduled", "waiting",
+                                                          "retrying",  "ok",       "error",     "deadline_exceeded",
+                                                          "cancelled", "rejected", "dead",      "finished"};
 
 // A cursor as a page returns it: short and plain (each store checks its form).
 bool cursor_text(std::string_view s) noexcept {

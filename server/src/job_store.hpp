@@ -79,6 +79,18 @@ struct found {
   job_view job;
 };
 
+// What a signal did (POST /v1/jobs/{id}/signals/{name}).
+struct signal_result {
+  enum class kind {
+    delivered,    // the job waited for it: resumed (`job` afterwards)
+    not_waiting,  // it waits for no such signal now (`job` as it is): nothing changed
+    not_found,    // no such job (or its record expired)
+    unavailable,  // the store could not be reached
+  };
+  kind verdict = kind::not_found;
+  job_view job;
+};
+
 // Jobs by state, a page at a time (job_listing.hpp reads one from a query).
 struct list_request {
   // "" any; "finished" any final state; "retrying" scheduled for an attempt
@@ -155,6 +167,11 @@ class job_store {
   // running one is marked and stops at its next check. The job as it is
   // afterwards; `cause` is what its outcome says (requested: a DELETE).
   virtual void cancel(std::string id, cancel_cause cause, callback<found> done) = 0;
+  // Delivers the signal `name` (with `payload`) to a job waiting for it
+  // (handler_result::wait_for_signal): it is resumed, its machine budget
+  // what it had left when it began to wait. Delivered once: the first
+  // signal resumes it, any other finds it not waiting.
+  virtual void signal(std::string id, std::string name, std::string payload, callback<signal_result> done) = 0;
   // A page of jobs in `state`. The memory store walks ids in order; the
   // fleet walks the index that holds the state (job_queue::list_query):
   // either way a job that stays in its state is listed exactly once (the

@@ -115,6 +115,10 @@ std::string job_json(const job_view& j) {
   if (!j.waiting_for.empty()) o.add("waiting_for", j.waiting_for);
   if (j.wake_in_ms) o.add("wake_in_ms", *j.wake_in_ms);
   if (j.wakes > 0) o.add("wakes", j.wakes).add("woke_by", j.woke_by);
+  if (j.machine_used_ms) o.add("machine_used_ms", *j.machine_used_ms);
+  if (j.machine_left_ms) o.add("machine_left_ms", *j.machine_left_ms);
+  if (j.human_wait_used_ms) o.add("human_wait_used_ms", *j.human_wait_used_ms);
+  if (j.human_wait_left_ms) o.add("human_wait_left_ms", *j.human_wait_left_ms);
   if (!j.finished()) {
     if (j.cancel_requested) o.add("cancel_requested", true);
     if (j.age_ms) o.add("age_ms", *j.age_ms);

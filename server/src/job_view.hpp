@@ -52,6 +52,12 @@ struct job_view {
   std::optional<double> wake_in_ms;
   int wakes = 0;
   std::string woke_by;
+  // A job that waited for a person (waiting_for "signal:<name>"): both
+  // clocks. The machine's budget (its run and queue time; left: until its
+  // deadline, standing still while it waits) and the person's wait (used
+  // across its waits; left: until the current wait's limit).
+  std::optional<double> machine_used_ms, machine_left_ms;
+  std::optional<double> human_wait_used_ms, human_wait_left_ms;
   // Its timeline, in ms from its acceptance (fleet: the broker's clock);
   // without accepted, no timeline (a fleet job enqueued before it was kept).
   bool accepted = false;

@@ -1,6 +1,7 @@
 // The memory job store: async jobs in this process's memory (memory_jobs),
 // run on its executor.
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <mutex>
 
@@ -9,6 +10,7 @@
 #include "job_input.hpp"
 #include "job_store.hpp"
 #include "memory_jobs.hpp"
+#include "person_wait.hpp"
 #include "request_rules.hpp"
 #include "schedules.hpp"
 
@@ -106,6 +108,36 @@ class memory_job_store final : public job_store {
     forget_ended_waits();
     resume_woken();  // a child cancelled on its own may end its parent's wait
     done(found_of(r, now));
+  }
+
+  // A person's signal: the job runs again with the machine budget it had
+  // left when it began to wait (its deadline moved on by the wait).
+  void signal(std::string id, std::string name, std::string payload, callback<signal_result> done) override {
+    const time_point now = c_.clk.now();
+    const memory_jobs::signalled s = jobs_.signal(id, name, std::move(payload), now);
+    signal_result out;
+    if (s.verdict == memory_jobs::signalled::kind::not_found) return done(out);
+    out.job = view_of(s.job, now);
+    if (s.verdict == memory_jobs::signalled::kind::not_waiting) {
+      out.verdict = signal_result::kind::not_waiting;
+      return done(std::move(out));
+    }
+    out.verdict = signal_result::kind::delivered;
+    {
+      std::lock_guard lock(timers_->mu);
+      const auto it = waiting_.find(id);
+      if (it != waiting_.end() && timers_->open) {
+        auto resumed = std::make_shared<job_run>(*it->second);
+        resumed->job.deadline = s.job.deadline;  // moved on by the wait
+        waiting_.erase(it);
+        if (const auto t = timers_->by_job.find(id); t != timers_->by_job.end()) {
+          c_.clk.cancel(t->second);
+          timers_->by_job.erase(t);
+        }
+        (void)submit_attempt(resumed, now);
+      }
+    }
+    done(std::move(out));
   }
 
   void queue_state(queue_action a, callback<queue_answer> done) override {
@@ -257,12 +289,21 @@ class memory_job_store final : public job_store {
           v.job_id = run->id;
           if (v.idempotency_key.empty()) v.idempotency_key = run->id;  // every attempt sees the same key
           std::vector<child_outcome> children;
-          if (!woke_by.empty()) {
+          std::optional<async_record> signalled;
+          v.woke_by = woke_by;
+          if (woke_by == "signal") {
+            signalled = jobs_.find(run->id, c_.clk.now());
+            if (signalled) {
+              v.signal_name = signalled->signal;
+              v.signal_payload = signalled->signal_payload;
+            }
+          } else if (!woke_by.empty()) {
             children = children_at_wake(c_, run->id);
-            v.woke_by = woke_by;
             v.children = children;
           }
-          return run->job.in->entry->fn(ctx, v);
+          handler_result r = run->job.in->entry->fn(ctx, v);
+          check_signal_name(r.signal);
+          return r;
         },
         [this, run](job_result<handler_result>&& r) noexcept { on_attempt_end(run, std::move(r)); });
     const after_submit next = jobs_.submitted(run->id, ref);
@@ -275,6 +316,7 @@ class memory_job_store final : public job_store {
   void on_attempt_end(const std::shared_ptr<const job_run>& run, job_result<handler_result>&& r) noexcept {
     const handler_entry& e = *run->job.in->entry;
     if (r.st.is_ok() && r.result && r.result->wait) return wait_for_children(run, *r.result->wait);
+    if (r.st.is_ok() && r.result && r.result->signal) return wait_for_signal(run, *r.result->signal);
     const error_info err = r.st.code == outcome::error ? describe_error(r.error) : error_info{};
     job_report rep{e.name, "async", duration::max(), r.timings, r.st, 0};
     if (r.st.code == outcome::error) rep.note = err.detail;
@@ -309,10 +351,31 @@ class memory_job_store final : public job_store {
     const time_point now = c_.clk.now();
     const time_point wake_at = wake_time(run->job.deadline, f, run->job.in->entry->min_budget);
     std::lock_guard lock(timers_->mu);
-    switch (jobs_.wait_for_children(run->id, f, wake_at, now)) {
+    settle_wait(run, jobs_.wait_for_children(run->id, f, wake_at, now), now, [&] {
+      if (wake_at != time_point::max()) arm_wake(run, wake_at);
+    });
+  }
+
+  // The run ended waiting for a person: the worker is free, the machine
+  // budget stands still; the signal resumes it (signal()), or the wait's
+  // own limit ends it, deadline_exceeded/human_wait.
+  void wait_for_signal(const std::shared_ptr<const job_run>& run, const signal_wait& w) {
+    const time_point now = c_.clk.now();
+    const time_point limit_at = saturating_add(now, w.limit);
+    std::lock_guard lock(timers_->mu);
+    settle_wait(run, jobs_.wait_for_signal(run->id, w.name, limit_at, now), now,
+                [&] { arm_human_limit(run, limit_at); });
+  }
+
+  // A run that ended waiting, as the table judged it (under timers_->mu):
+  // waiting (kept to be resumed, its timer armed), resumed at once, or
+  // ended cancelled (a DELETE came while it ran).
+  void settle_wait(const std::shared_ptr<const job_run>& run, memory_jobs::wait_verdict v, time_point now,
+                   const std::function<void()>& arm_timer) {
+    switch (v) {
       case memory_jobs::wait_verdict::waiting:
         waiting_[run->id] = run;
-        if (wake_at != time_point::max()) arm_wake(run, wake_at);
+        arm_timer();
         return;
       case memory_jobs::wait_verdict::resume: (void)submit_attempt(run, now); return;
       case memory_jobs::wait_verdict::cancelled: {
@@ -326,6 +389,25 @@ class memory_job_store final : public job_store {
     }
   }
 
+  // At its limit a person's wait ends the job, deadline_exceeded/human_wait
+  // (counted and logged as its outcome: no executor run ends it).
+  void arm_human_limit(const std::shared_ptr<const job_run>& run, time_point limit_at) {
+    if (!timers_->open) return;
+    timers_->by_job[run->id] = c_.clk.schedule(limit_at, [this, run, limit_at, timers = timers_]() noexcept {
+      std::lock_guard gate(timers->mu);
+      if (!timers->open) return;
+      timers->by_job.erase(run->id);
+      // Only if it ends here: a signal that came first resumes it from waiting_.
+      const std::optional<async_record> r = jobs_.human_wait_over(run->id, limit_at);
+      if (!r) return;
+      waiting_.erase(run->id);
+      const handler_entry& e = *run->job.in->entry;
+      c_.jobs->stats().on_recorded(*e.metrics, r->st);
+      c_.log_job({e.name, "async", duration::max(), {}, r->st, 0});
+      resume_woken();  // a parent waiting for it
+    });
+  }
+
   // At its wake time the wait ends with what has finished.
   void arm_wake(const std::shared_ptr<const job_run>& run, time_point at) {
     if (!timers_->open) return;
@@ -333,8 +415,10 @@ class memory_job_store final : public job_store {
       std::lock_guard gate(timers->mu);
       if (!timers->open) return;
       timers->by_job.erase(run->id);
+      // Only if it wakes here: children that met its rule first resume it from waiting_.
+      if (!jobs_.wake(run->id)) return;
       waiting_.erase(run->id);
-      if (jobs_.wake(run->id)) (void)submit_attempt(run, at);
+      (void)submit_attempt(run, at);
     });
   }
 
@@ -364,7 +448,7 @@ class memory_job_store final : public job_store {
     std::lock_guard lock(timers_->mu);
     for (auto it = waiting_.begin(); it != waiting_.end();) {
       const std::optional<async_record> r = jobs_.find(it->first, now);
-      if (r && r->state == async_state::waiting) {
+      if (r && r->state != async_state::finished) {  // waiting, or woken and about to be resumed
         ++it;
         continue;
       }

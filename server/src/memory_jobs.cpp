@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "child_jobs.hpp"
+#include "person_wait.hpp"
 
 namespace hourglass::server::detail {
 
@@ -150,6 +151,7 @@ memory_jobs::wait_verdict memory_jobs::wait_for_children(const std::string& id, 
   entry& e = it->second;
   if (e.rec.cancel_requested) return wait_verdict::cancelled;
   e.rec.wait = f;
+  e.rec.signal.clear();
   e.rec.wake_at = wake_at;
   e.submitted = false;  // until it is submitted again: a cancel finishes it here
   e.ref = {};
@@ -172,6 +174,64 @@ bool memory_jobs::wake(const std::string& id) {
   r.woke_by = "deadline";
   ++r.wakes;
   return true;
+}
+
+memory_jobs::wait_verdict memory_jobs::wait_for_signal(const std::string& id, const std::string& name,
+                                                       time_point limit_at, time_point now) {
+  std::lock_guard lock(mu_);
+  const auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second.rec.state == async_state::finished) return wait_verdict::gone;
+  entry& e = it->second;
+  if (e.rec.cancel_requested) return wait_verdict::cancelled;
+  e.rec.wait.reset();  // no child's finish resumes it
+  e.rec.signal = name;
+  e.rec.human_since = now;
+  e.rec.human_limit_at = limit_at;
+  e.rec.state = async_state::waiting;
+  e.submitted = false;
+  e.ref = {};
+  return wait_verdict::waiting;
+}
+
+memory_jobs::signalled memory_jobs::signal(const std::string& id, std::string_view name, std::string payload,
+                                           time_point now) {
+  std::lock_guard lock(mu_);
+  purge_locked(now);
+  signalled out;
+  const auto it = jobs_.find(id);
+  if (it == jobs_.end()) return out;
+  async_record& r = it->second.rec;
+  if (r.state != async_state::waiting || r.wait || r.signal != name) {
+    out.verdict = signalled::kind::not_waiting;
+    out.job = r;
+    return out;
+  }
+  r.deadline = resumed_deadline(r.deadline, r.human_since, now);
+  r.human_waited += elapsed(r.human_since, now);
+  r.human_limit_at = time_point::max();
+  r.state = async_state::queued;
+  r.woke_by = "signal";
+  ++r.wakes;
+  r.signal_payload = std::move(payload);
+  out.verdict = signalled::kind::delivered;
+  out.job = r;
+  return out;
+}
+
+std::optional<async_record> memory_jobs::human_wait_over(const std::string& id, time_point now) {
+  std::lock_guard lock(mu_);
+  const auto it = jobs_.find(id);
+  if (it == jobs_.end()) return std::nullopt;
+  async_record& r = it->second.rec;
+  if (r.state != async_state::waiting || r.wait) return std::nullopt;
+  r.human_waited += elapsed(r.human_since, now);
+  r.human_limit_at = time_point::max();
+  r.state = async_state::finished;
+  r.st = status::expired(expiry_stage::human_wait);
+  r.finished_at = now;
+  finished_.emplace_back(now, id);
+  wake_parent_locked(r);
+  return r;
 }
 
 std::vector<std::string> memory_jobs::take_woken() {
@@ -345,6 +405,20 @@ job_view view_of(const async_record& r, time_point now) {
   if (r.state == async_state::waiting && r.wait) {
     j.waiting_for = fan_in_text(*r.wait);
     if (r.wake_at != time_point::max()) j.wake_in_ms = to_millis(r.wake_at > now ? r.wake_at - now : duration::zero());
+  }
+  if (!r.signal.empty()) {  // both clocks: the machine's budget and the person's wait
+    const bool waiting = r.state == async_state::waiting && !r.wait;
+    const time_point until = r.state == async_state::finished ? r.finished_at : now;
+    const duration waited = r.human_waited + (waiting ? elapsed(r.human_since, now) : duration::zero());
+    if (waiting) {
+      j.waiting_for = signal_rule(r.signal);
+      if (r.human_limit_at != time_point::max()) j.human_wait_left_ms = to_millis(remaining(r.human_limit_at, now));
+    }
+    j.human_wait_used_ms = to_millis(waited);
+    j.machine_used_ms = to_millis(elapsed(r.created, until) - std::min(waited, elapsed(r.created, until)));
+    if (r.deadline != time_point::max() && r.state != async_state::finished) {
+      j.machine_left_ms = to_millis(remaining(r.deadline, waiting ? r.human_since : now));
+    }
   }
   j.wakes = r.wakes;
   j.woke_by = r.woke_by;

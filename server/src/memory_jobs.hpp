@@ -65,8 +65,16 @@ struct async_record {
   // and when the wait ends at the latest (time_point::max(): no deadline).
   std::optional<fan_in> wait;
   time_point wake_at = time_point::max();
-  std::string woke_by;  // its latest wake: "children" or "deadline" ("" its first run, and after a retry)
+  std::string woke_by;  // its latest wake: "children", "deadline" or "signal" ("" its first run, and after a retry)
   int wakes = 0;
+  // A person's wait (handler_result::wait_for_signal): the signal it waits
+  // for (or last waited for), when that wait began and must end, its earlier
+  // waits summed, and the payload of the signal that resumed it.
+  std::string signal;
+  time_point human_since{};
+  time_point human_limit_at = time_point::max();
+  duration human_waited{};
+  std::string signal_payload;
   // Once finished:
   status st;
   job_timings timings;
@@ -139,6 +147,21 @@ class memory_jobs {
   // waiting -> queued at its wake time (woke_by "deadline"). False when it is
   // no longer waiting (woken by its children, cancelled, or gone).
   bool wake(const std::string& id);
+  // running -> waiting for a person's signal `name` until `limit_at`; its
+  // machine budget stands still meanwhile (waiting or cancelled, as above).
+  wait_verdict wait_for_signal(const std::string& id, const std::string& name, time_point limit_at, time_point now);
+  // The signal `name` for job `id`: delivered once, to a job waiting for it
+  // (waiting -> queued, woke_by "signal", its deadline moved on by the
+  // wait: resumed_deadline). The job afterwards.
+  struct signalled {
+    enum class kind { delivered, not_waiting, not_found };
+    kind verdict = kind::not_found;
+    async_record job;
+  };
+  signalled signal(const std::string& id, std::string_view name, std::string payload, time_point now);
+  // A person's wait at its limit: finished deadline_exceeded/human_wait
+  // (nullopt: it no longer waits: signalled, cancelled, or gone).
+  std::optional<async_record> human_wait_over(const std::string& id, time_point now);
   // The waiting parents that finishes and cancels since the last call have
   // satisfied (now queued again, woke_by "children"), to be submitted.
   std::vector<std::string> take_woken();

@@ -102,6 +102,19 @@ route route_request(http::verb m, std::string_view target) noexcept {
       if (m != http::verb::post) return {route_kind::method_not_allowed, id, "POST"};
       return {route_kind::replay_job, id, {}, false, true};
     }
+    constexpr std::string_view signals = "/signals/";
+    if (const auto at = rest.find(signals); at != std::string_view::npos) {
+      const std::string_view id = rest.substr(0, at);
+      const std::string_view name = rest.substr(at + signals.size());
+      if (id.empty() || id.find('/') != std::string_view::npos || name.empty() ||
+          name.find('/') != std::string_view::npos) {
+        return {};
+      }
+      if (m != http::verb::post) return {route_kind::method_not_allowed, id, "POST"};
+      route r{route_kind::signal_job, id};
+      r.item = name;
+      return r;
+    }
     if (rest.empty() || rest.find('/') != std::string_view::npos) return {};
     switch (m) {
       case http::verb::post: return {route_kind::submit_job, rest};

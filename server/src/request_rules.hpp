@@ -53,6 +53,7 @@ enum class route_kind {
   purge_dead,          // DELETE /v1/queues/{name}/dead?limit=&confirm=yes (admin)
   replay_dead_bulk,    // POST /v1/queues/{name}/dead/replay?limit=&confirm=yes (admin): the oldest admitted again
   cancel_job,          // DELETE /v1/jobs/{id}
+  signal_job,          // POST /v1/jobs/{id}/signals/{name}: a person's signal (`item` the name)
   ui_redirect,         // GET/HEAD /ui: to /ui/
   ui_asset,            // GET/HEAD /ui/{file}: the dashboard's files (no token: they hold no data)
   not_found,           // 404
@@ -65,7 +66,7 @@ struct route {
   std::string_view allow;    // for method_not_allowed
   bool needs_auth = true;    // everything but /healthz
   bool needs_admin = false;  // the admin token instead (--admin-token-file)
-  std::string_view item;     // delete_dead: the {id} after the queue's {name}
+  std::string_view item;     // delete_dead: the {id} after the queue's {name}; signal_job: the signal's {name}
 };
 
 // `target` is the request target as sent (a query string is ignored).

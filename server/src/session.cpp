@@ -19,6 +19,7 @@
 #include "hourglass/metrics.hpp"
 #include "hourglass/support/url.hpp"
 #include "job_endpoints.hpp"
+#include "person_wait.hpp"
 #include "queue_endpoints.hpp"
 #include "request_rules.hpp"
 #include "ui_assets.hpp"
@@ -74,6 +75,7 @@ void session::read_request() {
   call_.reset();
   entry_ = nullptr;
   bulk_ = false;
+  signal_.reset();
   req_keep_alive_ = true;
   req_head_ = false;
   req_http10_ = false;
@@ -174,6 +176,7 @@ void session::route() {
     }
     case route_kind::submit_job: return start_job(r.name);
     case route_kind::submit_bulk: bulk_ = true; return start_job({});
+    case route_kind::signal_job: signal_ = {std::string(r.name), std::string(r.item)}; return start_signal();
     case route_kind::list_jobs: phase_ = phase::job; return answer_job_list(core_, req.target(), answer_later());
     case route_kind::list_queues:
     case route_kind::get_queue:
@@ -253,20 +256,39 @@ void session::start_job(std::string_view name) {
       return send(core_.refuse({*entry_, async_ ? "async" : "sync", st, budget_},
                                job_response(st, {}, budget_, budget_, nullptr, nullptr)));  // nothing of it spent
     }
-    case job_gate::continue_then_read_body: {
-      static constexpr std::string_view go_on = "HTTP/1.1 100 Continue\r\n\r\n";
-      writing_ = true;
-      io_timer_.expires_after(core_.opts.body_timeout);
-      net::async_write(stream_, net::buffer(go_on.data(), go_on.size()),
-                       [self = shared_from_this()](error_code ec, std::size_t) {
-                         self->writing_ = false;
-                         if (ec) return self->do_close();
-                         self->read_body();
-                       });
-      return;
-    }
+    case job_gate::continue_then_read_body: return continue_then_read_body();
     case job_gate::read_body: return read_body();
   }
+}
+
+// A person's signal: its payload is the body (at most 64 KiB, within --max-body).
+void session::start_signal() {
+  const auto& req = header_parser_->get();
+  job_request_facts facts;
+  facts.handler_known = true;
+  if (const auto len = header_parser_->content_length()) facts.content_length = *len;
+  facts.max_body = std::min<std::uint64_t>(core_.opts.max_body, max_signal_payload);
+  facts.budget_ok = true;
+  facts.expects_continue = beast::iequals(req[http::field::expect], "100-continue");
+  facts.body_complete = header_parser_->is_done();
+  switch (gate_job_request(facts)) {
+    case job_gate::body_too_large:
+      return send_error(413, "payload_too_large", "a signal's payload is at most 64 KiB (and --max-body)");
+    case job_gate::continue_then_read_body: return continue_then_read_body();
+    default: return read_body();
+  }
+}
+
+void session::continue_then_read_body() {
+  static constexpr std::string_view go_on = "HTTP/1.1 100 Continue\r\n\r\n";
+  writing_ = true;
+  io_timer_.expires_after(core_.opts.body_timeout);
+  net::async_write(stream_, net::buffer(go_on.data(), go_on.size()),
+                   [self = shared_from_this()](error_code ec, std::size_t) {
+                     self->writing_ = false;
+                     if (ec) return self->do_close();
+                     self->read_body();
+                   });
 }
 
 void session::read_body() {
@@ -291,6 +313,13 @@ void session::on_body(error_code ec) {
       if (v == read_verdict::malformed_body) core_.log->info("400 malformed request body: {}", ec.message());
       req_keep_alive_ = false;
       return send(read_refusal_response(v));
+  }
+  if (signal_) {
+    phase_ = phase::job;
+    std::string payload = std::move(body_parser_->release().body());
+    body_parser_.reset();
+    auto [id, name] = *std::exchange(signal_, std::nullopt);
+    return answer_signal(core_, std::move(id), std::move(name), std::move(payload), answer_later());
   }
   if (bulk_) {
     phase_ = phase::job;

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "clock_timer.hpp"
 #include "connection_timer.hpp"
@@ -49,6 +50,8 @@ class session : public std::enable_shared_from_this<session> {
   void on_header(error_code ec);
   void route();
   void start_job(std::string_view name);
+  void start_signal();
+  void continue_then_read_body();
   void read_body();
   void on_body(error_code ec);
   // The sync call (session_sync.cpp).
@@ -109,6 +112,8 @@ class session : public std::enable_shared_from_this<session> {
   duration idle_limit_ = duration::max();  // Job-Idle-Timeout
   bool async_ = false;
   bool bulk_ = false;  // POST /v1/jobs:bulk: many async jobs, no handler of its own
+  // POST /v1/jobs/{id}/signals/{name}: the job and the signal, its payload the body.
+  std::optional<std::pair<std::string, std::string>> signal_;
 
   bool req_keep_alive_ = true;
   bool req_head_ = false;

@@ -55,7 +55,8 @@ handler_result run_sync_job(const context& ctx, const job_input& in, sync_call& 
   }
   handler_result r = in.entry->fn(ctx, in.view());
   // Nobody would resume it: its caller is waiting on this very run.
-  if (r.wait) throw handler_error(500, "cannot_wait", "only an async job can wait for its children");
+  if (r.wait || r.signal)
+    throw handler_error(500, "cannot_wait", "only an async job can wait (for children or a signal)");
   return r;
 }
 

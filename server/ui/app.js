@@ -7,7 +7,7 @@
   const POLL_MS = 2000;
   const HISTORY = 150; // samples kept for the charts over time: 5 minutes at 2 s
   const STAGES = ['admission', 'queue', 'run', 'idle', 'reclaim', 'retry'];
-  const LIST_STATES = ['queued', 'running', 'scheduled', 'retrying', 'dead', 'finished'];
+  const LIST_STATES = ['queued', 'running', 'scheduled', 'waiting', 'retrying', 'dead', 'finished'];
   const SVG_NS = 'http://www.w3.org/2000/svg';
   const SVG_TAGS = new Set(['svg', 'rect', 'line', 'text', 'g', 'title', 'path']);
 
@@ -371,6 +371,17 @@
     if (j.stage) bits.push('stage ' + j.stage);
     if (j.cause) bits.push(j.cause);
     if (j.due_in_ms !== undefined) bits.push('due in ' + fmtMs(j.due_in_ms));
+    if (j.waiting_for) bits.push('waiting for ' + j.waiting_for);
+    if (j.wake_in_ms !== undefined) bits.push('wakes in ' + fmtMs(j.wake_in_ms));
+    // a person's wait: the two clocks, the machine's standing still while it waits
+    if (j.human_wait_used_ms !== undefined) {
+      bits.push('person ' + fmtMs(j.human_wait_used_ms) + ' used' +
+        (j.human_wait_left_ms !== undefined ? ', ' + fmtMs(j.human_wait_left_ms) + ' left' : ''));
+    }
+    if (j.machine_used_ms !== undefined) {
+      bits.push('machine ' + fmtMs(j.machine_used_ms) + ' used' +
+        (j.machine_left_ms !== undefined ? ', ' + fmtMs(j.machine_left_ms) + ' left' : ''));
+    }
     if (j.consumer) bits.push('on ' + j.consumer);
     if (j.error) bits.push(j.error + (j.message ? ': ' + j.message : ''));
     if (j.attempt) bits.push(`attempt ${j.attempt}, ${j.attempts_left} left`);
@@ -384,7 +395,7 @@
       acts.push(actionButton('replay:' + id, 'Replay', post('/v1/jobs/' + encodeURIComponent(id) + '/replay')));
       acts.push(actionButton('delete:' + id, 'Delete', del('/v1/queues/' + encodeURIComponent(queue) + '/dead/' + encodeURIComponent(id), true), true));
     }
-    if (['queued', 'running', 'scheduled'].includes(j.state) && !j.cancel_requested) {
+    if (['queued', 'running', 'scheduled', 'waiting'].includes(j.state) && !j.cancel_requested) {
       acts.push(actionButton('cancel:' + id, 'Cancel', del('/v1/jobs/' + encodeURIComponent(id), false), true, false));
     }
     return el('span', { class: 'actions' }, acts);

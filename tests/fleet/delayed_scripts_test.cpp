@@ -245,5 +245,77 @@ TEST_F(DelayedSet, AScheduleSettlesAFireOnlyOnTheRecordItsCallerLookedAt) {
   EXPECT_EQ(settle(settled + 2000, "0", settled + 2000), 0) << "that fire is settled already";
 }
 
+// A person's wait: the finish leaves the job waiting with its limit in the
+// delayed set; a signal of another name changes nothing; the right one puts
+// it back on the stream with its deadline moved on by the wait, once.
+TEST_F(DelayedSet, ASignalResumesAJobWaitingForItOnceWithItsDeadlineMovedOnByTheWait) {
+  const std::string id = new_job_id();
+  ASSERT_EQ(enqueue_batch({{.id = id, .admission = "0", .deadline_us = "60000000"}}).jobs.at(0).verdict,
+            detail::enqueue_reply::kind::accepted);
+  const std::string first_entry = field(job(id), "entry");
+  call({"HSET", job(id), "state", "running"});
+  const long long deadline_before = std::stoll(field(job(id), "deadline_us"));
+  const long long before = broker_ms();
+  ASSERT_EQ(finish_one(id, {first_entry, "1000", "wait", "signal:approve", "5000000", "0"}), finish_result::waiting);
+  EXPECT_EQ(field(job(id), "state"), "waiting");
+  EXPECT_EQ(field(job(id), "wait_rule"), "signal:approve");
+  EXPECT_GE(score(id), static_cast<double>(before + 5000)) << "its limit, from the broker's TIME";
+  EXPECT_EQ(call({"XLEN", stream}).integer, 0) << "its entry left the stream";
+
+  const auto signal = [&](const std::string& name, const std::string& payload) {
+    return eval(detail::signal_script, {stream, job(id), delayed}, {name, payload});
+  };
+  EXPECT_EQ(detail::decode_signal(signal("reject", "no")).verdict, signal_answer::kind::not_waiting);
+  EXPECT_EQ(field(job(id), "state"), "waiting") << "another name: nothing changed";
+  call({"HINCRBY", job(id), "human_since_us", "-2000000"});  // as if the person took 2 s
+  EXPECT_EQ(detail::decode_signal(signal("approve", "yes")).verdict, signal_answer::kind::delivered);
+  EXPECT_EQ(field(job(id), "state"), "queued");
+  EXPECT_EQ(field(job(id), "woke_by"), "signal");
+  EXPECT_EQ(field(job(id), "signal_payload"), "yes");
+  EXPECT_GE(std::stoll(field(job(id), "human_waited_us")), 2000000);
+  const long long moved = std::stoll(field(job(id), "deadline_us")) - deadline_before;
+  EXPECT_GE(moved, 2000000) << "the machine budget stood still for the wait";
+  EXPECT_LT(moved, 3000000);
+  EXPECT_EQ(score(id), -1) << "its limit left the delayed set";
+  const std::string entry = field(job(id), "entry");
+  EXPECT_EQ(entry_field(entry, "deadline_us"), field(job(id), "deadline_us"));
+  EXPECT_EQ(entry_field(entry, "min_budget_ms"), "0");
+  const redis_reply again = signal("approve", "twice");
+  EXPECT_EQ(detail::decode_signal(again).verdict, signal_answer::kind::not_waiting) << "delivered once";
+  EXPECT_EQ(detail::decode_signal(again).state, "queued");
+  EXPECT_EQ(detail::decode_signal(signal("approve", "")).verdict, signal_answer::kind::not_waiting);
+  EXPECT_EQ(
+      detail::decode_signal(eval(detail::signal_script, {stream, job(new_job_id()), delayed}, {"approve", ""})).verdict,
+      signal_answer::kind::unknown);
+}
+
+// At its limit promote ends a person's wait (deadline_exceeded, stage
+// human_wait, counted); a parent waiting for its children is resumed at its
+// wake time instead, woke_by deadline.
+TEST_F(DelayedSet, PromoteEndsAPersonsWaitAtItsLimitAndResumesAParentAtItsWakeTime) {
+  const std::string person = new_job_id();
+  const std::string parent = new_job_id();
+  const auto r = enqueue_batch({{.id = person, .admission = "0", .deadline_us = "60000000"},
+                                {.id = parent, .admission = "0", .deadline_us = "60000000"}});
+  ASSERT_EQ(r.jobs.at(0).verdict, detail::enqueue_reply::kind::accepted);
+  ASSERT_EQ(r.jobs.at(1).verdict, detail::enqueue_reply::kind::accepted);
+  for (const std::string& id : {person, parent}) call({"HSET", job(id), "state", "running"});
+  call({"HSET", job(parent), "children", "2"});
+  ASSERT_EQ(finish_one(person, {field(job(person), "entry"), "1000", "wait", "signal:approve", "0", "0"}),
+            finish_result::waiting);
+  // keep 60 s of a 60 s deadline: its wake time has come already
+  ASSERT_EQ(finish_one(parent, {field(job(parent), "entry"), "1000", "wait", "all", "60000000", "0"}),
+            finish_result::waiting);
+  const detail::promote_reply p = promote({person, parent});
+  EXPECT_EQ(p.human_wait_handlers.size(), 1u);
+  EXPECT_EQ(p.moved, 1u);
+  EXPECT_EQ(field(job(person), "state"), "deadline_exceeded");
+  EXPECT_EQ(field(job(person), "stage"), "human_wait");
+  EXPECT_EQ(field(stats, "expired:human_wait"), "1");
+  EXPECT_EQ(field(job(parent), "state"), "queued");
+  EXPECT_EQ(field(job(parent), "woke_by"), "deadline");
+  EXPECT_EQ(field(job(parent), "wakes"), "1");
+}
+
 }  // namespace
 }  // namespace hourglass::fleet::testing

@@ -126,11 +126,12 @@ TEST(ScriptReplies, StartReadsTheBrokersTimeAndEachJobsVerdict) {
   const std::vector<row> rows{
       {"run",
        arr({str("run"), num(2), str("echo"), str("body"), str("text/plain"), str("k"), str("3"), str("5"),
-            str("1000000"), str("60000000"), str("1700000009000000"), str("children")}),
+            str("1000000"), str("60000000"), str("1700000009000000"), str("signal"), str("signal:approve"),
+            str("yes")}),
        verdict::run, 2, "body"},
       {"run without a retry policy",
        arr({str("run"), num(1), str("echo"), str(""), str(""), str(""), str(""), str(""), str(""), str(""), str(""),
-            str("")}),
+            str(""), str(""), str("")}),
        verdict::run, 1, ""},
       {"not_owner", short_answer("not_owner", 0), verdict::not_owner, 0, ""},
       {"finished", short_answer("finished", 0), verdict::finished, 0, ""},
@@ -164,7 +165,9 @@ TEST(ScriptReplies, StartReadsTheBrokersTimeAndEachJobsVerdict) {
   EXPECT_EQ(b.jobs[1].attempt, 1) << "no policy: attempt 1 of 1, no deadline";
   EXPECT_EQ(b.jobs[1].retry.max_attempts, 1);
   EXPECT_FALSE(b.jobs[1].deadline_us.has_value());
-  EXPECT_EQ(b.jobs[0].woke_by, "children") << "a parent resumed after its wait";
+  EXPECT_EQ(b.jobs[0].woke_by, "signal") << "resumed after a person's wait";
+  EXPECT_EQ(b.jobs[0].wait_rule, "signal:approve");
+  EXPECT_EQ(b.jobs[0].signal_payload, "yes");
   EXPECT_TRUE(b.jobs[1].woke_by.empty());
 }
 
@@ -424,7 +427,7 @@ TEST_F(LuaScript, StartRunsAHeldJobOnceAndDeadLettersOneStartedTooOften) {
   ASSERT_TRUE(run.is_array());
   ASSERT_EQ(run.elements.size(), 5u);
   EXPECT_TRUE(run.elements[0].is_string() && run.elements[1].is_string());
-  ASSERT_EQ(run.elements[2].elements.size(), 12u);
+  ASSERT_EQ(run.elements[2].elements.size(), 14u);
   EXPECT_TRUE(run.elements[2].elements[1].is_integer());
   const start_batch_reply b = decode_start(run, 3);
   EXPECT_GT(b.broker_now_us, 0);

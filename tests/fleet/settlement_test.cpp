@@ -59,6 +59,21 @@ TEST(Settle, AHandlersResultIsWrittenWithItsQueueAndRunTimes) {
   EXPECT_EQ(s.fields.front().first, "state") << "the finish script reads the state first";
 }
 
+// A handler that waits (for its children, or a person's signal) ends its
+// run without an outcome: written as a wait, nothing recorded or counted.
+TEST(Settle, ARunThatEndsWaitingIsWrittenAsAWaitNotAnOutcome) {
+  job_result<run_value> r = ran("");
+  r.result->out.wait = wait_request{"signal:approve", 30s};
+  const settlement s = settle(started, std::move(r), as_bad_input);
+  ASSERT_EQ(s.what, settlement::action::write);
+  ASSERT_TRUE(s.wait.has_value());
+  EXPECT_EQ(s.wait->rule, "signal:approve");
+  EXPECT_EQ(s.wait->keep, 30s);
+  EXPECT_TRUE(s.fields.empty()) << "no outcome's fields";
+  EXPECT_EQ(s.counted, settlement::tally::none);
+  EXPECT_FALSE(s.retry.has_value());
+}
+
 TEST(Settle, AHandlersExceptionIsRecordedAsItsErrorRecordSays) {
   job_result<run_value> r = ended(status::error());
   r.error = std::make_exception_ptr(std::runtime_error("no such user"));

@@ -577,7 +577,7 @@ TEST(render_prometheus, EveryKnownLabelValueOfAnExistingHandlerIsEmitted) {
       {"hourglass_jobs_rejected_total",
        {"queue_full", "insufficient_budget", "invalid_timeout", "shutting_down", "broker_unavailable", "queue_paused",
         "cancelled"}},
-      {"hourglass_jobs_expired_total", {"queue", "run", "idle", "reclaim", "retry"}},
+      {"hourglass_jobs_expired_total", {"queue", "run", "idle", "reclaim", "retry", "human_wait"}},
       {"hourglass_jobs_finished_total", {"ok", "error", "rejected", "deadline_exceeded", "cancelled"}},
       {"hourglass_job_retries_total", {"scheduled", "exhausted", "no_budget"}},
   };

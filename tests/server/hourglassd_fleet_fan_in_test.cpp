@@ -31,14 +31,8 @@ server_options fan_in_daemon(const redis_server& redis, std::size_t workers, con
 }
 
 struct FleetFanIn : ::testing::Test {
-  json::value job(std::uint16_t port, const std::string& id) {
-    const auto doc = support::parse_json(get(port, "/v1/jobs/" + id).body);
-    return doc ? *doc : json::value();
-  }
-  std::string state(std::uint16_t port, const std::string& id) {
-    const json::value j = job(port, id);
-    return j.is_object() ? std::string(j.at("state").as_string()) : "";
-  }
+  json::value job(std::uint16_t port, const std::string& id) { return job_object(port, id); }
+  std::string state(std::uint16_t port, const std::string& id) { return job_state(port, id); }
   std::string start_waiting_parent(std::uint16_t port, const std::string& deadline) {
     const reply r = post(port, "/v1/jobs/gather", "p", {{"Prefer", "respond-async"}, {"Job-Deadline", deadline}});
     EXPECT_EQ(r.status, 202u) << r.body;

@@ -28,7 +28,7 @@ std::vector<std::pair<unsigned, json::value>> answers_of(const reply& r) {
   return out;
 }
 
-std::string job_state(client& c, const std::string& loc) { return json_string(c.get(loc).body, "state"); }
+std::string state_at_location(client& c, const std::string& loc) { return json_string(c.get(loc).body, "state"); }
 
 TEST(HttpServerBulk, EachJobIsAnsweredOnItsOwnInOrderAndRuns) {
   test_server srv;
@@ -55,7 +55,7 @@ TEST(HttpServerBulk, EachJobIsAnsweredOnItsOwnInOrderAndRuns) {
   for (const std::size_t i : {0u, 2u, 4u}) {
     SCOPED_TRACE(i);
     const std::string loc(a[i].second.at("location").as_string());
-    ASSERT_TRUE(wait_until([&] { return job_state(c, loc) == "ok"; }));
+    ASSERT_TRUE(wait_until([&] { return state_at_location(c, loc) == "ok"; }));
     const reply job = c.get(loc);
     EXPECT_EQ(json_string(job.body, "result"), want[i]);
     EXPECT_EQ(json_string(job.body, "handler"), "echo");
@@ -87,14 +87,14 @@ TEST(HttpServerBulk, EachJobKeepsItsOwnFreshness) {
     ASSERT_EQ(status, 202u) << r.body;
     loc.emplace_back(body.at("location").as_string());
   }
-  ASSERT_TRUE(wait_until([&] { return job_state(c, loc[0]) == "running"; }));
+  ASSERT_TRUE(wait_until([&] { return state_at_location(c, loc[0]) == "running"; }));
   ASSERT_TRUE(wait_until([&] {
     clk.advance(std::chrono::milliseconds(400));
-    return job_state(c, loc[0]) == "ok";
+    return state_at_location(c, loc[0]) == "ok";
   }));
-  ASSERT_TRUE(wait_until([&] { return job_state(c, loc[1]) == "deadline_exceeded"; }));
+  ASSERT_TRUE(wait_until([&] { return state_at_location(c, loc[1]) == "deadline_exceeded"; }));
   EXPECT_EQ(json_string(c.get(loc[1]).body, "stage"), "queue");
-  ASSERT_TRUE(wait_until([&] { return job_state(c, loc[2]) == "ok"; }));
+  ASSERT_TRUE(wait_until([&] { return state_at_location(c, loc[2]) == "ok"; }));
   EXPECT_EQ(json_string(c.get(loc[2]).body, "result"), "fresh");
 }
 

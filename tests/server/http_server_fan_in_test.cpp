@@ -26,14 +26,8 @@ struct HttpServerFanIn : ::testing::Test {
     o.workers = 4;
     return o;
   }
-  json::value job(const std::string& id) {
-    const auto doc = support::parse_json(c.get("/v1/jobs/" + id).body);
-    return doc ? *doc : json::value();
-  }
-  std::string state(const std::string& id) {
-    const json::value j = job(id);
-    return j.is_object() ? std::string(j.at("state").as_string()) : "";
-  }
+  json::value job(const std::string& id) { return job_object(srv.port(), id); }
+  std::string state(const std::string& id) { return job_state(srv.port(), id); }
   // A parent with a 10 s deadline, waiting with its three children running.
   std::string start_waiting_parent() {
     const reply r = c.post("/v1/jobs/gather", "p", {{"Prefer", "respond-async"}, {"Job-Deadline", "10S"}});
@@ -131,6 +125,40 @@ TEST_F(HttpServerFanIn, ASyncJobCannotWaitItIsAnError) {
   const reply r = c.post("/v1/jobs/sync_wait", "x");
   EXPECT_EQ(r.status, 500u) << r.body;
   EXPECT_EQ(json_string(r.body, "error"), "cannot_wait");
+}
+
+// docs/guards.md's curl example, as written, on a daemon of real time: the
+// built-in fanout waits for the first two of three sleeps; the third, still
+// sleeping, is stopped because nobody waits for it.
+TEST(FanInDocs, TheGuardsCurlExampleRunsAsWritten) {
+  std::string script = doc_block("docs/guards.md", "<!-- fan-in-curl-example");
+  ASSERT_FALSE(script.empty());
+  ASSERT_EQ(run_command("command -v curl").second, 0) << "curl is not installed (tools/install-deps installs it)";
+  test_server srv;
+  ASSERT_EQ(replace_all(script, "localhost:8080", "127.0.0.1:" + std::to_string(srv.port())), 1) << script;
+  const auto [out, rc] = run_script(script, 20);
+  ASSERT_EQ(rc, 0) << out;
+  const std::string id = json_string(out, "id");
+  std::string done;
+  ASSERT_TRUE(wait_until([&] {
+    done = get(srv.port(), "/v1/jobs/" + id).body;
+    return json_string(done, "state") == "ok";
+  })) << done;
+  const auto result = support::parse_json(json_string(done, "result"));
+  ASSERT_TRUE(result.has_value()) << done;
+  EXPECT_EQ(result->at("woke_by").as_string(), "children") << done;
+  const json::array& children = result->at("children").as_array();
+  ASSERT_EQ(children.size(), 3u) << done;
+  EXPECT_EQ(children[0].at("state").as_string(), "ok");
+  EXPECT_EQ(children[1].at("state").as_string(), "ok");
+  EXPECT_EQ(children[2].at("state").as_string(), "running") << "as it was when the wait ended";
+  const std::string slow(children[2].at("id").as_string());
+  std::string stopped;
+  EXPECT_TRUE(wait_until([&] {
+    stopped = get(srv.port(), "/v1/jobs/" + slow).body;
+    return json_string(stopped, "state") == "cancelled";
+  })) << stopped;
+  EXPECT_EQ(json_string(stopped, "cause"), "parent");
 }
 
 }  // namespace

@@ -233,6 +233,16 @@ std::string json_string(const std::string& json, const std::string& key) {
   return support::string_member(json, key).value_or("");
 }
 
+boost::json::value job_object(std::uint16_t port, const std::string& id) {
+  const auto doc = support::parse_json(get(port, "/v1/jobs/" + id).body);
+  return doc ? *doc : boost::json::value();
+}
+
+std::string job_state(std::uint16_t port, const std::string& id) {
+  const boost::json::value j = job_object(port, id);
+  return j.is_object() && j.as_object().contains("state") ? std::string(j.at("state").as_string()) : "";
+}
+
 daemon_process::daemon_process(const std::vector<std::string>& args, const std::vector<std::string>& prefix) {
   char path[] = "/tmp/hourglassd-test-XXXXXX";
   const int fd = ::mkstemp(path);

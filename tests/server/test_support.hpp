@@ -15,6 +15,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/json/value.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -144,6 +145,10 @@ handler_fn report_handler();
 // A number from a flat JSON object ({"key": 12.5, ...}); NaN when absent.
 double json_number(const std::string& json, const std::string& key);
 std::string json_string(const std::string& json, const std::string& key);
+// GET /v1/jobs/{id} on `port`: its job object (null when the answer is no
+// JSON), and its state ("" then).
+boost::json::value job_object(std::uint16_t port, const std::string& id);
+std::string job_state(std::uint16_t port, const std::string& id);
 // A sample's value in Prometheus text ("NAME VALUE" on a line of its own); NaN when absent.
 double metric_value(const std::string& metrics, const std::string& name);
 

@@ -62,8 +62,11 @@
 //                                   (fleet mode: it never ran)
 //       retry                       h.expired_retry += 1; h.finished_deadline_exceeded += 1;
 //                                   run_duration.record(run) (its last attempt)
+//       human_wait                  h.expired_human_wait += 1; h.finished_deadline_exceeded += 1;
+//                                   run_duration.record(run) (its run before the wait)
 //       downstream, none            h.finished_deadline_exceeded += 1; run_duration.record(run)
-//                                   (the stage label has queue, run, idle, reclaim and retry)
+//                                   (the stage label has queue, run, idle, reclaim, retry and
+//                                   human_wait)
 //     cancelled                     h.finished_cancelled += 1; run_duration.record(run) only if
 //                                   run > 0 (a job cancelled while queued passes zero)
 //     invalid                       h.rejected_invalid_timeout += 1; no finished count
@@ -190,6 +193,7 @@ struct alignas(64) handler_metrics {
   counter expired_reclaim;
   counter expired_idle;
   counter expired_retry;
+  counter expired_human_wait;
   counter finished_ok;
   counter finished_error;
   counter finished_rejected;  // ran, and ended rejected/circuit_open
@@ -218,6 +222,7 @@ struct handler_snapshot {
   std::uint64_t expired_reclaim = 0;
   std::uint64_t expired_idle = 0;
   std::uint64_t expired_retry = 0;
+  std::uint64_t expired_human_wait = 0;
   std::uint64_t finished_ok = 0;
   std::uint64_t finished_error = 0;
   std::uint64_t finished_rejected = 0;

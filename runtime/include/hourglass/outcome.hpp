@@ -37,7 +37,9 @@ enum class reject_reason : std::uint8_t {
 // absolute deadline may still be far). retry: an async job's attempt failed
 // and a retry would come too late for the job's overall deadline
 // (job_retry.hpp): it ends at once instead of waiting in the queue.
-enum class expiry_stage : std::uint8_t { none, admission, queue, run, downstream, reclaim, idle, retry };
+// human_wait: a job waiting for a person's signal ran out of the wait's own
+// limit (its machine budget does not run down while it waits).
+enum class expiry_stage : std::uint8_t { none, admission, queue, run, downstream, reclaim, idle, retry, human_wait };
 
 // Who asked for a cancellation (outcome `cancelled`). The first cause wins.
 enum class cancel_cause : std::uint8_t {
@@ -112,6 +114,7 @@ constexpr std::string_view to_string(expiry_stage s) noexcept {
     case expiry_stage::reclaim: return "reclaim";
     case expiry_stage::idle: return "idle";
     case expiry_stage::retry: return "retry";
+    case expiry_stage::human_wait: return "human_wait";
   }
   return "unknown";
 }

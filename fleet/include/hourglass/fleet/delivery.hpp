@@ -21,11 +21,16 @@ struct delivered_job {
   // A parent resumed after waiting for its children (job_output::wait):
   // "children" (its rule was met) or "deadline" (its wake time came first).
   std::string woke_by;
+  // woke_by "signal": the wait it resumes from ("signal:<name>") and the
+  // payload its signaller sent.
+  std::string wait_rule;
+  std::string signal_payload;
 };
 
 // A parent's wait for its children: its rule as the job hash spells it
 // ("all", "first:<n>", "first_success") and how long before the job's
-// deadline the wait ends whatever has finished.
+// deadline the wait ends whatever has finished. Or a person's wait:
+// "signal:<name>", and `keep` the wait's own limit.
 struct wait_request {
   std::string rule = "all";
   duration keep{};

@@ -203,6 +203,14 @@ struct dead_answer {
   std::optional<duration> predicted_wait;  // replay: what admission judged (nullopt: unbounded)
 };
 
+// What a signal did (job_queue::async_signal).
+struct signal_answer {
+  enum class kind { delivered, not_waiting, unknown };
+  kind verdict = kind::unknown;
+  std::string state, wait_rule;  // not_waiting: the job's
+  std::optional<fleet_job> job;  // the job afterwards (unknown: none)
+};
+
 // How a finish was recorded.
 enum class finish_result {
   first,      // the job's outcome
@@ -248,6 +256,11 @@ class job_queue {
   // wait ended without it).
   void async_cancel(const context& ctx, std::string id, answer_fn<cancelled_job> done,
                     cancel_cause cause = cancel_cause::requested);
+  // A person's signal `name` for a job waiting for it (fleet/lua/signal.lua):
+  // delivered once, the job back on the stream with its deadline moved on
+  // by its wait; the job as it is afterwards.
+  void async_signal(const context& ctx, std::string id, std::string name, std::string payload,
+                    answer_fn<signal_answer> done);
   void async_list(const context& ctx, list_query q, answer_fn<job_list> done);
   // The queue's state, after pausing or resuming it when asked: a paused
   // queue's consumers stop reading at their next renewal (running jobs
@@ -318,7 +331,9 @@ class job_queue {
     job_retry_policy retry;
     int attempt = 1;
     std::optional<std::int64_t> deadline_us;
-    std::string woke_by;  // a parent resumed after a wait: "children" or "deadline"; "" otherwise
+    std::string woke_by;         // resumed after a wait: "children", "deadline" or "signal"; "" otherwise
+    std::string wait_rule;       // the wait it resumes from ("signal:<name>" for a person's)
+    std::string signal_payload;  // woke_by "signal": what the signaller sent
   };
   // `token` names this delivery (e.g. the consumer's lease token and the
   // entry): called again with it after a lost reply, the start is counted once.
@@ -384,8 +399,9 @@ class job_queue {
   // each admitted again against `predicted_wait` (nullopt: not judged, --policy fifo).
   struct promoted {
     std::size_t moved = 0;
-    std::vector<std::string> expired_handlers;  // recorded deadline_exceeded/admission
-    std::optional<std::int64_t> next_due_ms;    // the set's earliest left
+    std::vector<std::string> expired_handlers;     // recorded deadline_exceeded/admission
+    std::vector<std::string> human_wait_handlers;  // recorded deadline_exceeded/human_wait
+    std::optional<std::int64_t> next_due_ms;       // the set's earliest left
     std::int64_t broker_now_us = 0;
   };
   promoted promote(const context& ctx, const std::vector<std::string>& job_ids, std::optional<duration> predicted_wait);

@@ -49,6 +49,8 @@ class sharded_queue {
   void async_find(const context& ctx, std::string id, answer_fn<std::optional<fleet_job>> done);
   void async_cancel(const context& ctx, std::string id, answer_fn<cancelled_job> done,
                     cancel_cause cause = cancel_cause::requested);
+  void async_signal(const context& ctx, std::string id, std::string name, std::string payload,
+                    answer_fn<signal_answer> done);
   void async_replay(const context& ctx, std::string id, duration freshness, duration min_budget, bool admission,
                     answer_fn<dead_answer> done);
   void async_delete_dead(const context& ctx, std::string id, answer_fn<dead_answer> done);

@@ -77,8 +77,13 @@ struct request_view {
   // ("children": what it waited for has finished; "deadline": its deadline
   // less fan_in::keep came first, so some may not have) and every child it
   // has enqueued, in order, as they were then. Empty on a first run.
+  // ("signal": a person's signal came, see below).
   std::string_view woke_by;
   std::span<const child_outcome> children;
+  // A job resumed by the signal it waited for (handler_result::
+  // wait_for_signal): its name and the small payload the signaller sent.
+  std::string_view signal_name;
+  std::string_view signal_payload;
   // Looks up any other request header by name (case-insensitive); empty when
   // absent. Left empty in views made by hand (tests).
   std::function<std::string_view(std::string_view)> header_lookup;
@@ -104,6 +109,15 @@ struct fan_in {
   static fan_in first_success() { return {rule::first_success}; }
 };
 
+// What a job waits for from a person (handler_result::wait_for_signal): a
+// named signal (POST /v1/jobs/{id}/signals/{name}), for at most `limit` on
+// a clock of its own. While it waits its machine budget does not run down:
+// resumed, it has what it had left when it began to wait.
+struct signal_wait {
+  std::string name;  // 1 to 64 of [A-Za-z0-9._-], as handler names
+  duration limit{};  // past it: deadline_exceeded, stage human_wait
+};
+
 struct handler_result {
   std::string body;
   std::string content_type = "application/octet-stream";
@@ -113,10 +127,20 @@ struct handler_result {
   // with request_view::woke_by and children set. Async jobs only: a sync
   // job that returns it ends in error.
   std::optional<fan_in> wait;
+  // Set by wait_for_signal: no outcome yet. The job frees its worker and
+  // waits (state "waiting") for a person's signal; the handler is then
+  // called again with woke_by "signal" and the signal's name and payload.
+  // Async jobs only.
+  std::optional<signal_wait> signal;
 
   static handler_result wait_for(fan_in f = fan_in::all()) {
     handler_result r;
     r.wait = f;
+    return r;
+  }
+  static handler_result wait_for_signal(std::string name, duration limit) {
+    handler_result r;
+    r.signal = signal_wait{std::move(name), limit};
     return r;
   }
 };
