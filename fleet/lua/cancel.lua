@@ -27,6 +27,19 @@ local group = ARGV[1]
 local result_ttl_ms = ARGV[2]
 local prefix = string.sub(stream_key, 1, #stream_key - #'stream')
 
+-- A job's first outcome recorded here counts down its parent's wait (as
+-- finish.lua does); a waiting parent is put due at once in the delayed set,
+-- where promote resumes it if its rule is met (or its wake time came).
+local function count_down_parent(job_key, job_prefix, delayed_key, ok)
+  local parent = redis.call('HGET', job_key, 'parent')
+  if not parent or parent == '' then return end
+  local parent_key = job_prefix .. parent
+  if redis.call('EXISTS', parent_key) == 0 then return end
+  redis.call('HINCRBY', parent_key, 'children_done', 1)
+  if ok then redis.call('HINCRBY', parent_key, 'children_ok', 1) end
+  if redis.call('HGET', parent_key, 'state') == 'waiting' then redis.call('ZADD', delayed_key, 0, parent) end
+end
+
 local function cancel_one(key, cause)
   local state = redis.call('HGET', key, 'state')
   if not state then return 'unknown' end
@@ -49,12 +62,8 @@ local function cancel_one(key, cause)
   redis.call('PEXPIRE', key, result_ttl_ms)
   -- the fleet's totals (stats, beside the stream: the queue's hash slot)
   redis.call('HINCRBY', prefix .. 'stats', 'finished:cancelled', 1)
-  -- an outcome its parent's wait counts (a waiting parent then resumes at
-  -- its next child's finish or its wake time)
-  local parent = redis.call('HGET', key, 'parent')
-  if parent and parent ~= '' and redis.call('EXISTS', prefix .. 'job:' .. parent) == 1 then
-    redis.call('HINCRBY', prefix .. 'job:' .. parent, 'children_done', 1)
-  end
+  redis.call('PEXPIRE', prefix .. 'children:' .. redis.call('HGET', key, 'id'), result_ttl_ms)
+  count_down_parent(key, prefix .. 'job:', delayed_key, false)
   return 'cancelled'
 end
 

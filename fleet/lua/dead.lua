@@ -93,7 +93,8 @@ redis.call('HSET', job_key, 'state', 'queued', 'entry', entry, 'deliveries', '0'
   'min_budget_ms', min_budget_ms, 'accepted_ms', string.match(entry, '^(%d+)'))
 if f[5] then redis.call('HSET', job_key, 'attempt', '1') end
 redis.call('HDEL', job_key, 'cause', 'dead_entry', 'consumer', 'start_token', 'finish_token', 'finish_reply',
-  'cancel_requested', 'deadline_us', 'attempts', 'due_ms', 'started_ms', 'starts')
+  'cancel_requested', 'deadline_us', 'attempts', 'due_ms', 'started_ms', 'starts', 'woke_by', 'wait_rule',
+  'signal_payload', 'wake_ms', 'human_since_us')
 redis.call('PERSIST', job_key)
 if dead_entry and dead_entry ~= '' then redis.call('XDEL', dead_key, dead_entry) end
 redis.call('HINCRBY', stats_key, 'replayed', 1)

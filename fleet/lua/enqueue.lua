@@ -184,9 +184,15 @@ for i = 1, n do
       if parent ~= '' then
         redis.call('HSET', job_key, 'parent', parent)
         -- the parent's count of them, which orders the set: its GET reads them in the order sent
-        local n = redis.call('HINCRBY', job_prefix .. parent, 'children', 1)
-        redis.call('ZADD', children_key, n, job_id)
-        redis.call('PEXPIRE', children_key, idem_ttl_ms)
+        -- (counted once: a batch written again after 'nostream' finds it there)
+        if not redis.call('ZSCORE', children_key, job_id) then
+          local n = redis.call('HINCRBY', job_prefix .. parent, 'children', 1)
+          redis.call('ZADD', children_key, n, job_id)
+        end
+        -- kept idem_ttl after its latest child, unless its parent waits (kept until the parent's outcome)
+        if redis.call('HGET', job_prefix .. parent, 'state') ~= 'waiting' then
+          redis.call('PEXPIRE', children_key, idem_ttl_ms)
+        end
       end
       if counts and entry ~= '' then counts[1] = counts[1] + 1 end
       out[i] = {'accepted', entry, wait}

@@ -155,6 +155,8 @@ end
 local function start_wait(job_key, rule, keep_us)
   redis.call('HSET', job_key, 'state', 'waiting', 'wait_rule', rule, 'entry', '')
   redis.call('HDEL', job_key, 'start_token')
+  -- its children stay listed however long it waits (until its own outcome's TTL)
+  redis.call('PERSIST', string.sub(job_prefix, 1, #job_prefix - #'job:') .. 'children:' .. redis.call('HGET', job_key, 'id'))
   if string.sub(rule, 1, 7) == 'signal:' then  -- a person's wait: its own limit from now; the budget stands still
     local limit_ms = string.format('%.0f', math.ceil((broker_now_us() + keep_us) / 1000))
     redis.call('HSET', job_key, 'human_since_us', string.format('%.0f', broker_now_us()), 'wake_ms', limit_ms)
@@ -168,6 +170,10 @@ local function start_wait(job_key, rule, keep_us)
   local f = redis.call('HMGET', job_key, 'id', 'deadline_us')
   local deadline_us = tonumber(f[2] or '')
   if deadline_us then
+    if deadline_us - keep_us <= broker_now_us() then  -- its wake time has come already
+      resume(job_key, 'deadline')
+      return 'resumed'
+    end
     local wake_ms = string.format('%.0f', math.ceil((deadline_us - keep_us) / 1000))
     redis.call('ZADD', delayed_key, wake_ms, f[1])
     redis.call('HSET', job_key, 'wake_ms', wake_ms)
@@ -250,6 +256,8 @@ for i = 4, #KEYS do
       -- stopped by a cancel its parent's cancel brought: that is its cause
       if st == 'cancelled' and f[8] then redis.call('HSET', job_key, 'cause', f[8]) end
       redis.call('PEXPIRE', job_key, result_ttl_ms)
+      redis.call('PEXPIRE', string.sub(job_prefix, 1, #job_prefix - #'job:') .. 'children:' ..
+        redis.call('HGET', job_key, 'id'), result_ttl_ms)
       child_finished(job_key, st == 'ok')
       if max_attempts and max_attempts ~= '1' and run_us >= 0 then
         local last = {run_ms = run_us / 1000}

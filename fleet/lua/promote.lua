@@ -7,7 +7,10 @@
 -- deadline would pass first), its outcome is deadline_exceeded, stage
 -- admission, and it never runs. A parent waiting for its children whose
 -- wake time has come (finish.lua put it there) goes back on the stream as
--- it is, woke_by 'deadline': its resumed run answers with what has finished.
+-- it is, woke_by 'deadline' ('children' when its rule is met: a child that
+-- ended outside finish.lua puts its parent due at once, and one whose rule
+-- is not yet met goes back to its wake time): its resumed run answers with
+-- what has finished.
 -- A job waiting for a person's signal whose wait's limit has come ends
 -- deadline_exceeded, stage human_wait (its machine budget was not charged
 -- for the wait: human_waited_us says how long it was).
@@ -51,6 +54,35 @@ local function admitted(freshness_ms, min_budget_ms, deadline_us, due_ms)
   return true
 end
 
+-- A job's first outcome recorded here counts down its parent's wait (as
+-- finish.lua does); a waiting parent is put due at once in the delayed set,
+-- where promote resumes it if its rule is met (or its wake time came).
+local function count_down_parent(job_key, job_prefix, delayed_key, ok)
+  local parent = redis.call('HGET', job_key, 'parent')
+  if not parent or parent == '' then return end
+  local parent_key = job_prefix .. parent
+  if redis.call('EXISTS', parent_key) == 0 then return end
+  redis.call('HINCRBY', parent_key, 'children_done', 1)
+  if ok then redis.call('HINCRBY', parent_key, 'children_ok', 1) end
+  if redis.call('HGET', parent_key, 'state') == 'waiting' then redis.call('ZADD', delayed_key, 0, parent) end
+end
+
+local queue_prefix = string.sub(stream_key, 1, #stream_key - #'stream')
+local job_prefix = queue_prefix .. 'job:'
+
+-- Whether a waiting parent's rule is met by its children's outcomes so far
+-- (as finish.lua judges it).
+local function wait_over(job_key)
+  local f = redis.call('HMGET', job_key, 'wait_rule', 'children', 'children_done', 'children_ok')
+  local rule = f[1] or 'all'
+  if string.sub(rule, 1, 7) == 'signal:' then return false end
+  local total, done, ok = tonumber(f[2] or '0') or 0, tonumber(f[3] or '0') or 0, tonumber(f[4] or '0') or 0
+  if rule == 'first_success' then return ok >= 1 or done >= total end
+  local n = tonumber(string.match(rule, '^first:(%d+)$') or '')
+  if n then return done >= math.min(n, total) end
+  return done >= total
+end
+
 local moved, expired, human_expired = 0, {}, {}
 for i = 3, #KEYS do
   local job_key = KEYS[i]
@@ -61,15 +93,27 @@ for i = 3, #KEYS do
     local f = redis.call('HMGET', job_key, 'state', 'handler', 'freshness_ms', 'min_budget_ms', 'deadline_us')
     local state, handler, freshness_ms, min_budget_ms, deadline_us = f[1], f[2], f[3], f[4], f[5]
     local rule = redis.call('HGET', job_key, 'wait_rule') or ''
-    if state == 'waiting' and string.sub(rule, 1, 7) == 'signal:' then
+    -- a wait's own time (its wake time, or a person's limit) may not have come:
+    -- a child that ended outside finish.lua puts its parent due at once
+    local wake_ms = tonumber(redis.call('HGET', job_key, 'wake_ms') or '')
+    local wake_due = wake_ms ~= nil and wake_ms * 1000 <= now_us
+    if state == 'waiting' and string.sub(rule, 1, 7) == 'signal:' and not wake_due then
+      if wake_ms then redis.call('ZADD', delayed_key, string.format('%.0f', wake_ms), job_id) end
+    elseif state == 'waiting' and string.sub(rule, 1, 7) == 'signal:' then
       local since = tonumber(redis.call('HGET', job_key, 'human_since_us') or '') or now_us
       local waited = (tonumber(redis.call('HGET', job_key, 'human_waited_us') or '0') or 0) + math.max(now_us - since, 0)
       redis.call('HSET', job_key, 'state', 'deadline_exceeded', 'stage', 'human_wait', 'payload', '',
         'human_waited_us', string.format('%.0f', waited))
       redis.call('HDEL', job_key, 'human_since_us', 'wake_ms')
       redis.call('PEXPIRE', job_key, result_ttl_ms)
+      redis.call('PEXPIRE', queue_prefix .. 'children:' .. job_id, result_ttl_ms)
       table.insert(human_expired, handler or '')
+      count_down_parent(job_key, job_prefix, delayed_key, false)
+    elseif state == 'waiting' and not wait_over(job_key) and not wake_due then
+      if wake_ms then redis.call('ZADD', delayed_key, string.format('%.0f', wake_ms), job_id) end
     elseif state == 'waiting' then
+      local woke_by = 'deadline'
+      if wait_over(job_key) then woke_by = 'children' end
       local f2 = redis.call('HMGET', job_key, 'freshness_ms', 'min_budget_ms', 'deadline_us')
       local due_ms = string.format('%.0f', math.floor(now_us / 1000))
       local fields = {'id', job_id, 'handler', handler, 'freshness_ms', f2[1], 'min_budget_ms', '0', 'due_ms', due_ms}
@@ -78,7 +122,7 @@ for i = 3, #KEYS do
         table.insert(fields, f2[3])
       end
       local entry = redis.call('XADD', stream_key, '*', unpack(fields))
-      redis.call('HSET', job_key, 'state', 'queued', 'entry', entry, 'woke_by', 'deadline', 'deliveries', '0',
+      redis.call('HSET', job_key, 'state', 'queued', 'entry', entry, 'woke_by', woke_by, 'deliveries', '0',
         'due_ms', due_ms)
       redis.call('HDEL', job_key, 'wake_ms')
       redis.call('HINCRBY', job_key, 'wakes', 1)
@@ -100,11 +144,12 @@ for i = 3, #KEYS do
           string.format('%.3f', waited_ms), 'payload', '')
         redis.call('PEXPIRE', job_key, result_ttl_ms)
         table.insert(expired, handler or '')
+        count_down_parent(job_key, job_prefix, delayed_key, false)
       end
     end
   end
 end
-local stats_key = string.sub(stream_key, 1, #stream_key - #'stream') .. 'stats'
+local stats_key = queue_prefix .. 'stats'
 if #expired > 0 then  -- the fleet's totals (stats, beside the stream: the queue's hash slot)
   redis.call('HINCRBY', stats_key, 'expired:admission', #expired)
 end

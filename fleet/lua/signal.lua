@@ -10,16 +10,35 @@
 -- KEYS[3] delayed_key     hg:{Q}:delayed
 -- ARGV[1] name            the signal's name
 -- ARGV[2] payload         its payload (small: the daemon bounds it)
+-- ARGV[3] result_ttl_ms   how long an outcome recorded here is kept
 --
--- Reply: {'delivered'}, {'not_waiting', state, wait_rule ('' none)} or {'unknown'} (no job hash)
+-- A signal that comes after the wait's limit (promote has not ended it
+-- yet) is not delivered: the job ends here as promote would end it,
+-- deadline_exceeded/human_wait, and the reply says so ('expired').
+--
+-- Reply: {'delivered'}, {'not_waiting', state, wait_rule ('' none)},
+-- {'not_waiting', 'deadline_exceeded', wait_rule, 'expired'} or {'unknown'} (no job hash)
 local stream_key = KEYS[1]
 local job_key = KEYS[2]
 local delayed_key = KEYS[3]
 local name = ARGV[1]
 local payload = ARGV[2]
 
+-- The job's outcome, recorded here, counts down its parent's wait (as
+-- finish.lua does); a waiting parent is put due at once in the delayed set,
+-- where promote resumes it if its rule is met.
+local function count_down_parent(job_key, job_prefix, delayed_key, ok)
+  local parent = redis.call('HGET', job_key, 'parent')
+  if not parent or parent == '' then return end
+  local parent_key = job_prefix .. parent
+  if redis.call('EXISTS', parent_key) == 0 then return end
+  redis.call('HINCRBY', parent_key, 'children_done', 1)
+  if ok then redis.call('HINCRBY', parent_key, 'children_ok', 1) end
+  if redis.call('HGET', parent_key, 'state') == 'waiting' then redis.call('ZADD', delayed_key, 0, parent) end
+end
+
 local f = redis.call('HMGET', job_key, 'state', 'wait_rule', 'id', 'handler', 'freshness_ms', 'deadline_us',
-  'human_since_us', 'human_waited_us')
+  'human_since_us', 'human_waited_us', 'wake_ms')
 local state, rule = f[1], f[2]
 if not state then return {'unknown'} end
 if state ~= 'waiting' or rule ~= 'signal:' .. name then return {'not_waiting', state, rule or ''} end
@@ -27,6 +46,18 @@ if state ~= 'waiting' or rule ~= 'signal:' .. name then return {'not_waiting', s
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local waited = math.max(now_us - (tonumber(f[7] or '') or now_us), 0)
+local prefix = string.sub(stream_key, 1, #stream_key - #'stream')
+if f[9] and tonumber(f[9]) * 1000 <= now_us then  -- past the wait's limit: too late
+  redis.call('ZREM', delayed_key, f[3])
+  redis.call('HSET', job_key, 'state', 'deadline_exceeded', 'stage', 'human_wait', 'payload', '',
+    'human_waited_us', string.format('%.0f', (tonumber(f[8] or '0') or 0) + waited))
+  redis.call('HDEL', job_key, 'human_since_us', 'wake_ms')
+  redis.call('PEXPIRE', job_key, ARGV[3])
+  redis.call('PEXPIRE', prefix .. 'children:' .. f[3], ARGV[3])
+  redis.call('HINCRBY', prefix .. 'stats', 'expired:human_wait', 1)
+  count_down_parent(job_key, prefix .. 'job:', delayed_key, false)
+  return {'not_waiting', 'deadline_exceeded', rule, 'expired'}
+end
 local due_ms = string.format('%.0f', math.floor(now_us / 1000))
 -- its minimum was judged at its admission: what is left is its own
 local fields = {'id', f[3], 'handler', f[4], 'freshness_ms', f[5], 'min_budget_ms', '0', 'due_ms', due_ms}

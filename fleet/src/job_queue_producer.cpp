@@ -249,7 +249,8 @@ void job_queue::async_signal(const context& ctx, std::string id, std::string nam
                              answer_fn<signal_answer> done) {
   if (!valid_job_id(id)) return done(answer(signal_answer{}));
   std::vector<std::string> keys{key("stream"), key("job:" + id), key("delayed")};
-  std::vector<std::string> args{std::move(name), std::move(payload)};
+  std::vector<std::string> args{std::move(name), std::move(payload),
+                                millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1)))};
   async_eval(ctx, detail::signal_script, std::move(keys), std::move(args),
              [this, ctx, id = std::move(id), done = std::move(done)](async_answer<redis_reply> r) mutable {
                if (r.error) return done(failed<signal_answer>(r.error));

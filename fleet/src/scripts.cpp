@@ -99,10 +99,11 @@ signal_answer decode_signal(const redis_reply& r) {
   const std::string& v = r.elements[0].str;
   if (v == "delivered") {
     a.verdict = signal_answer::kind::delivered;
-  } else if (v == "not_waiting" && r.elements.size() == 3) {
+  } else if (v == "not_waiting" && (r.elements.size() == 3 || r.elements.size() == 4)) {
     a.verdict = signal_answer::kind::not_waiting;
     a.state = r.elements[1].str;
     a.wait_rule = r.elements[2].str;
+    a.expired_here = r.elements.size() == 4 && r.elements[3].str == "expired";
   } else if (v != "unknown") {
     broker_error("signal", r);
   }

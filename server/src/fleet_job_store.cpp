@@ -161,6 +161,10 @@ class fleet_job_store final : public job_store {
                             r.verdict = signal_result::kind::delivered;
                           } else if (a.value.verdict == fleet::signal_answer::kind::not_waiting) {
                             r.verdict = signal_result::kind::not_waiting;
+                            if (a.value.expired_here) {  // this daemon recorded its end: counted here
+                              c_.jobs->stats().on_recorded(c_.jobs->handler(f.job.handler),
+                                                           status::expired(expiry_stage::human_wait));
+                            }
                           }
                           done(std::move(r));
                         }));

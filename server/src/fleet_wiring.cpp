@@ -45,7 +45,7 @@ fleet::job_runner fleet_runner(core& c) {
       v.children = children;
     }
     handler_result hr = e->fn(ctx, v);
-    check_signal_name(hr.signal);
+    check_wait(hr);
     fleet::job_output out{std::move(hr.body), std::move(hr.content_type)};
     // The wait ends `keep` before the job's deadline, judged on the broker's clock.
     if (hr.wait) out.wait = fleet::wait_request{fan_in_text(*hr.wait), wake_keep(*hr.wait, e->min_budget)};

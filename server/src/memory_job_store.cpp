@@ -302,7 +302,7 @@ class memory_job_store final : public job_store {
             v.children = children;
           }
           handler_result r = run->job.in->entry->fn(ctx, v);
-          check_signal_name(r.signal);
+          check_wait(r);
           return r;
         },
         [this, run](job_result<handler_result>&& r) noexcept { on_attempt_end(run, std::move(r)); });
@@ -351,7 +351,8 @@ class memory_job_store final : public job_store {
     const time_point now = c_.clk.now();
     const time_point wake_at = wake_time(run->job.deadline, f, run->job.in->entry->min_budget);
     std::lock_guard lock(timers_->mu);
-    settle_wait(run, jobs_.wait_for_children(run->id, f, wake_at, now), now, [&] {
+    cancel_cause cause = cancel_cause::requested;
+    settle_wait(run, jobs_.wait_for_children(run->id, f, wake_at, now, &cause), now, cause, [&] {
       if (wake_at != time_point::max()) arm_wake(run, wake_at);
     });
   }
@@ -363,7 +364,8 @@ class memory_job_store final : public job_store {
     const time_point now = c_.clk.now();
     const time_point limit_at = saturating_add(now, w.limit);
     std::lock_guard lock(timers_->mu);
-    settle_wait(run, jobs_.wait_for_signal(run->id, w.name, limit_at, now), now,
+    cancel_cause cause = cancel_cause::requested;
+    settle_wait(run, jobs_.wait_for_signal(run->id, w.name, limit_at, now, &cause), now, cause,
                 [&] { arm_human_limit(run, limit_at); });
   }
 
@@ -371,7 +373,7 @@ class memory_job_store final : public job_store {
   // waiting (kept to be resumed, its timer armed), resumed at once, or
   // ended cancelled (a DELETE came while it ran).
   void settle_wait(const std::shared_ptr<const job_run>& run, memory_jobs::wait_verdict v, time_point now,
-                   const std::function<void()>& arm_timer) {
+                   cancel_cause cause, const std::function<void()>& arm_timer) {
     switch (v) {
       case memory_jobs::wait_verdict::waiting:
         waiting_[run->id] = run;
@@ -380,7 +382,7 @@ class memory_job_store final : public job_store {
       case memory_jobs::wait_verdict::resume: (void)submit_attempt(run, now); return;
       case memory_jobs::wait_verdict::cancelled: {
         async_outcome o;
-        o.st = status::cancelled(cancel_cause::requested);
+        o.st = status::cancelled(cause);
         jobs_.finish(run->id, std::move(o), now);
         resume_woken();
         return;
@@ -396,10 +398,11 @@ class memory_job_store final : public job_store {
     timers_->by_job[run->id] = c_.clk.schedule(limit_at, [this, run, limit_at, timers = timers_]() noexcept {
       std::lock_guard gate(timers->mu);
       if (!timers->open) return;
-      timers->by_job.erase(run->id);
-      // Only if it ends here: a signal that came first resumes it from waiting_.
+      // Only if it ends here: a signal that came first resumes it from
+      // waiting_, and a later wait has a timer (and entry) of its own.
       const std::optional<async_record> r = jobs_.human_wait_over(run->id, limit_at);
       if (!r) return;
+      timers->by_job.erase(run->id);
       waiting_.erase(run->id);
       const handler_entry& e = *run->job.in->entry;
       c_.jobs->stats().on_recorded(*e.metrics, r->st);
@@ -414,9 +417,10 @@ class memory_job_store final : public job_store {
     timers_->by_job[run->id] = c_.clk.schedule(at, [this, run, at, timers = timers_]() noexcept {
       std::lock_guard gate(timers->mu);
       if (!timers->open) return;
+      // Only if it wakes here: children that met its rule first resume it
+      // from waiting_, and a later wait has a timer (and entry) of its own.
+      if (!jobs_.wake(run->id, at)) return;
       timers->by_job.erase(run->id);
-      // Only if it wakes here: children that met its rule first resume it from waiting_.
-      if (!jobs_.wake(run->id)) return;
       waiting_.erase(run->id);
       (void)submit_attempt(run, at);
     });

@@ -72,7 +72,7 @@ after_submit memory_jobs::submitted(const std::string& id, job_ref ref) {
   if (it == jobs_.end()) return next;
   entry& e = it->second;
   if (e.rec.state == async_state::finished && refused_at_admission(e.rec.st) && e.rec.attempts.empty() &&
-      e.rec.due == time_point{}) {
+      e.rec.due == time_point{} && e.rec.wakes == 0) {  // a resumed run's refusal is the outcome of a job that ran
     next.refused = e.rec.st;  // nothing ran and nothing will: no job to poll (a retry's record stays)
     jobs_.erase(it);
     return next;
@@ -144,12 +144,15 @@ void memory_jobs::finish(const std::string& id, async_outcome o, time_point now)
 }
 
 memory_jobs::wait_verdict memory_jobs::wait_for_children(const std::string& id, fan_in f, time_point wake_at,
-                                                         time_point now) {
+                                                         time_point now, cancel_cause* cause) {
   std::lock_guard lock(mu_);
   const auto it = jobs_.find(id);
   if (it == jobs_.end() || it->second.rec.state == async_state::finished) return wait_verdict::gone;
   entry& e = it->second;
-  if (e.rec.cancel_requested) return wait_verdict::cancelled;
+  if (e.rec.cancel_requested) {
+    if (cause != nullptr) *cause = e.cancel_cause_asked;
+    return wait_verdict::cancelled;
+  }
   e.rec.wait = f;
   e.rec.signal.clear();
   e.rec.wake_at = wake_at;
@@ -165,10 +168,14 @@ memory_jobs::wait_verdict memory_jobs::wait_for_children(const std::string& id, 
   return wait_verdict::waiting;
 }
 
-bool memory_jobs::wake(const std::string& id) {
+bool memory_jobs::wake(const std::string& id, time_point wake_at) {
   std::lock_guard lock(mu_);
   const auto it = jobs_.find(id);
-  if (it == jobs_.end() || it->second.rec.state != async_state::waiting) return false;
+  // (a timer of an earlier wait, fired after its cancel came too late, is not this wait's)
+  if (it == jobs_.end() || it->second.rec.state != async_state::waiting || !it->second.rec.wait ||
+      it->second.rec.wake_at != wake_at) {
+    return false;
+  }
   async_record& r = it->second.rec;
   r.state = async_state::queued;
   r.woke_by = "deadline";
@@ -177,12 +184,15 @@ bool memory_jobs::wake(const std::string& id) {
 }
 
 memory_jobs::wait_verdict memory_jobs::wait_for_signal(const std::string& id, const std::string& name,
-                                                       time_point limit_at, time_point now) {
+                                                       time_point limit_at, time_point now, cancel_cause* cause) {
   std::lock_guard lock(mu_);
   const auto it = jobs_.find(id);
   if (it == jobs_.end() || it->second.rec.state == async_state::finished) return wait_verdict::gone;
   entry& e = it->second;
-  if (e.rec.cancel_requested) return wait_verdict::cancelled;
+  if (e.rec.cancel_requested) {
+    if (cause != nullptr) *cause = e.cancel_cause_asked;
+    return wait_verdict::cancelled;
+  }
   e.rec.wait.reset();  // no child's finish resumes it
   e.rec.signal = name;
   e.rec.human_since = now;
@@ -201,7 +211,8 @@ memory_jobs::signalled memory_jobs::signal(const std::string& id, std::string_vi
   const auto it = jobs_.find(id);
   if (it == jobs_.end()) return out;
   async_record& r = it->second.rec;
-  if (r.state != async_state::waiting || r.wait || r.signal != name) {
+  // (past its limit it is over, though the limit's timer has not ended it yet)
+  if (r.state != async_state::waiting || r.wait || r.signal != name || now >= r.human_limit_at) {
     out.verdict = signalled::kind::not_waiting;
     out.job = r;
     return out;
@@ -223,7 +234,7 @@ std::optional<async_record> memory_jobs::human_wait_over(const std::string& id, 
   const auto it = jobs_.find(id);
   if (it == jobs_.end()) return std::nullopt;
   async_record& r = it->second.rec;
-  if (r.state != async_state::waiting || r.wait) return std::nullopt;
+  if (r.state != async_state::waiting || r.wait || r.human_limit_at != now) return std::nullopt;
   r.human_waited += elapsed(r.human_since, now);
   r.human_limit_at = time_point::max();
   r.state = async_state::finished;

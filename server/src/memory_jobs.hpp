@@ -140,16 +140,19 @@ class memory_jobs {
   enum class wait_verdict {
     waiting,    // waits: wake(id) at wake_at, unless take_woken() names it first
     resume,     // already satisfied (or wake_at has come): queued again, to be submitted
-    cancelled,  // a cancel was asked while it ran: finish it cancelled instead
+    cancelled,  // a cancel was asked while it ran: finish it cancelled instead (*cause: why)
     gone,       // no such job
   };
-  wait_verdict wait_for_children(const std::string& id, fan_in f, time_point wake_at, time_point now);
-  // waiting -> queued at its wake time (woke_by "deadline"). False when it is
-  // no longer waiting (woken by its children, cancelled, or gone).
-  bool wake(const std::string& id);
+  wait_verdict wait_for_children(const std::string& id, fan_in f, time_point wake_at, time_point now,
+                                 cancel_cause* cause = nullptr);
+  // waiting -> queued at its wake time `wake_at` (woke_by "deadline"). False
+  // when it no longer waits with that wake time (woken by its children,
+  // cancelled, gone, or waiting again since).
+  bool wake(const std::string& id, time_point wake_at);
   // running -> waiting for a person's signal `name` until `limit_at`; its
   // machine budget stands still meanwhile (waiting or cancelled, as above).
-  wait_verdict wait_for_signal(const std::string& id, const std::string& name, time_point limit_at, time_point now);
+  wait_verdict wait_for_signal(const std::string& id, const std::string& name, time_point limit_at, time_point now,
+                               cancel_cause* cause = nullptr);
   // The signal `name` for job `id`: delivered once, to a job waiting for it
   // (waiting -> queued, woke_by "signal", its deadline moved on by the
   // wait: resumed_deadline). The job afterwards.
@@ -159,8 +162,9 @@ class memory_jobs {
     async_record job;
   };
   signalled signal(const std::string& id, std::string_view name, std::string payload, time_point now);
-  // A person's wait at its limit: finished deadline_exceeded/human_wait
-  // (nullopt: it no longer waits: signalled, cancelled, or gone).
+  // A person's wait at its limit `now`: finished deadline_exceeded/human_wait
+  // (nullopt: it no longer waits with that limit: signalled, cancelled,
+  // gone, or waiting again since).
   std::optional<async_record> human_wait_over(const std::string& id, time_point now);
   // The waiting parents that finishes and cancels since the last call have
   // satisfied (now queued again, woke_by "children"), to be submitted.

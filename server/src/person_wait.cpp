@@ -15,9 +15,13 @@ time_point resumed_deadline(time_point deadline, time_point waited_since, time_p
 
 bool valid_signal_name(std::string_view name) noexcept { return valid_handler_name(name); }
 
-void check_signal_name(const std::optional<signal_wait>& w) {
-  if (w && !valid_signal_name(w->name)) {
-    throw handler_error(500, "invalid_signal", "a signal's name is 1 to 64 of [A-Za-z0-9._-]: '" + w->name + "'");
+void check_wait(const handler_result& r) {
+  if (r.wait && r.signal) {
+    throw handler_error(500, "invalid_wait", "a job waits for its children or for a signal, not both at once");
+  }
+  if (r.signal && !valid_signal_name(r.signal->name)) {
+    throw handler_error(500, "invalid_signal",
+                        "a signal's name is 1 to 64 of [A-Za-z0-9._-]: '" + r.signal->name + "'");
   }
 }
 

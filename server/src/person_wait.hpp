@@ -22,9 +22,9 @@ time_point resumed_deadline(time_point deadline, time_point waited_since, time_p
 bool valid_signal_name(std::string_view name) noexcept;
 
 // A handler's result that waits for a signal nobody could send (a name
-// the signal endpoint refuses) is its error: throws handler_error 500
-// invalid_signal.
-void check_signal_name(const std::optional<signal_wait>& w);
+// the signal endpoint refuses), or for its children and a signal at once,
+// is its error: throws handler_error 500 invalid_signal / invalid_wait.
+void check_wait(const handler_result& r);
 
 // The wait as the job object and the fleet's job hash spell it
 // ("signal:<name>"), and the name back out of one (nullopt: not a signal's).

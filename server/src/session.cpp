@@ -295,7 +295,8 @@ void session::read_body() {
   phase_ = phase::body;
   body_parser_.emplace(std::move(*header_parser_));
   header_parser_.reset();
-  body_parser_->body_limit(core_.opts.max_body);
+  body_parser_->body_limit(signal_ ? std::min<std::uint64_t>(core_.opts.max_body, max_signal_payload)
+                                   : core_.opts.max_body);
   io_timer_.expires_after(core_.opts.body_timeout);
   http::async_read(stream_, buffer_, *body_parser_,
                    [self = shared_from_this()](error_code ec, std::size_t) { self->on_body(ec); });

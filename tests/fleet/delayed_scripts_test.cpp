@@ -263,7 +263,7 @@ TEST_F(DelayedSet, ASignalResumesAJobWaitingForItOnceWithItsDeadlineMovedOnByThe
   EXPECT_EQ(call({"XLEN", stream}).integer, 0) << "its entry left the stream";
 
   const auto signal = [&](const std::string& name, const std::string& payload) {
-    return eval(detail::signal_script, {stream, job(id), delayed}, {name, payload});
+    return eval(detail::signal_script, {stream, job(id), delayed}, {name, payload, "60000"});
   };
   EXPECT_EQ(detail::decode_signal(signal("reject", "no")).verdict, signal_answer::kind::not_waiting);
   EXPECT_EQ(field(job(id), "state"), "waiting") << "another name: nothing changed";
@@ -285,13 +285,15 @@ TEST_F(DelayedSet, ASignalResumesAJobWaitingForItOnceWithItsDeadlineMovedOnByThe
   EXPECT_EQ(detail::decode_signal(again).state, "queued");
   EXPECT_EQ(detail::decode_signal(signal("approve", "")).verdict, signal_answer::kind::not_waiting);
   EXPECT_EQ(
-      detail::decode_signal(eval(detail::signal_script, {stream, job(new_job_id()), delayed}, {"approve", ""})).verdict,
+      detail::decode_signal(eval(detail::signal_script, {stream, job(new_job_id()), delayed}, {"approve", "", "60000"}))
+          .verdict,
       signal_answer::kind::unknown);
 }
 
 // At its limit promote ends a person's wait (deadline_exceeded, stage
 // human_wait, counted); a parent waiting for its children is resumed at its
-// wake time instead, woke_by deadline.
+// wake time instead, woke_by deadline. (A wait whose wake time has passed
+// when it begins resumes in the finish itself.)
 TEST_F(DelayedSet, PromoteEndsAPersonsWaitAtItsLimitAndResumesAParentAtItsWakeTime) {
   const std::string person = new_job_id();
   const std::string parent = new_job_id();
@@ -303,9 +305,11 @@ TEST_F(DelayedSet, PromoteEndsAPersonsWaitAtItsLimitAndResumesAParentAtItsWakeTi
   call({"HSET", job(parent), "children", "2"});
   ASSERT_EQ(finish_one(person, {field(job(person), "entry"), "1000", "wait", "signal:approve", "0", "0"}),
             finish_result::waiting);
-  // keep 60 s of a 60 s deadline: its wake time has come already
-  ASSERT_EQ(finish_one(parent, {field(job(parent), "entry"), "1000", "wait", "all", "60000000", "0"}),
+  ASSERT_EQ(finish_one(parent, {field(job(parent), "entry"), "1000", "wait", "all", "1000000", "0"}),
             finish_result::waiting);
+  const std::string past = std::to_string(broker_ms() - 1);  // as if its 59 s had gone by
+  call({"HSET", job(parent), "wake_ms", past});
+  call({"ZADD", delayed, past, parent});
   const detail::promote_reply p = promote({person, parent});
   EXPECT_EQ(p.human_wait_handlers.size(), 1u);
   EXPECT_EQ(p.moved, 1u);
@@ -315,6 +319,70 @@ TEST_F(DelayedSet, PromoteEndsAPersonsWaitAtItsLimitAndResumesAParentAtItsWakeTi
   EXPECT_EQ(field(job(parent), "state"), "queued");
   EXPECT_EQ(field(job(parent), "woke_by"), "deadline");
   EXPECT_EQ(field(job(parent), "wakes"), "1");
+
+  const std::string late = new_job_id();
+  ASSERT_EQ(enqueue_batch({{.id = late, .admission = "0", .deadline_us = "60000000"}}).jobs.at(0).verdict,
+            detail::enqueue_reply::kind::accepted);
+  call({"HSET", job(late), "state", "running", "children", "1"});
+  // keeps 60 s of its 60 s: its wake time has come already
+  EXPECT_EQ(finish_one(late, {field(job(late), "entry"), "1000", "wait", "all", "60000000", "0"}),
+            finish_result::resumed);
+  EXPECT_EQ(field(job(late), "woke_by"), "deadline");
+}
+
+// A child that ends outside finish.lua (here a DELETE while it is queued)
+// counts down its waiting parent and puts it due at once; promote resumes
+// it when that met its rule (woke_by children), and puts it back at its wake
+// time when it did not.
+TEST_F(DelayedSet, AChildCancelledOnTheSpotPutsItsWaitingParentDueAndPromoteResumesItWhenItsRuleIsMet) {
+  const std::string parent = new_job_id();
+  ASSERT_EQ(enqueue_batch({{.id = parent, .admission = "0", .deadline_us = "60000000"}}).jobs.at(0).verdict,
+            detail::enqueue_reply::kind::accepted);
+  call({"HSET", job(parent), "state", "running"});
+  std::vector<std::string> children;
+  for (int i = 0; i < 3; ++i) {
+    children.push_back(new_job_id());
+    ASSERT_EQ(enqueue_batch({{.id = children.back(), .admission = "0", .parent = parent}}).jobs.at(0).verdict,
+              detail::enqueue_reply::kind::accepted);
+  }
+  EXPECT_EQ(field(job(parent), "children"), "3");
+  ASSERT_EQ(finish_one(parent, {field(job(parent), "entry"), "1000", "wait", "first:2", "100000", "0"}),
+            finish_result::waiting);
+  const double wake = score(parent);
+  const auto cancel = [&](const std::string& id) {
+    return eval(detail::cancel_script, {stream, job(id), delayed}, {group, "60000", ""}).str;
+  };
+  ASSERT_EQ(cancel(children[0]), "cancelled");
+  EXPECT_EQ(field(job(parent), "children_done"), "1");
+  EXPECT_EQ(score(parent), 0) << "put due at once";
+  EXPECT_EQ(promote({parent}).moved, 0u) << "one of two: not yet";
+  EXPECT_EQ(field(job(parent), "state"), "waiting");
+  EXPECT_EQ(score(parent), wake) << "back at its wake time";
+  ASSERT_EQ(cancel(children[1]), "cancelled");
+  EXPECT_EQ(promote({parent}).moved, 1u);
+  EXPECT_EQ(field(job(parent), "state"), "queued");
+  EXPECT_EQ(field(job(parent), "woke_by"), "children");
+}
+
+// A signal that comes after the wait's limit, before promote has ended the
+// job, is not delivered: the job ends there, human_wait, counted once.
+TEST_F(DelayedSet, ASignalAfterTheWaitsLimitEndsTheJobInsteadOfResumingIt) {
+  const std::string id = new_job_id();
+  ASSERT_EQ(enqueue_batch({{.id = id, .admission = "0", .deadline_us = "60000000"}}).jobs.at(0).verdict,
+            detail::enqueue_reply::kind::accepted);
+  call({"HSET", job(id), "state", "running"});
+  ASSERT_EQ(finish_one(id, {field(job(id), "entry"), "1000", "wait", "signal:approve", "0", "0"}),
+            finish_result::waiting);
+  call({"HINCRBY", job(id), "wake_ms", "-1"});  // its limit has passed
+  const signal_answer a = detail::decode_signal(
+      eval(detail::signal_script, {stream, job(id), delayed}, {"approve", "late", "60000"}));
+  EXPECT_EQ(a.verdict, signal_answer::kind::not_waiting);
+  EXPECT_TRUE(a.expired_here);
+  EXPECT_EQ(field(job(id), "state"), "deadline_exceeded");
+  EXPECT_EQ(field(job(id), "stage"), "human_wait");
+  EXPECT_EQ(field(stats, "expired:human_wait"), "1");
+  EXPECT_EQ(score(id), -1);
+  EXPECT_EQ(promote({id}).human_wait_handlers.size(), 0u) << "ended once";
 }
 
 }  // namespace

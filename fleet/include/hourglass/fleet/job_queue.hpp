@@ -208,6 +208,7 @@ struct signal_answer {
   enum class kind { delivered, not_waiting, unknown };
   kind verdict = kind::unknown;
   std::string state, wait_rule;  // not_waiting: the job's
+  bool expired_here = false;     // not_waiting: it came after the wait's limit and ended the job (human_wait)
   std::optional<fleet_job> job;  // the job afterwards (unknown: none)
 };
 
