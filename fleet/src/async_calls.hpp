@@ -63,10 +63,16 @@ T wait_for(Start&& start) {
     w->a = std::move(a);
     w->cv.notify_all();
   });
-  std::unique_lock lock(w->mu);
-  w->cv.wait(lock, [&] { return w->a.has_value(); });
-  if (w->a->error) std::rethrow_exception(w->a->error);
-  return std::move(w->a->value);
+  async_answer<T> a;
+  {
+    std::unique_lock lock(w->mu);
+    w->cv.wait(lock, [&] { return w->a.has_value(); });
+    a = std::move(*w->a);
+  }
+  // Taken out under the lock: the error's last reference is dropped on this
+  // thread, never by the callback's owner on an I/O thread afterwards.
+  if (a.error) std::rethrow_exception(std::move(a.error));
+  return std::move(a.value);
 }
 
 }  // namespace hourglass::fleet::detail

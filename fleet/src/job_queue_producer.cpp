@@ -142,7 +142,7 @@ void job_queue::send_eval(std::shared_ptr<eval_call> call) {
   cmd.insert(cmd.end(), call->keys.begin(), call->keys.end());
   cmd.insert(cmd.end(), call->args.begin(), call->args.end());
   auto answered = [call](redis_result r) {
-    if (auto e = error_of(r)) return call->done(failed<redis_reply>(e));
+    if (auto e = error_of(r)) return call->done(failed<redis_reply>(std::move(e)));
     if (r.reply.is_error() && r.reply.str.rfind("NOSCRIPT", 0) == 0) return load_script(call);
     if (r.reply.is_error()) return call->done(failed<redis_reply>(broker_error_ptr("script", r.reply)));
     if (call->replicas > 0 && r.replicas < call->replicas) {
@@ -170,7 +170,7 @@ void job_queue::load_script(std::shared_ptr<eval_call> call) {
   call->redis->async_call(
       call->ctx, {"SCRIPT", "LOAD", std::string(call->script)},
       [call](redis_result r) {
-        if (auto e = error_of(r)) return call->done(failed<redis_reply>(e));
+        if (auto e = error_of(r)) return call->done(failed<redis_reply>(std::move(e)));
         if (!r.reply.is_string()) return call->done(failed<redis_reply>(broker_error_ptr("SCRIPT LOAD", r.reply)));
         script_shas::remember(call->script, r.reply.str);
         send_eval(call);
@@ -187,7 +187,7 @@ redis_reply job_queue::eval(const context& ctx, std::string_view script, const s
 void job_queue::async_ensure_group(const context& ctx, answer_fn<bool> done) {
   redis_.async_call(ctx, {"XGROUP", "CREATE", key("stream"), std::string(group), "0", "MKSTREAM"},
                     [done = std::move(done)](redis_result r) {
-                      if (auto e = error_of(r)) return done(failed<bool>(e));
+                      if (auto e = error_of(r)) return done(failed<bool>(std::move(e)));
                       if (r.reply.is_error() && r.reply.str.rfind("BUSYGROUP", 0) != 0) {
                         return done(failed<bool>(broker_error_ptr("XGROUP CREATE", r.reply)));
                       }
@@ -204,7 +204,7 @@ void job_queue::async_find(const context& ctx, std::string id, answer_fn<std::op
   redis_.async_call(ctx, {"HGETALL", k},
                     [&redis = redis_, ctx, children_key = std::move(children_key), id = std::move(id),
                      done = std::move(done)](redis_result r) mutable {
-                      if (auto e = error_of(r)) return done(failed<std::optional<fleet_job>>(e));
+                      if (auto e = error_of(r)) return done(failed<std::optional<fleet_job>>(std::move(e)));
                       if (!r.reply.is_array())
                         return done(failed<std::optional<fleet_job>>(broker_error_ptr("HGETALL", r.reply)));
                       if (r.reply.elements.empty()) return done(answer(std::optional<fleet_job>()));
@@ -346,7 +346,7 @@ void job_queue::async_list(const context& ctx, list_query q, answer_fn<job_list>
   redis_.async_call(
       ctx, std::move(scan),
       [this, ctx, q = std::move(q), prefix, done = std::move(done)](redis_result r) mutable {
-        if (auto e = error_of(r)) return done(failed<job_list>(e));
+        if (auto e = error_of(r)) return done(failed<job_list>(std::move(e)));
         const redis_reply& page = r.reply;
         if (!page.is_array() || page.elements.size() != 2 || !page.elements[1].is_array()) {
           return done(failed<job_list>(broker_error_ptr("SCAN", page)));

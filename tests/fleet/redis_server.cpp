@@ -64,7 +64,10 @@ void redis_server::spawn() {
   args.insert(args.end(), extra_.begin(), extra_.end());
   args.insert(args.begin(), prefix_.begin(), prefix_.end());
   try {
-    pid_ = test_common::spawn_process(args, "", "redis-server (tools/install-deps installs it)");
+    // Its own output goes to a file, never the test's: a test process that
+    // dies without killing it (a sanitizer's halt) must not leave ctest
+    // waiting on a pipe a live redis-server still holds.
+    pid_ = test_common::spawn_process(args, dir_ + "/redis.out", "redis-server (tools/install-deps installs it)");
   } catch (...) {
     pid_ = -1;
     throw;
@@ -113,9 +116,11 @@ void redis_server::pause() { ::kill(pid_, SIGSTOP); }
 void redis_server::resume() { ::kill(pid_, SIGCONT); }
 
 std::string redis_server::log() const {
-  std::ifstream in(dir_ + "/redis.log");
   std::stringstream ss;
-  ss << in.rdbuf();
+  for (const char* name : {"/redis.log", "/redis.out"}) {
+    std::ifstream in(dir_ + name);
+    if (in.peek() != std::ifstream::traits_type::eof()) ss << in.rdbuf();
+  }
   return ss.str();
 }
 
