@@ -138,8 +138,7 @@ end
 
 -- A job's first outcome counts down its parent's wait (when it has one);
 -- the child that meets the parent's rule resumes it.
-local function child_finished(job_key, ok)
-  local parent = redis.call('HGET', job_key, 'parent')
+local function child_finished(parent, ok)
   if not parent or parent == '' then return end
   local parent_key = job_prefix .. parent
   if redis.call('EXISTS', parent_key) == 0 then return end
@@ -212,8 +211,9 @@ for i = 4, #KEYS do
   local field_count = tonumber(ARGV[a])
   local first_field = a + 1
   a = first_field + field_count
+  -- parent: whose wait its outcome counts for; children: whether it has a children set to expire with it
   local f = redis.call('HMGET', job_key, 'state', 'entry', 'max_attempts', 'attempts', 'finish_token', 'finish_reply',
-    'cancel_requested', 'cancel_cause')
+    'cancel_requested', 'cancel_cause', 'parent', 'children')
   local state, entry, max_attempts, attempts = f[1], f[2], f[3], f[4]
   local this_finish = ''
   if token ~= '' and ran_entry ~= '' then this_finish = token .. '/' .. ran_entry end
@@ -233,7 +233,7 @@ for i = 4, #KEYS do
       if retry then list_attempt(job_key, attempts, retry[3]) end
       out[i - 3] = 'cancelled'
       count('finished:cancelled')
-      child_finished(job_key, false)
+      child_finished(f[9], false)
     elseif wait then
       out[i - 3] = start_wait(job_key, wait[1], wait[2])
     elseif retry and schedule_retry(job_key, retry[1], retry[2], retry[3]) then
@@ -256,9 +256,11 @@ for i = 4, #KEYS do
       -- stopped by a cancel its parent's cancel brought: that is its cause
       if st == 'cancelled' and f[8] then redis.call('HSET', job_key, 'cause', f[8]) end
       redis.call('PEXPIRE', job_key, result_ttl_ms)
-      redis.call('PEXPIRE', string.sub(job_prefix, 1, #job_prefix - #'job:') .. 'children:' ..
-        redis.call('HGET', job_key, 'id'), result_ttl_ms)
-      child_finished(job_key, st == 'ok')
+      if f[10] then
+        local id = string.sub(job_key, #job_prefix + 1)
+        redis.call('PEXPIRE', string.sub(job_prefix, 1, #job_prefix - #'job:') .. 'children:' .. id, result_ttl_ms)
+      end
+      child_finished(f[9], st == 'ok')
       if max_attempts and max_attempts ~= '1' and run_us >= 0 then
         local last = {run_ms = run_us / 1000}
         for k = first_field, a - 2, 2 do

@@ -252,6 +252,26 @@ TEST_F(JobQueue, AWaitingParentIsResumedByTheFinishOfTheChildThatMeetsItsRule) {
   EXPECT_EQ(xlen(), 1) << "the parent's new entry only";
 }
 
+TEST_F(JobQueue, AParentsOutcomeKeepsItsChildrenListedForItsOwnTimeAndAChildlessJobWritesNoList) {
+  job_queue short_lived{redis, {.result_ttl = 1h, .idempotency_ttl = 24h, .clock = &clk}};
+  const enqueued parent = short_lived.enqueue(context(), echo("parent"));
+  job_spec child = echo("child");
+  child.parent = parent.id;
+  ASSERT_EQ(short_lived.enqueue(context(), child).verdict, enqueued::kind::accepted);
+  const std::string children = queue.key("children:" + parent.id);
+  ASSERT_EQ(raw({"ZCARD", children}).integer, 1);
+  EXPECT_GT(raw({"PTTL", children}).integer, 23 * 3600 * 1000LL) << "listed for the idempotency TTL while it lives";
+
+  EXPECT_EQ(short_lived.finish(context(), parent.id, 1ms, {{"state", "ok"}}), finish_result::first);
+  const long long list_ttl = raw({"PTTL", children}).integer;
+  EXPECT_GT(list_ttl, 3590 * 1000LL) << "its children listed as long as its outcome is kept";
+  EXPECT_LE(list_ttl, 3600 * 1000LL);
+
+  const enqueued alone = short_lived.enqueue(context(), echo("alone"));
+  EXPECT_EQ(short_lived.finish(context(), alone.id, 1ms, {{"state", "ok"}}), finish_result::first);
+  EXPECT_EQ(raw({"EXISTS", queue.key("children:" + alone.id)}).integer, 0) << "nothing written for a job without any";
+}
+
 TEST_F(JobQueue, AStartCalledAgainWithItsTokenAfterALostReplyCountsOneDelivery) {
   const enqueued e = queue.enqueue(context(), echo("p"));
   const std::string entry(queue.find(context(), e.id)->field("entry"));
