@@ -4,12 +4,41 @@
 
 namespace hourglass {
 
+// moodycamel's BlockingConcurrentQueue (its queue and its semaphore, used
+// the way it uses them) with the semaphore's spinning chosen at run time:
+// its own is a compile-time trait.
 struct admission_queue::impl {
-  explicit impl(std::size_t capacity) : q(capacity) {}
-  moodycamel::BlockingConcurrentQueue<queued_job*> q;
+  impl(std::size_t capacity, int idle_spins) : q(capacity), sema(0, idle_spins) {}
+
+  bool enqueue(queued_job* job) {
+    if (!q.enqueue(job)) return false;
+    sema.signal();
+    return true;
+  }
+  void wait_dequeue(queued_job*& job) {
+    while (!sema.wait()) {
+    }
+    while (!q.try_dequeue(job)) {
+    }
+  }
+  bool try_dequeue(queued_job*& job) {
+    if (!sema.tryWait()) return false;
+    while (!q.try_dequeue(job)) {
+    }
+    return true;
+  }
+  std::size_t dequeue_bulk(queued_job** out, std::size_t claimed) {
+    std::size_t count = 0;
+    while (count != claimed) count += q.try_dequeue_bulk(out + count, claimed - count);
+    return count;
+  }
+
+  moodycamel::ConcurrentQueue<queued_job*> q;
+  moodycamel::LightweightSemaphore sema;
 };
 
-admission_queue::admission_queue(options opts) : opts_(opts), impl_(std::make_unique<impl>(opts.capacity)) {}
+admission_queue::admission_queue(options opts)
+    : opts_(opts), impl_(std::make_unique<impl>(opts.capacity, opts.idle_spins)) {}
 
 admission_queue::~admission_queue() = default;
 
@@ -33,7 +62,7 @@ status admission_queue::try_push(queued_job* job, time_point now) noexcept {
     if (pushed_.compare_exchange_weak(in, in + 1, std::memory_order_acq_rel, std::memory_order_relaxed)) break;
   }
   job->admitted_at = now;
-  if (!impl_->q.enqueue(job)) {  // only on allocation failure
+  if (!impl_->enqueue(job)) {  // only on allocation failure
     pushed_.fetch_sub(1, std::memory_order_acq_rel);
     return status::rejected(reject_reason::queue_full);
   }
@@ -42,30 +71,34 @@ status admission_queue::try_push(queued_job* job, time_point now) noexcept {
 
 queued_job* admission_queue::pop_wait() noexcept {
   queued_job* job = nullptr;
-  impl_->q.wait_dequeue(job);
+  impl_->wait_dequeue(job);
   if (job != nullptr) popped_.fetch_add(1, std::memory_order_acq_rel);
   return job;
 }
 
 queued_job* admission_queue::try_pop() noexcept {
   queued_job* job = nullptr;
-  if (!impl_->q.try_dequeue(job)) return nullptr;
+  if (!impl_->try_dequeue(job)) return nullptr;
   if (job != nullptr) popped_.fetch_add(1, std::memory_order_acq_rel);
   return job;
 }
 
 std::size_t admission_queue::pop_wait_bulk(queued_job** out, std::size_t max) noexcept {
-  return impl_->q.wait_dequeue_bulk(out, max);  // depth: see dequeued()
+  const auto claimed = static_cast<std::size_t>(
+      impl_->sema.waitMany(static_cast<moodycamel::LightweightSemaphore::ssize_t>(max)));
+  return impl_->dequeue_bulk(out, claimed);  // depth: see dequeued()
 }
 
 std::size_t admission_queue::try_pop_bulk(queued_job** out, std::size_t max) noexcept {
-  return impl_->q.try_dequeue_bulk(out, max);
+  const auto claimed = static_cast<std::size_t>(
+      impl_->sema.tryWaitMany(static_cast<moodycamel::LightweightSemaphore::ssize_t>(max)));
+  return impl_->dequeue_bulk(out, claimed);
 }
 
 void admission_queue::close() noexcept { closed_.store(true, std::memory_order_seq_cst); }
 
 void admission_queue::wake(std::size_t n) noexcept {
-  for (std::size_t i = 0; i < n; ++i) impl_->q.enqueue(nullptr);
+  for (std::size_t i = 0; i < n; ++i) impl_->enqueue(nullptr);
 }
 
 }  // namespace hourglass

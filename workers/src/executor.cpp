@@ -10,6 +10,15 @@ namespace hourglass {
 namespace {
 std::size_t default_workers() { return std::max(1u, std::thread::hardware_concurrency()); }
 
+// Idle workers poll before they sleep only when each has a core: with more
+// workers than cores (a fleet consumer's slots, I/O-bound handlers) their
+// polling takes the cores the producer, the I/O threads and the broker need.
+// hourglass-bench fleet, 10 workers on 2 cores: 1.15-1.3x the jobs/s.
+int idle_spins_for(std::size_t workers) {
+  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  return workers <= cores ? admission_queue::options{}.idle_spins : 0;
+}
+
 // The jobs a worker took from the queue in one bulk pop and has not started
 // yet. The owner fills it only when it is empty; the owner and idle workers
 // take jobs from its front, each take one compare-and-swap on `range_`
@@ -96,7 +105,8 @@ executor::executor(executor_options options)
       worker_count_(options.manual_mode ? 0 : (options.workers ? options.workers : default_workers())),
       queue_(admission_queue::options{
           options.queue_capacity, std::max<std::size_t>(1, worker_count_),
-          admission_options{options.deadline_checks, options.deadline_checks && options.predicted_wait_admission}}) {
+          admission_options{options.deadline_checks, options.deadline_checks && options.predicted_wait_admission},
+          idle_spins_for(worker_count_)}) {
   paused_ = options.start_paused;
   update_control_locked();  // no worker runs yet
   for (std::size_t i = 0; i < worker_count_; ++i) {

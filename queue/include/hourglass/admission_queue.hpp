@@ -44,6 +44,11 @@ class admission_queue {
     std::size_t capacity = 1024;
     std::size_t workers = 1;  // consumers, for the predicted-wait estimate
     admission_options admission;
+    // How many times a consumer finding the queue empty looks again before
+    // it sleeps: worth it when each consumer has a core of its own (a job
+    // pushed meanwhile is taken without a wake-up), wasted when they share
+    // cores with the producers (every idle spell burns what they need).
+    int idle_spins = 10000;
   };
 
   explicit admission_queue(options opts);
