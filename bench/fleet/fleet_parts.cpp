@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <semaphore>
+#include <stdexcept>
 
 #include "fleet/broker_cost.hpp"
 #include "hourglass/fleet/redis_cluster.hpp"
@@ -34,7 +35,20 @@ double seconds(steady::duration d) { return std::chrono::duration<double>(d).cou
 std::string unique(const std::string& what) { return "bench-" + what + "-" + std::to_string(::getpid()); }
 
 void drop_queue(fleet::redis_client& c, const std::string& name) {
-  for (const char* k : {"stream", "slots", "stats", "dead"}) must(c, {"DEL", "hg:{" + name + "}:" + k});
+  // Every key of the queue, job hashes included (jobs never run have no TTL):
+  // left behind, they grow the keyspace the next runs measure in.
+  const std::string prefix = "hg:{" + name + "}:";
+  std::string cursor = "0";
+  do {
+    // routed to the queue's node on a cluster (its keys share one hash tag)
+    const fleet::redis_reply page = c.call(context(), {"SCAN", cursor, "MATCH", prefix + "*", "COUNT", "1000"}, false,
+                                           prefix + "stream");
+    if (!page.is_array() || page.elements.size() != 2) throw std::runtime_error("redis: SCAN: " + page.str);
+    cursor = page.elements[0].str;
+    std::vector<std::string> unlink{"UNLINK"};
+    for (const fleet::redis_reply& k : page.elements[1].elements) unlink.push_back(k.str);
+    if (unlink.size() > 1) must(c, std::move(unlink));
+  } while (cursor != "0");
 }
 
 void windowed(std::uint64_t first, std::uint64_t n, std::uint64_t step, std::size_t window,
