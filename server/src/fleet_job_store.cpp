@@ -6,13 +6,14 @@
 // the handlers.
 #include "fleet_job_store.hpp"
 
-#include <condition_variable>
+#include <atomic>
 #include <future>
 #include <mutex>
 
 #include <fmt/format.h>
 
 #include "core.hpp"
+#include "fleet_dead_letter.hpp"
 #include "fleet_views.hpp"
 #include "fleet_wiring.hpp"
 #include "hourglass/fleet/job_queue.hpp"
@@ -56,22 +57,13 @@ class fleet_job_store final : public job_store {
   // Once the I/O threads have stopped none will run, and none is waited for.
   ~fleet_job_store() override {
     consumers_.stop();
-    std::unique_lock lock(calls_mu_);
-    calls_done_.wait(lock, [this] { return calls_ == 0 || c_.io.stopped(); });
+    calls_.wait_none([this] { return c_.io.stopped(); });
   }
 
   // `fn`, counted as a call in flight until it has run.
   template <class Fn>
   auto tracked(Fn fn) {
-    {
-      std::lock_guard lock(calls_mu_);
-      ++calls_;
-    }
-    return [this, fn = std::move(fn)](auto answer) mutable {
-      fn(std::move(answer));
-      std::lock_guard lock(calls_mu_);
-      if (--calls_ == 0) calls_done_.notify_all();
-    };
+    return calls_.tracked(std::move(fn));
   }
 
   void start() override {
@@ -179,7 +171,7 @@ class fleet_job_store final : public job_store {
           queue_answer q;
           if (s.error) {
             ++lookup_errors_;
-            c_.log->warn("fleet: reading queue {}: {}", queue_.options().name, what(s.error));
+            c_.log->warn("fleet: reading queue {}: {}", queue_.options().name, error_text(s.error));
             q.unavailable = true;
             return done(std::move(q));
           }
@@ -190,55 +182,16 @@ class fleet_job_store final : public job_store {
   }
 
   void replay_dead(std::string id, duration freshness, callback<dead_result> done) override {
-    queue_.async_find(
-        context(), id,
-        tracked([this, id, freshness,
-                 done = std::move(done)](fleet::async_answer<std::optional<fleet::fleet_job>> j) mutable {
-          if (j.error || !j.value) return done(dead_failure(j.error, "replay"));
-          const handler_entry* e = c_.find_handler(j.value->field("handler"));
-          const duration min_budget = e != nullptr ? e->min_budget : duration::zero();
-          queue_.async_replay(
-              context(), id, freshness, min_budget, c_.opts.scheduling == policy::hourglass,
-              tracked([this, id, freshness, done = std::move(done)](fleet::async_answer<fleet::dead_answer> a) mutable {
-                if (a.error) return done(dead_failure(a.error, "replay"));
-                dead_result r = dead_of(a.value);
-                r.budget = freshness;
-                if (r.verdict != dead_result::kind::done) return done(std::move(r));
-                r.job.id = id;
-                r.job.state = "queued";
-                done(std::move(r));
-              }));
-        }));
+    dead_letter_.replay(std::move(id), freshness, std::move(done));
   }
-
   void delete_dead(std::string id, callback<dead_result> done) override {
-    queue_.async_delete_dead(context(), std::move(id),
-                             tracked([this, done = std::move(done)](fleet::async_answer<fleet::dead_answer> a) {
-                               done(a.error ? dead_failure(a.error, "delete") : dead_of(a.value));
-                             }));
+    dead_letter_.remove(std::move(id), std::move(done));
   }
-
   void purge_dead(std::size_t limit, callback<dead_result> done) override {
-    queue_.async_purge_dead(context(), limit,
-                            tracked([this, done = std::move(done)](fleet::async_answer<fleet::job_queue::purged> a) {
-                              if (a.error) return done(dead_failure(a.error, "purge"));
-                              dead_result r;
-                              r.verdict = dead_result::kind::done;
-                              r.purged = a.value.jobs;
-                              r.entries = a.value.entries;
-                              r.left = a.value.left;
-                              done(std::move(r));
-                            }));
+    dead_letter_.purge(limit, std::move(done));
   }
-
   void replay_oldest_dead(std::size_t limit, duration freshness, callback<dead_result> done) override {
-    // The oldest page of the dead list (the order they died), then one
-    // replay after another: each is judged on the backlog the ones before
-    // it made, and the first refusal ends the walk.
-    auto walk = std::make_shared<bulk_replay>();
-    walk->freshness = freshness;
-    walk->done = std::move(done);
-    gather_dead(std::move(walk), "", limit);
+    dead_letter_.replay_oldest(limit, freshness, std::move(done));
   }
 
   void list(list_request q, callback<job_page> done) override {
@@ -249,7 +202,7 @@ class fleet_job_store final : public job_store {
           job_page page;
           if (a.error) {
             ++lookup_errors_;
-            c_.log->warn("fleet: listing jobs: {}", what(a.error));
+            c_.log->warn("fleet: listing jobs: {}", error_text(a.error));
             page.unavailable = true;
             return done(std::move(page));
           }
@@ -441,66 +394,13 @@ class fleet_job_store final : public job_store {
     }
   }
 
-  struct bulk_replay {
-    std::vector<fleet::fleet_job> jobs;
-    std::size_t next = 0;
-    duration freshness{};
-    dead_result result{.verdict = dead_result::kind::done};
-    callback<dead_result> done;
-  };
-
-  // Up to `limit` dead jobs, the oldest first (a sharded queue's shard by
-  // shard), then their replays.
-  void gather_dead(std::shared_ptr<bulk_replay> walk, std::string cursor, std::size_t limit) {
-    queue_.async_list(context(),
-                      {.state = "dead", .cursor = std::move(cursor), .count = limit - walk->jobs.size(), .handler = ""},
-                      tracked([this, walk, limit](fleet::async_answer<fleet::job_list> a) mutable {
-                        if (a.error) return walk->done(dead_failure(a.error, "replay"));
-                        for (fleet::fleet_job& j : a.value.jobs) walk->jobs.push_back(std::move(j));
-                        if (walk->jobs.size() < limit && !a.value.next_cursor.empty()) {
-                          return gather_dead(std::move(walk), std::move(a.value.next_cursor), limit);
-                        }
-                        replay_next(std::move(walk));
-                      }));
-  }
-
-  void replay_next(std::shared_ptr<bulk_replay> walk) {
-    if (walk->next == walk->jobs.size() || walk->result.verdict == dead_result::kind::refused) {
-      // What is left on the dead list, read after the last replay.
-      return queue_.async_queue_states(context(), fleet::queue_op::look,
-                                       tracked([walk](fleet::async_answer<std::vector<fleet::queue_state>> q) {
-                                         if (!q.error) {
-                                           walk->result.left = 0;
-                                           for (const fleet::queue_state& s : q.value)
-                                             walk->result.left += s.dead_letters;
-                                         }
-                                         walk->done(std::move(walk->result));
-                                       }));
-    }
-    const fleet::fleet_job& j = walk->jobs[walk->next++];
-    const handler_entry* e = c_.find_handler(j.field("handler"));
-    queue_.async_replay(context(), j.id, walk->freshness, e != nullptr ? e->min_budget : duration::zero(),
-                        c_.opts.scheduling == policy::hourglass,
-                        tracked([this, walk](fleet::async_answer<fleet::dead_answer> a) mutable {
-                          if (a.error) return walk->done(dead_failure(a.error, "replay"));
-                          switch (a.value.verdict) {
-                            case fleet::dead_answer::kind::done: ++walk->result.replayed; break;
-                            case fleet::dead_answer::kind::refused:
-                              walk->result.verdict = dead_result::kind::refused;
-                              break;
-                            default: ++walk->result.skipped;  // replayed or deleted meanwhile, or expired
-                          }
-                          replay_next(std::move(walk));
-                        }));
-  }
-
   // The broker's answer to an enqueue, as the store's.
   void on_enqueued(const handler_entry& e, duration asked, duration left, fleet::async_answer<fleet::enqueued> a,
                    const callback<created>& done) {
     created out;
     if (a.error) {
       ++enqueue_errors_;
-      c_.log->warn("fleet: enqueue of a {} job refused, broker unavailable: {}", e.name, what(a.error));
+      c_.log->warn("fleet: enqueue of a {} job refused, broker unavailable: {}", e.name, error_text(a.error));
       out.verdict = created::kind::refused;
       out.refusal = status::rejected(reject_reason::broker_unavailable);
       out.note = "broker unavailable";
@@ -547,7 +447,7 @@ class fleet_job_store final : public job_store {
     found f;
     if (error) {
       ++lookup_errors_;
-      c_.log->warn("fleet: {} of job {}: {}", op, id, what(error));
+      c_.log->warn("fleet: {} of job {}: {}", op, id, error_text(error));
       f.verdict = found::kind::unavailable;
       return f;
     }
@@ -566,50 +466,16 @@ class fleet_job_store final : public job_store {
     return (ours + consumers_.stats().broker_clock_offset_us) / 1000;
   }
 
-  // A dead-letter action the broker could not take (`error` set), or of no such job.
-  dead_result dead_failure(const std::exception_ptr& error, std::string_view action) {
-    dead_result r;
-    r.verdict = dead_result::kind::not_found;
-    if (!error) return r;
-    ++lookup_errors_;
-    c_.log->warn("fleet: dead letter {}: {}", action, what(error));
-    r.verdict = dead_result::kind::unavailable;
-    return r;
-  }
-  static dead_result dead_of(const fleet::dead_answer& a) {
-    dead_result r;
-    r.state = a.state;
-    r.predicted_wait = a.predicted_wait;
-    switch (a.verdict) {
-      case fleet::dead_answer::kind::done: r.verdict = dead_result::kind::done; break;
-      case fleet::dead_answer::kind::refused: r.verdict = dead_result::kind::refused; break;
-      case fleet::dead_answer::kind::not_dead: r.verdict = dead_result::kind::not_dead; break;
-      case fleet::dead_answer::kind::unknown: r.verdict = dead_result::kind::not_found; break;
-    }
-    return r;
-  }
-
-  static std::string what(const std::exception_ptr& e) {
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& ex) {
-      return ex.what();
-    } catch (...) {
-      return "unknown error";
-    }
-  }
-
   core& c_;
   support::broker_url broker_;
   std::unique_ptr<fleet::redis_client> commands_;
   fleet::sharded_queue queue_;
   std::string consumer_name_;
   fleet::sharded_consumer consumers_;  // a consumer per shard
-  std::mutex calls_mu_;
-  std::condition_variable calls_done_;
-  std::size_t calls_ = 0;  // producer calls in flight
+  calls_in_flight calls_;              // the producer's
   std::atomic<std::uint64_t> enqueue_errors_{0};
   std::atomic<std::uint64_t> lookup_errors_{0};
+  fleet_dead_letter dead_letter_{c_, queue_, calls_, lookup_errors_};
   std::mutex totals_mu_;  // queue reads answer on the I/O threads
   totals_history totals_;
 };
