@@ -4,13 +4,23 @@
 -- once, whatever else is added, moved or removed meanwhile. The caller reads
 -- each job's hash and keeps those in the state it asked for.
 --
--- KEYS[1] index_key   hg:{Q}:stream (queued and running jobs, by entry id),
---                     hg:{Q}:delayed (scheduled ones, by due time then id) or
---                     hg:{Q}:dead (dead-lettered ones, by entry id)
--- ARGV[1] kind        'stream' (KEYS[1] a stream) or 'zset'
+-- States without an index (the final ones, 'waiting', any) are walked with
+-- SCAN over the queue's job hashes ('scan'), filtered here on each hash's
+-- state, so a page carries only the jobs asked for: a few waiting jobs
+-- among thousands of finished ones are found in one call, not one page of
+-- SCAN at a time. A call reads at most 10,000 keys (a few ms of Redis) and
+-- answers with the cursor where it stopped.
+--
+-- KEYS[1] index_key   hg:{Q}:stream (queued and running jobs, by entry id;
+--                     for 'scan' it only names the queue), hg:{Q}:delayed
+--                     (scheduled ones, by due time then id) or hg:{Q}:dead
+--                     (dead-lettered ones, by entry id)
+-- ARGV[1] kind        'stream' (KEYS[1] a stream), 'zset' or 'scan'
 -- ARGV[2] cursor      '' from the start; else the previous page's next cursor:
---                     an entry id, or '<due ms>:<job id>'
--- ARGV[3] count       index positions to read (the page holds at most as many ids)
+--                     an entry id, '<due ms>:<job id>' or a SCAN cursor
+-- ARGV[3] count       index positions to read (the page holds at most as many
+--                     ids); 'scan': ids to find (SCAN may return a few more)
+-- ARGV[4] filter      'scan' only: 'any', 'finished' (any final state) or a state
 --
 -- Reply {next_cursor, id, id, ...}; next_cursor '' once the index is read to
 -- its end. A stream entry's job id is its `id` field.
@@ -32,6 +42,32 @@ if kind == 'stream' then
     end
   end
   if #entries == count then out[1] = entries[#entries][1] end
+  return out
+end
+
+if kind == 'scan' then
+  local filter = ARGV[4]
+  local prefix = string.sub(index_key, 1, #index_key - #'stream') .. 'job:'
+  local unfinished = {queued = true, running = true, scheduled = true, waiting = true}
+  local at = cursor == '' and '0' or cursor
+  local found, read = 0, 0
+  repeat
+    local page = redis.call('SCAN', at, 'MATCH', prefix .. '*', 'COUNT', math.max(count - found, 10))
+    at = page[1]
+    for _, key in ipairs(page[2]) do
+      read = read + 1
+      local keep = filter == 'any'
+      if not keep then
+        local state = redis.call('HGET', key, 'state')
+        if filter == 'finished' then keep = state and not unfinished[state] else keep = state == filter end
+      end
+      if keep then
+        table.insert(out, string.sub(key, #prefix + 1))
+        found = found + 1
+      end
+    end
+  until at == '0' or found >= count or read >= 10000
+  if at ~= '0' then out[1] = at end
   return out
 end
 

@@ -325,42 +325,24 @@ void job_queue::async_list(const context& ctx, list_query q, answer_fn<job_list>
   const std::string_view index = index_of(q.state);
   if (!valid_cursor(index, q.cursor)) return done(answer(job_list{.invalid_cursor = true}));
   const std::string count = std::to_string(std::clamp<std::size_t>(q.count, 1, 1000));
-  if (!index.empty()) {
-    // (the arguments first: the callback below takes `q`)
-    std::vector<std::string> args{index == "delayed" ? "zset" : "stream", q.cursor, count};
-    async_eval(ctx, detail::list_script, {key(std::string(index))}, std::move(args),
-               [this, ctx, q = std::move(q), done = std::move(done)](async_answer<redis_reply> r) mutable {
-                 if (r.error) return done(failed<job_list>(r.error));
-                 const redis_reply& page = r.value;
-                 if (!page.is_array() || page.elements.empty()) {
-                   return done(failed<job_list>(broker_error_ptr("list", page)));
-                 }
-                 std::vector<std::string> ids;
-                 for (std::size_t i = 1; i < page.elements.size(); ++i) ids.push_back(page.elements[i].str);
-                 fetch_page(*this, ctx, std::move(ids), std::move(q), page.elements[0].str, std::move(done));
-               });
-    return;
+  // (the arguments first: the callback below takes `q`)
+  std::vector<std::string> args;
+  if (index.empty()) {  // no index: SCAN over the job hashes, filtered on their state in the script
+    args = {"scan", q.cursor, count, q.state.empty() ? std::string("any") : q.state};
+  } else {
+    args = {index == "delayed" ? "zset" : "stream", q.cursor, count};
   }
-  const std::string prefix = key("job:");
-  std::vector<std::string> scan{"SCAN", q.cursor.empty() ? "0" : q.cursor, "MATCH", prefix + "*", "COUNT", count};
-  redis_.async_call(
-      ctx, std::move(scan),
-      [this, ctx, q = std::move(q), prefix, done = std::move(done)](redis_result r) mutable {
-        if (auto e = error_of(r)) return done(failed<job_list>(std::move(e)));
-        const redis_reply& page = r.reply;
-        if (!page.is_array() || page.elements.size() != 2 || !page.elements[1].is_array()) {
-          return done(failed<job_list>(broker_error_ptr("SCAN", page)));
-        }
-        std::vector<std::string> ids;
-        for (const redis_reply& k : page.elements[1].elements) {
-          if (k.str.size() > prefix.size() && k.str.compare(0, prefix.size(), prefix) == 0) {
-            ids.push_back(k.str.substr(prefix.size()));
-          }
-        }
-        std::string next = page.elements[0].str == "0" ? std::string() : page.elements[0].str;
-        fetch_page(*this, ctx, std::move(ids), std::move(q), std::move(next), std::move(done));
-      },
-      false, prefix);  // a cluster scans the node holding the queue
+  async_eval(ctx, detail::list_script, {key(std::string(index.empty() ? "stream" : index))}, std::move(args),
+             [this, ctx, q = std::move(q), done = std::move(done)](async_answer<redis_reply> r) mutable {
+               if (r.error) return done(failed<job_list>(r.error));
+               const redis_reply& page = r.value;
+               if (!page.is_array() || page.elements.empty()) {
+                 return done(failed<job_list>(broker_error_ptr("list", page)));
+               }
+               std::vector<std::string> ids;
+               for (std::size_t i = 1; i < page.elements.size(); ++i) ids.push_back(page.elements[i].str);
+               fetch_page(*this, ctx, std::move(ids), std::move(q), page.elements[0].str, std::move(done));
+             });
 }
 
 void job_queue::async_queue_state(const context& ctx, queue_op op, answer_fn<queue_state> done) {

@@ -18,8 +18,11 @@ struct ListScript : LuaScript {
     std::string next;
     std::vector<std::string> ids;
   };
-  page list(const std::string& key, const std::string& kind, const std::string& cursor, int count) {
-    const redis_reply r = eval(detail::list_script, {key}, {kind, cursor, std::to_string(count)});
+  page list(const std::string& key, const std::string& kind, const std::string& cursor, int count,
+            const std::string& filter = "") {
+    std::vector<std::string> args{kind, cursor, std::to_string(count)};
+    if (!filter.empty()) args.push_back(filter);
+    const redis_reply r = eval(detail::list_script, {key}, args);
     page p;
     if (!r.is_array() || r.elements.empty()) {
       ADD_FAILURE() << "list replied " << r.str;
@@ -50,6 +53,40 @@ TEST_F(ListScript, AStreamWalkListsEachJobThatStaysOnceWhileOthersComeAndGo) {
   EXPECT_EQ(third.ids, std::vector<std::string>{later});
   EXPECT_EQ(third.next, "") << "a short page ends the walk";
   EXPECT_EQ(list(stream, "stream", "", 100).next, "");
+}
+
+TEST_F(ListScript, AScanFindsTheFewJobsInAStateAmongThousandsAndWalksEveryOneOnce) {
+  // 3,000 finished jobs and 3 waiting ones: the waiting ones in the first
+  // page, where one SCAN page of 50 keys would most likely hold none.
+  std::vector<std::string> finished_ids;
+  for (int i = 0; i < 3000; ++i) {
+    finished_ids.push_back(new_job_id());
+    call({"HSET", job(finished_ids.back()), "state", i % 2 == 0 ? "ok" : "error"});
+  }
+  std::set<std::string> waiting;
+  for (int i = 0; i < 3; ++i) waiting.insert(new_job_id());
+  for (const std::string& id : waiting) call({"HSET", job(id), "state", "waiting"});
+  call({"SET", "hg:{t}:children:x", "not a job"});
+  const page found = list(stream, "scan", "", 50, "waiting");
+  EXPECT_EQ(std::set<std::string>(found.ids.begin(), found.ids.end()), waiting);
+  EXPECT_EQ(found.next, "") << "3,003 keys are within one call's reading";
+
+  // Finished, 100 a page: every finished job once over the walk, no waiting one.
+  std::set<std::string> walked;
+  std::string cursor;
+  int pages = 0;
+  do {
+    const page p = list(stream, "scan", cursor, 100, "finished");
+    EXPECT_LE(p.ids.size(), 150u) << "about a page's count (SCAN may return a few more)";
+    for (const std::string& id : p.ids) EXPECT_TRUE(walked.insert(id).second) << id << " twice";
+    cursor = p.next;
+    ASSERT_LT(++pages, 1000);
+  } while (!cursor.empty());
+  EXPECT_EQ(walked, std::set<std::string>(finished_ids.begin(), finished_ids.end()));
+  EXPECT_GE(pages, 20) << "pages of about 100";
+
+  const page any = list(stream, "scan", "", 1000, "any");
+  EXPECT_GE(any.ids.size(), 1000u);
 }
 
 TEST_F(ListScript, ADelayedSetWalkOrdersTiesInDueTimeByIdAndNeverRepeatsOne) {

@@ -280,6 +280,27 @@ def main():
         slots = drv.find_element(By.CSS_SELECTOR, card + ' [data-field="live_slots"]').text
         assert slots == str(q["live_slots"]), (slots, q["live_slots"])
 
+        # A job waiting for a person: listed under "waiting" with its clocks and a
+        # Cancel; the signal resumes it and it leaves the list.
+        status, waiting = api.submit("approval", '{"work_ms": 0, "signal": "approve", "wait_ms": 600000}')
+        assert status == 202, waiting
+        waiting_id = waiting["id"]
+        wait_for("the job waiting", lambda: api.json("/v1/jobs/" + waiting_id)["state"] == "waiting")
+        drv.get(base + "#/queues/default/waiting")
+        waiting_row = f'[data-list="waiting"] [data-job="{waiting_id}"]'
+        wait_for("the waiting job listed", lambda: drv.find_element(By.CSS_SELECTOR, waiting_row))
+        detail = wait_for("its wait and the person's clock",
+                          lambda: (lambda t: t if "waiting for signal:approve" in t and "person " in t else None)(
+                              drv.find_element(By.CSS_SELECTOR, waiting_row).text))
+        assert "left" in detail, detail
+        assert drv.find_elements(By.CSS_SELECTOR, f'[data-action="cancel:{waiting_id}"]'), "no Cancel on a waiting job"
+        shot(drv, args.screenshots, "queue-waiting.png")
+        status, text = api.call("POST", f"/v1/jobs/{waiting_id}/signals/approve", b'{"ok": true}',
+                                {"Content-Type": "application/json"})  # authenticated like DELETE
+        assert status == 200, (status, text)
+        wait_for("the signalled job done", lambda: api.json("/v1/jobs/" + waiting_id)["state"] == "ok")
+        wait_for("the waiting list empty again", lambda: drv.find_element(By.CSS_SELECTOR, '[data-empty="waiting"]'))
+
         # Readable in a dark room: the system's dark preference turns the page dark.
         drv.execute_cdp_cmd("Emulation.setEmulatedMedia",
                             {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
