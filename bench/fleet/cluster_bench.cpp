@@ -170,9 +170,7 @@ cluster_run run_sharded(const cluster_options& o, broker_io& b, fleet::redis_cli
   loads.report(run, layout, per_master, o.jobs, elapsed);
   for (auto& m : fleet) m->consumer.stop();
   fleet::sharded_queue q(commands, {.name = name, .shards = static_cast<unsigned>(k)});
-  for (std::size_t s = 0; s < k; ++s) {
-    for (const char* key : {"stream", "slots", "stats", "dead"}) must(commands, {"DEL", q.shard(s).key(key)});
-  }
+  for (std::size_t s = 0; s < k; ++s) fleet_parts::drop_queue(commands, q.shard(s).options().name);
   return run;
 }
 

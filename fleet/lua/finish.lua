@@ -136,6 +136,14 @@ local function resume(job_key, woke_by)
   redis.call('HINCRBY', job_key, 'wakes', 1)
 end
 
+-- A job with children (`children`: its count of them) keeps them listed as
+-- long as its own outcome: a wait made the set permanent.
+local function expire_children(job_key, children)
+  if not children then return end
+  local id = string.sub(job_key, #job_prefix + 1)
+  redis.call('PEXPIRE', string.sub(job_prefix, 1, #job_prefix - #'job:') .. 'children:' .. id, result_ttl_ms)
+end
+
 -- A job's first outcome counts down its parent's wait (when it has one);
 -- the child that meets the parent's rule resumes it.
 local function child_finished(parent, ok)
@@ -230,6 +238,7 @@ for i = 4, #KEYS do
     if (retry or wait) and f[7] == '1' then
       redis.call('HSET', job_key, 'state', 'cancelled', 'cause', f[8] or 'requested', 'payload', '')
       redis.call('PEXPIRE', job_key, result_ttl_ms)
+      expire_children(job_key, f[10])
       if retry then list_attempt(job_key, attempts, retry[3]) end
       out[i - 3] = 'cancelled'
       count('finished:cancelled')
@@ -256,10 +265,7 @@ for i = 4, #KEYS do
       -- stopped by a cancel its parent's cancel brought: that is its cause
       if st == 'cancelled' and f[8] then redis.call('HSET', job_key, 'cause', f[8]) end
       redis.call('PEXPIRE', job_key, result_ttl_ms)
-      if f[10] then
-        local id = string.sub(job_key, #job_prefix + 1)
-        redis.call('PEXPIRE', string.sub(job_prefix, 1, #job_prefix - #'job:') .. 'children:' .. id, result_ttl_ms)
-      end
+      expire_children(job_key, f[10])
       child_finished(f[9], st == 'ok')
       if max_attempts and max_attempts ~= '1' and run_us >= 0 then
         local last = {run_ms = run_us / 1000}

@@ -8,8 +8,9 @@
 -- SCAN over the queue's job hashes ('scan'), filtered here on each hash's
 -- state, so a page carries only the jobs asked for: a few waiting jobs
 -- among thousands of finished ones are found in one call, not one page of
--- SCAN at a time. A call reads at most 10,000 keys (a few ms of Redis) and
--- answers with the cursor where it stopped.
+-- SCAN at a time. A call has SCAN look at about 10,000 keys in all (a few
+-- ms of Redis, however many other keys the node holds) and answers with the
+-- cursor where it stopped.
 --
 -- KEYS[1] index_key   hg:{Q}:stream (queued and running jobs, by entry id;
 --                     for 'scan' it only names the queue), hg:{Q}:delayed
@@ -20,7 +21,7 @@
 --                     an entry id, '<due ms>:<job id>' or a SCAN cursor
 -- ARGV[3] count       index positions to read (the page holds at most as many
 --                     ids); 'scan': ids to find (SCAN may return a few more)
--- ARGV[4] filter      'scan' only: 'any', 'finished' (any final state) or a state
+-- ARGV[4] filter      'scan' only: '*' (any state), 'finished' (any final state) or a state
 --
 -- Reply {next_cursor, id, id, ...}; next_cursor '' once the index is read to
 -- its end. A stream entry's job id is its `id` field.
@@ -48,16 +49,21 @@ end
 if kind == 'scan' then
   local filter = ARGV[4]
   local prefix = string.sub(index_key, 1, #index_key - #'stream') .. 'job:'
+  -- the queue's name may hold glob characters: matched literally
+  local pattern = string.gsub(prefix, '[%*%?%[%]\\]', '\\%0') .. '*'
   local unfinished = {queued = true, running = true, scheduled = true, waiting = true}
   local at = cursor == '' and '0' or cursor
-  local found, read = 0, 0
+  local found = 0
+  -- SCAN's COUNT is the keys it looks at, matching or not: 10,000 a call in all
+  local budget = 10000
   repeat
-    local page = redis.call('SCAN', at, 'MATCH', prefix .. '*', 'COUNT', math.max(count - found, 10))
+    local look = math.max(count - found, 10)
+    budget = budget - look
+    local page = redis.call('SCAN', at, 'MATCH', pattern, 'COUNT', look)
     at = page[1]
     for _, key in ipairs(page[2]) do
-      read = read + 1
-      local keep = filter == 'any'
-      if not keep then
+      local keep = string.sub(key, 1, #prefix) == prefix
+      if keep and filter ~= '*' then
         local state = redis.call('HGET', key, 'state')
         if filter == 'finished' then keep = state and not unfinished[state] else keep = state == filter end
       end
@@ -66,7 +72,7 @@ if kind == 'scan' then
         found = found + 1
       end
     end
-  until at == '0' or found >= count or read >= 10000
+  until at == '0' or found >= count or budget <= 0
   if at ~= '0' then out[1] = at end
   return out
 end

@@ -35,6 +35,22 @@ inline std::exception_ptr error_of(const redis_result& r) {
   return std::make_exception_ptr(redis_unavailable("redis: unreachable"));
 }
 
+// A fresh exception like `e`'s, for one of several callers that share an
+// error (an enqueue batch): each may rethrow its own on its own thread, and
+// no exception object, nor its message's string, is freed by whichever
+// caller lets go last.
+inline std::exception_ptr own_copy(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const stopped_error& s) {
+    return std::make_exception_ptr(stopped_error(s.why()));
+  } catch (const redis_unavailable& u) {
+    return std::make_exception_ptr(redis_unavailable(std::string(u.what())));
+  } catch (...) {
+    return e;
+  }
+}
+
 template <class T>
 async_answer<T> failed(std::exception_ptr e) {
   async_answer<T> a;

@@ -29,6 +29,7 @@ using detail::failed;
 using detail::micros;
 using detail::micros_up;
 using detail::millis;
+using detail::own_copy;
 
 }  // namespace
 
@@ -151,7 +152,7 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
   // A completion holds the queue's liveness lock: a caller answered early
   // may have destroyed the queue, and then its calls are only answered.
   const auto fail_all = [this, batch](const std::exception_ptr& e) {
-    for (const auto& c : batch) c->finish(failed<enqueued>(e));
+    for (const auto& c : batch) c->finish(failed<enqueued>(own_copy(e)));
     next_enqueues();
   };
   async_eval(
@@ -162,7 +163,7 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
           const std::exception_ptr gone =
               r.error ? r.error
                       : std::make_exception_ptr(redis_unavailable("redis: the queue was destroyed during the call"));
-          for (const auto& c : batch) c->finish(failed<enqueued>(gone));
+          for (const auto& c : batch) c->finish(failed<enqueued>(own_copy(gone)));
           return;
         }
         if (r.error) return fail_all(r.error);
@@ -178,7 +179,7 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
           return async_ensure_group(context(), [this, alive, batch, fail_all](async_answer<bool> made) {
             const std::lock_guard again(alive->mu);
             if (!alive->alive) {
-              for (const auto& c : batch) c->finish(failed<enqueued>(made.error));
+              for (const auto& c : batch) c->finish(failed<enqueued>(own_copy(made.error)));
               return;
             }
             if (made.error) return fail_all(made.error);

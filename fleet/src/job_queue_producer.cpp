@@ -328,7 +328,7 @@ void job_queue::async_list(const context& ctx, list_query q, answer_fn<job_list>
   // (the arguments first: the callback below takes `q`)
   std::vector<std::string> args;
   if (index.empty()) {  // no index: SCAN over the job hashes, filtered on their state in the script
-    args = {"scan", q.cursor, count, q.state.empty() ? std::string("any") : q.state};
+    args = {"scan", q.cursor, count, q.state.empty() ? std::string("*") : q.state};
   } else {
     args = {index == "delayed" ? "zset" : "stream", q.cursor, count};
   }

@@ -88,7 +88,8 @@ void job_queue::send_starts(std::vector<std::shared_ptr<start_call>> batch) {
                  error = std::make_exception_ptr(redis_unavailable("redis: the queue was destroyed during the call"));
                }
                for (std::size_t i = 0; i < batch.size(); ++i) {
-                 batch[i]->finish(error ? detail::failed<start_answer>(error) : detail::answer(std::move(b.jobs[i])));
+                 batch[i]->finish(error ? detail::failed<start_answer>(detail::own_copy(error))
+                                        : detail::answer(std::move(b.jobs[i])));
                }
                if (!alive->alive) return;
                if (auto next = start_lane_->next()) send_starts(std::move(*next));

@@ -1,5 +1,7 @@
 #include "hourglass/admission_queue.hpp"
 
+#include <algorithm>
+
 #include "moodycamel.hpp"
 
 namespace hourglass {
@@ -8,7 +10,7 @@ namespace hourglass {
 // the way it uses them) with the semaphore's spinning chosen at run time:
 // its own is a compile-time trait.
 struct admission_queue::impl {
-  impl(std::size_t capacity, int idle_spins) : q(capacity), sema(0, idle_spins) {}
+  impl(std::size_t capacity, int idle_spins) : q(capacity), sema(0, std::max(idle_spins, 0)) {}
 
   bool enqueue(queued_job* job) {
     if (!q.enqueue(job)) return false;

@@ -270,6 +270,30 @@ TEST_F(JobQueue, AParentsOutcomeKeepsItsChildrenListedForItsOwnTimeAndAChildless
   const enqueued alone = short_lived.enqueue(context(), echo("alone"));
   EXPECT_EQ(short_lived.finish(context(), alone.id, 1ms, {{"state", "ok"}}), finish_result::first);
   EXPECT_EQ(raw({"EXISTS", queue.key("children:" + alone.id)}).integer, 0) << "nothing written for a job without any";
+
+  // A parent that waited before (its set made permanent) and is cancelled as
+  // its next wait begins: its children's list expires with its outcome too.
+  const enqueued waiter = short_lived.enqueue(context(), echo("waiter"));
+  ASSERT_EQ(short_lived
+                .enqueue(context(),
+                         [&] {
+                           job_spec c = echo("c");
+                           c.parent = waiter.id;
+                           return c;
+                         }())
+                .verdict,
+            enqueued::kind::accepted);
+  const std::string waiter_children = queue.key("children:" + waiter.id);
+  raw({"PERSIST", waiter_children});
+  raw({"HSET", queue.key("job:" + waiter.id), "state", "running", "cancel_requested", "1"});
+  job_queue::outcome wait;
+  wait.job_id = waiter.id;
+  wait.run_time = 1ms;
+  wait.wait = wait_request{"all", 100ms};
+  EXPECT_EQ(short_lived.finish_batch(context(), {wait}).front(), finish_result::cancelled);
+  const long long waiter_ttl = raw({"PTTL", waiter_children}).integer;
+  EXPECT_GT(waiter_ttl, 3590 * 1000LL) << "no longer permanent";
+  EXPECT_LE(waiter_ttl, 3600 * 1000LL);
 }
 
 TEST_F(JobQueue, AStartCalledAgainWithItsTokenAfterALostReplyCountsOneDelivery) {

@@ -299,7 +299,11 @@ def main():
                                 {"Content-Type": "application/json"})  # authenticated like DELETE
         assert status == 200, (status, text)
         wait_for("the signalled job done", lambda: api.json("/v1/jobs/" + waiting_id)["state"] == "ok")
-        wait_for("the waiting list empty again", lambda: drv.find_element(By.CSS_SELECTOR, '[data-empty="waiting"]'))
+        assert waiting_id not in json.dumps(api.json("/v1/jobs?state=waiting")), "still listed waiting"
+        wait_for("the waiting list empty again",
+                 lambda: drv.find_element(By.CSS_SELECTOR, '[data-empty="waiting"]')
+                 and not drv.find_elements(By.CSS_SELECTOR, waiting_row)
+                 and not drv.find_elements(By.CSS_SELECTOR, "p.bad"))
 
         # Readable in a dark room: the system's dark preference turns the page dark.
         drv.execute_cdp_cmd("Emulation.setEmulatedMedia",

@@ -1,5 +1,7 @@
 #include "hourglass/executor.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 
 #include "hourglass/run_outcome.hpp"
@@ -15,8 +17,13 @@ std::size_t default_workers() { return std::max(1u, std::thread::hardware_concur
 // polling takes the cores the producer, the I/O threads and the broker need.
 // hourglass-bench fleet, 10 workers on 2 cores: 1.15-1.3x the jobs/s.
 int idle_spins_for(std::size_t workers) {
-  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
-  return workers <= cores ? admission_queue::options{}.idle_spins : 0;
+  // The cores this process may run on (its affinity: a container's cpuset),
+  // not the machine's.
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const auto cores = static_cast<std::size_t>(
+      ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : std::thread::hardware_concurrency());
+  return workers <= std::max<std::size_t>(cores, 1) ? admission_queue::options{}.idle_spins : 0;
 }
 
 // The jobs a worker took from the queue in one bulk pop and has not started
