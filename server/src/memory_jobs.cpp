@@ -143,16 +143,30 @@ void memory_jobs::finish(const std::string& id, async_outcome o, time_point now)
   wake_parent_locked(r);
 }
 
-memory_jobs::wait_verdict memory_jobs::wait_for_children(const std::string& id, fan_in f, time_point wake_at,
-                                                         time_point now, cancel_cause* cause) {
-  std::lock_guard lock(mu_);
+// The job `id` if a run of it may end waiting now; else nullptr and why
+// (gone, or cancelled, its cause in `cause`).
+memory_jobs::entry* memory_jobs::waitable_locked(const std::string& id, cancel_cause* cause, wait_verdict& refused) {
   const auto it = jobs_.find(id);
-  if (it == jobs_.end() || it->second.rec.state == async_state::finished) return wait_verdict::gone;
+  if (it == jobs_.end() || it->second.rec.state == async_state::finished) {
+    refused = wait_verdict::gone;
+    return nullptr;
+  }
   entry& e = it->second;
   if (e.rec.cancel_requested) {
     if (cause != nullptr) *cause = e.cancel_cause_asked;
-    return wait_verdict::cancelled;
+    refused = wait_verdict::cancelled;
+    return nullptr;
   }
+  return &e;
+}
+
+memory_jobs::wait_verdict memory_jobs::wait_for_children(const std::string& id, fan_in f, time_point wake_at,
+                                                         time_point now, cancel_cause* cause) {
+  std::lock_guard lock(mu_);
+  wait_verdict refused{};
+  entry* found = waitable_locked(id, cause, refused);
+  if (found == nullptr) return refused;
+  entry& e = *found;
   e.rec.wait = f;
   e.rec.signal.clear();
   e.rec.wake_at = wake_at;
@@ -186,13 +200,10 @@ bool memory_jobs::wake(const std::string& id, time_point wake_at) {
 memory_jobs::wait_verdict memory_jobs::wait_for_signal(const std::string& id, const std::string& name,
                                                        time_point limit_at, time_point now, cancel_cause* cause) {
   std::lock_guard lock(mu_);
-  const auto it = jobs_.find(id);
-  if (it == jobs_.end() || it->second.rec.state == async_state::finished) return wait_verdict::gone;
-  entry& e = it->second;
-  if (e.rec.cancel_requested) {
-    if (cause != nullptr) *cause = e.cancel_cause_asked;
-    return wait_verdict::cancelled;
-  }
+  wait_verdict refused{};
+  entry* found = waitable_locked(id, cause, refused);
+  if (found == nullptr) return refused;
+  entry& e = *found;
   e.rec.wait.reset();  // no child's finish resumes it
   e.rec.signal = name;
   e.rec.human_since = now;

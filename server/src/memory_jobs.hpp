@@ -203,6 +203,7 @@ class memory_jobs {
   // After `child` finished: its parent woken when its wait is satisfied.
   void wake_parent_locked(const async_record& child);
   bool wait_satisfied_locked(const async_record& parent) const;
+  entry* waitable_locked(const std::string& id, cancel_cause* cause, wait_verdict& refused);
   std::string new_id_locked();
 
   const std::size_t max_jobs_;

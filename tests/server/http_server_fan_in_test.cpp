@@ -139,11 +139,8 @@ TEST(FanInDocs, TheGuardsCurlExampleRunsAsWritten) {
   const auto [out, rc] = run_script(script, 20);
   ASSERT_EQ(rc, 0) << out;
   const std::string id = json_string(out, "id");
-  std::string done;
-  ASSERT_TRUE(wait_until([&] {
-    done = get(srv.port(), "/v1/jobs/" + id).body;
-    return json_string(done, "state") == "ok";
-  })) << done;
+  const std::string done = wait_state(srv.port(), id, "ok");
+  ASSERT_EQ(json_string(done, "state"), "ok") << done;
   const auto result = support::parse_json(json_string(done, "result"));
   ASSERT_TRUE(result.has_value()) << done;
   EXPECT_EQ(result->at("woke_by").as_string(), "children") << done;

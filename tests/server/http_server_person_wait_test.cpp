@@ -135,11 +135,8 @@ TEST(PersonWaitDocs, TheGuardsCurlExampleRunsAsWritten) {
   ASSERT_EQ(rc, 0) << out;
   const std::string id = out.substr(out.rfind("ID=") + 3, 32);
   EXPECT_EQ(json_string(out.substr(0, out.rfind("ID=")), "woke_by"), "signal") << out;
-  std::string done;
-  ASSERT_TRUE(wait_until([&] {
-    done = get(srv.port(), "/v1/jobs/" + id).body;
-    return json_string(done, "state") == "ok";
-  })) << done;
+  const std::string done = wait_state(srv.port(), id, "ok");
+  ASSERT_EQ(json_string(done, "state"), "ok") << done;
   const auto result = support::parse_json(json_string(done, "result"));
   ASSERT_TRUE(result.has_value()) << done;
   EXPECT_EQ(result->at("payload").as_string(), "approved by ana");

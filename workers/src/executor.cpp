@@ -1,30 +1,15 @@
 #include "hourglass/executor.hpp"
 
-#include <sched.h>
-
 #include <algorithm>
 
 #include "hourglass/run_outcome.hpp"
+#include "idle_spins.hpp"
 #include "worker_watch.hpp"
 
 namespace hourglass {
 
 namespace {
 std::size_t default_workers() { return std::max(1u, std::thread::hardware_concurrency()); }
-
-// Idle workers poll before they sleep only when each has a core: with more
-// workers than cores (a fleet consumer's slots, I/O-bound handlers) their
-// polling takes the cores the producer, the I/O threads and the broker need.
-// hourglass-bench fleet, 10 workers on 2 cores: 1.15-1.3x the jobs/s.
-int idle_spins_for(std::size_t workers) {
-  // The cores this process may run on (its affinity: a container's cpuset),
-  // not the machine's.
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  const auto cores = static_cast<std::size_t>(
-      ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : std::thread::hardware_concurrency());
-  return workers <= std::max<std::size_t>(cores, 1) ? admission_queue::options{}.idle_spins : 0;
-}
 
 // The jobs a worker took from the queue in one bulk pop and has not started
 // yet. The owner fills it only when it is empty; the owner and idle workers
@@ -113,7 +98,7 @@ executor::executor(executor_options options)
       queue_(admission_queue::options{
           options.queue_capacity, std::max<std::size_t>(1, worker_count_),
           admission_options{options.deadline_checks, options.deadline_checks && options.predicted_wait_admission},
-          idle_spins_for(worker_count_)}) {
+          detail::idle_spins_for(worker_count_)}) {
   paused_ = options.start_paused;
   update_control_locked();  // no worker runs yet
   for (std::size_t i = 0; i < worker_count_; ++i) {
