@@ -33,7 +33,9 @@ struct HttpServerPersonWait : ::testing::Test {
     const reply r = c.post("/v1/jobs/approval", approval_body, {{"Prefer", "respond-async"}, {"Job-Deadline", "1S"}});
     EXPECT_EQ(r.status, 202u) << r.body;
     const std::string id = json_string(r.body, "id");
-    EXPECT_TRUE(wait_until([&] { return state(id) == "running"; }));
+    // "running" is set before the handler's 200 ms sleep is on the clock:
+    // moving the clock before then would leave it sleeping until 400 ms.
+    EXPECT_TRUE(clk.wait_for_timer_at(clk.now() + 200ms)) << job(id);
     clk.advance(200ms);
     EXPECT_TRUE(wait_until([&] { return state(id) == "waiting"; })) << job(id);
     return id;
