@@ -63,7 +63,7 @@ TEST_F(FleetPause, APausedQueueRunsNothingAcrossTheFleetAndResumesWithItsStaleJo
   ASSERT_TRUE(wait_until([&] { return paused_gauge(a) == 1 && paused_gauge(b) == 1; }, 5s));
   EXPECT_LT(std::chrono::steady_clock::now() - asked, 2s) << "within a renewal period (200 ms), with slack";
   // A read already blocking when the pause came may still deliver what arrives during it (at most 500 ms).
-  wait_until([] { return false; }, 600ms);
+  wait_until([] { return false; }, 1000ms);
 
   std::vector<std::string> ids;
   for (int i = 0; i < 3; ++i) ids.push_back(submit(i % 2 ? a.port() : b.port()));

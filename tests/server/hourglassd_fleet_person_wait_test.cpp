@@ -36,7 +36,7 @@ TEST(FleetPersonWait, AJobWaitingForAPersonOutlivesAKill9AndResumesWithTheBudget
     const std::uint16_t port = b.wait_for_port();
     ASSERT_NE(port, 0u) << b.output();
     const reply r = post(port, "/v1/jobs/approval", R"({"work_ms": 200, "signal": "approve", "wait_ms": 30000})",
-                         {{"Prefer", "respond-async"}, {"Job-Deadline", "1S"}});
+                         {{"Prefer", "respond-async"}, {"Job-Deadline", "2S"}});
     ASSERT_EQ(r.status, 202u) << r.body;
     id = json_string(r.body, "id");
     ASSERT_TRUE(wait_until([&] { return job_state(port, id) == "waiting"; }, 5s)) << job_object(port, id);
@@ -44,17 +44,20 @@ TEST(FleetPersonWait, AJobWaitingForAPersonOutlivesAKill9AndResumesWithTheBudget
     ASSERT_TRUE(b.wait_exit(5s).has_value());
   }
   // No daemon at all, for longer than the job's whole machine budget.
-  std::this_thread::sleep_for(1500ms);
+  std::this_thread::sleep_for(2500ms);
   daemon_process d(approval_daemon(redis, "d"));
   const std::uint16_t port = d.wait_for_port();
   ASSERT_NE(port, 0u) << d.output();
   const json::value waiting = job_object(port, id);
   ASSERT_EQ(waiting.at("state").as_string(), "waiting") << waiting;
   EXPECT_EQ(waiting.at("waiting_for").as_string(), "signal:approve");
-  EXPECT_GE(waiting.at("human_wait_used_ms").to_number<double>(), 1500.0) << waiting;
+  EXPECT_GE(waiting.at("human_wait_used_ms").to_number<double>(), 2500.0) << waiting;
+  // 2 s less the 200 ms it worked, less what taking and running it cost
+  // (a sanitizer's build on a loaded machine: hundreds of ms); a wait
+  // charged to it would leave nothing.
   const double left = waiting.at("machine_left_ms").to_number<double>();
-  EXPECT_LE(left, 800.0) << waiting;
-  EXPECT_GT(left, 500.0) << "the wait was not charged to the machine's budget: " << waiting;
+  EXPECT_LE(left, 1800.0) << waiting;
+  EXPECT_GT(left, 1000.0) << "the wait was not charged to the machine's budget: " << waiting;
 
   const reply s = post(port, "/v1/jobs/" + id + "/signals/approve", "approved by ops");
   ASSERT_EQ(s.status, 200u) << s.body;
@@ -64,8 +67,8 @@ TEST(FleetPersonWait, AJobWaitingForAPersonOutlivesAKill9AndResumesWithTheBudget
   ASSERT_TRUE(result.has_value()) << done;
   EXPECT_EQ(result->at("payload").as_string(), "approved by ops");
   const double remaining = result->at("remaining_ms").to_number<double>();
-  EXPECT_LE(remaining, 800.0) << done;
-  EXPECT_GT(remaining, 400.0) << "resumed with what it had left, not what the clock says: " << done;
+  EXPECT_LE(remaining, 1800.0) << done;
+  EXPECT_GT(remaining, 800.0) << "resumed with what it had left, not what the clock says: " << done;
   EXPECT_EQ(done.at("woke_by").as_string(), "signal");
   EXPECT_EQ(done.at("consumer").as_string(), "d");
   EXPECT_EQ(post(port, "/v1/jobs/" + id + "/signals/approve", "again").status, 409u) << "delivered once";
@@ -78,19 +81,19 @@ TEST(FleetPersonWait, WithoutASignalTheBrokerEndsItAtTheWaitsLimitNotItsShorterM
   o.consumer = "a";
   o.lease = 600ms;
   test_server a(o);
-  // 300 ms of machine budget; a person may take 1 s.
-  const reply r = post(a.port(), "/v1/jobs/approval", R"({"work_ms": 0, "signal": "approve", "wait_ms": 1000})",
+  // 300 ms of machine budget; a person may take 2 s.
+  const reply r = post(a.port(), "/v1/jobs/approval", R"({"work_ms": 0, "signal": "approve", "wait_ms": 2000})",
                        {{"Prefer", "respond-async"}, {"Job-Deadline", "300m"}});
   ASSERT_EQ(r.status, 202u) << r.body;
   const std::string id = json_string(r.body, "id");
   ASSERT_TRUE(wait_until([&] { return job_state(a.port(), id) == "waiting"; }, 5s));
-  std::this_thread::sleep_for(500ms);
+  std::this_thread::sleep_for(600ms);
   EXPECT_EQ(job_state(a.port(), id), "waiting") << "past its machine budget, within the person's";
   ASSERT_TRUE(wait_until([&] { return job_state(a.port(), id) == "deadline_exceeded"; }, 5s))
       << job_object(a.port(), id);
   const json::value j = job_object(a.port(), id);
   EXPECT_EQ(j.at("stage").as_string(), "human_wait");
-  EXPECT_GE(j.at("human_wait_used_ms").to_number<double>(), 1000.0) << j;
+  EXPECT_GE(j.at("human_wait_used_ms").to_number<double>(), 2000.0) << j;
   EXPECT_TRUE(wait_until([&] { return a.handler("approval").expired_human_wait == 1u; }))
       << "counted by the daemon whose reader ended it";
 }

@@ -254,7 +254,7 @@ TEST_F(FleetDaemon, ADeleteOnOneDaemonStopsTheJobRunningOnAnother) {
 
 TEST_F(FleetDaemon, AJobOfADaemonKilledWithSigkillIsFinishedByAnother) {
   daemon_process a(daemon_args("a"));
-  const std::string id = running_on(a, a.wait_for_port(), 300);
+  const std::string id = running_on(a, a.wait_for_port(), 1500);  // long enough for the kill to land mid-run
   a.signal(SIGKILL);
   a.wait_exit(5s);
   daemon_process b(daemon_args("b"));

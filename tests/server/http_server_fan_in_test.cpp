@@ -34,6 +34,8 @@ struct HttpServerFanIn : ::testing::Test {
     EXPECT_EQ(r.status, 202u) << r.body;
     const std::string id = json_string(r.body, "id");
     EXPECT_TRUE(wait_until([&] { return g.working.load() == 3 && state(id) == "waiting"; })) << job(id);
+    // "waiting" is shown before its wake (its deadline less the 100 ms it keeps) is on the clock.
+    EXPECT_TRUE(clk.wait_for_timer_at(clk.now() + 9900ms)) << job(id);
     return id;
   }
 

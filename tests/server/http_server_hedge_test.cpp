@@ -62,14 +62,14 @@ TEST(HttpServerHedge, AHedgeIsNotSentWithLessThanTheMinimumBudgetLeft) {
   test_server fast = upstream_taking(duration::zero());
   server_options o = test_options();
   o.upstreams = {{"slow", slow.url()}, {"fast", fast.url()}};
-  o.min_budget = 150ms;   // the callee's minimum useful budget
-  o.call_reserve = 50ms;  // so the first upstream's 504 comes well before our own deadline
+  o.min_budget = 1000ms;   // the callee's minimum useful budget
+  o.call_reserve = 500ms;  // so the first upstream's 504 comes well before our own deadline
   test_server caller(o);
   client c(caller.port());
-  // At 250 ms, 400 - 250 - 50 (reserve) = 100 ms would be left: below 150 ms.
+  // At 1 s, 2000 - 1000 - 500 (reserve) = 500 ms would be left: below 1 s.
   const reply r = c.post("/v1/jobs/call",
-                         R"({"upstreams": ["slow", "fast"], "handler": "work", "hedge_after_ms": 250})",
-                         {{"Request-Timeout", "400m"}});
+                         R"({"upstreams": ["slow", "fast"], "handler": "work", "hedge_after_ms": 1000})",
+                         {{"Request-Timeout", "2S"}});
   EXPECT_EQ(r.status, 504u) << r.body;
   EXPECT_EQ(json_string(r.body, "stage"), "downstream") << "the first upstream ran out of its budget";
   EXPECT_EQ(fast.handler("work").admitted, 0u) << "the hedge was never sent";

@@ -38,6 +38,8 @@ struct HttpServerPersonWait : ::testing::Test {
     EXPECT_TRUE(clk.wait_for_timer_at(clk.now() + 200ms)) << job(id);
     clk.advance(200ms);
     EXPECT_TRUE(wait_until([&] { return state(id) == "waiting"; })) << job(id);
+    // "waiting" is shown before the wait's 30 s limit is on the clock.
+    EXPECT_TRUE(clk.wait_for_timer_at(clk.now() + 30s)) << job(id);
     return id;
   }
 

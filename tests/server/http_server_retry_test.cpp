@@ -79,7 +79,9 @@ TEST(HttpServerRetry, AFlakyJobIsRetriedWithinItsBackoffAndEndsOkOnAttemptThree)
     EXPECT_EQ(f.calls.load(), attempt) << "nothing runs before its due time";
     // To the due time, not the bound: the manual clock steps through every
     // timer on its way, and the next retry, due within the bound too, would
-    // run before this loop saw it scheduled.
+    // run before this loop saw it scheduled. "scheduled" is shown before the
+    // retry's timer is on the clock: moving the clock first would strand it.
+    ASSERT_TRUE(clk.wait_for_timers(1)) << "the retry's timer";
     clk.advance(std::chrono::microseconds(static_cast<long long>(std::ceil(due * 1000)) + 1));  // due_in_ms is rounded
   }
   ASSERT_TRUE(wait_until([&] { return retry_state(c, loc) == "ok"; }));
@@ -128,6 +130,7 @@ TEST(HttpServerRetry, TheRequestsHeadersSetThePolicyAndAttemptsRunOut) {
   EXPECT_FALSE(job_of(c, once).as_object().contains("attempt")) << "no policy: one attempt, no attempt fields";
   const std::string twice = submit_job(c, "flaky", {{"Job-Attempts", "2"}, {"Job-Backoff", "0m"}});
   ASSERT_TRUE(wait_until([&] { return retry_state(c, twice) == "scheduled"; }));
+  ASSERT_TRUE(clk.wait_for_timers(1)) << "the retry's timer, on the clock after \"scheduled\" is shown";
   clk.advance(1ms);
   ASSERT_TRUE(wait_until([&] { return retry_state(c, twice) == "error"; }));
   const json::value j = job_of(c, twice);

@@ -58,6 +58,7 @@ struct SeedChain : ::testing::Test {
 
 TEST_F(SeedChain, TheSecondModelAttemptGetsWhatIsLeftOfTwelveSecondsAndNothingWorksPastThem) {
   start(100ms);
+  const time_point sent = clk.now();
   const std::string gateway = send_request();
   const std::string service = child_of(gateway);
   ASSERT_TRUE(wait_until([&] { return ch.models_running.load() == 1; }));
@@ -74,6 +75,8 @@ TEST_F(SeedChain, TheSecondModelAttemptGetsWhatIsLeftOfTwelveSecondsAndNothingWo
 
   // The service's wait ends 100 ms before its deadline (11.995 s): it answers
   // with its fallback, its hung model stopped; the gateway's wait is over.
+  // Its wake is put on the clock after the attempt is made.
+  ASSERT_TRUE(clk.wait_for_timer_at(sent + 11895ms)) << job(service);
   clk.advance(1894ms);
   EXPECT_EQ(state(service), "waiting") << "1 ms before its wake time";
   clk.advance(1ms);
