@@ -27,7 +27,7 @@ consumer::impl::impl(job_queue& q, redis_client& r, executor& ex, job_runner run
 // ---- bookkeeping (under mu) ----
 
 std::size_t consumer::impl::busy_locked() const {
-  std::size_t n = 0;
+  std::size_t n = taking;
   for (const auto& [entry, h] : held_entries) n += detail::holds_job(h.state) ? 1 : 0;
   return n;
 }
@@ -317,6 +317,12 @@ void consumer::impl::drain(time_point deadline) {
     stop_reading_locked();
   }
   if (reader_thread.joinable()) reader_thread.join();
+  {
+    // A take in flight is answered within the connection's io_timeout; what
+    // it started is delivered (and, reading stopped, handed back) first.
+    std::unique_lock lock(mu);
+    slot_freed.wait(lock, [&] { return takes_in_flight == 0; });
+  }
   // Jobs not started yet go back at once; running ones get until the
   // deadline, on the executor's clock, and are then handed back whether or
   // not their handlers stop: another daemon may run them.

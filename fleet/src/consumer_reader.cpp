@@ -1,12 +1,14 @@
 // The consumer's reader thread: this name's own pending entries first, then
 // new ones (taken: read and started in one script call while a backlog
-// waits for free workers; else a blocking XREADGROUP), and reclaims
+// waits for free workers, the reply delivered on the connection's thread;
+// else a blocking XREADGROUP), and reclaims
 // (XAUTOCLAIM) of entries idle past the lease; each delivery judged on the
 // broker's TIME before it is queued.
 #include <algorithm>
 #include <charconv>
 #include <condition_variable>
 #include <mutex>
+#include <utility>
 
 #include "consumer_impl.hpp"
 
@@ -150,24 +152,57 @@ consumer::impl::timed_read consumer::impl::read_new(const context& ctx, std::vec
   return out;
 }
 
-consumer::impl::timed_read consumer::impl::take_new(const context& ctx, std::size_t count,
-                                                    std::map<std::string, prestart_ptr>& started) {
+void consumer::impl::start_take(std::size_t count) {
+  {
+    std::lock_guard lock(mu);
+    taking += count;
+    ++takes_in_flight;
+  }
   // Not cut off by a drain's stop: entries it started, unheard of, would wait
   // for the lease to end before anyone reclaimed them, a delivery counted;
   // answered, deliver() hands them back uncounted. (Bounded by the
-  // connection's io_timeout; `ctx` is checked before it goes.)
-  ctx.check();
+  // connection's io_timeout; drain waits for it.)
   const time_point sent = clk.now();
-  job_queue::taken t = queue.take(context(), opts.name, count, opts.max_deliveries, lease_v.token,
-                                  opts.judge_freshness);
-  timed_read out;
-  out.now = timed_now{clk.now(), t.broker_now_us};
-  note_offset(t.broker_now_us);
-  for (job_queue::taken_entry& e : t.entries) {
-    if (e.started) started.emplace(e.id, std::make_shared<prestart>(prestart{std::move(*e.started), sent}));
-    out.entries.push_back(stream_entry{std::move(e.id), false, std::move(e.fields)});
+  queue.async_take(context(), opts.name, count, opts.max_deliveries, lease_v.token, opts.judge_freshness,
+                   [self = shared_from_this(), count, sent](async_answer<job_queue::taken> a) {
+                     self->on_taken(count, sent, std::move(a));
+                   });
+}
+
+// On the connection's thread: the take's entries to the executor, then its
+// reservation released (after: busy never reads low while they arrive).
+void consumer::impl::on_taken(std::size_t count, time_point sent, async_answer<job_queue::taken> a) noexcept {
+  std::string failure;
+  std::size_t got = 0;
+  try {
+    if (a.error) std::rethrow_exception(a.error);
+    note_offset(a.value.broker_now_us);
+    std::map<std::string, prestart_ptr> started;
+    std::vector<stream_entry> entries;
+    entries.reserve(a.value.entries.size());
+    for (job_queue::taken_entry& e : a.value.entries) {
+      if (e.started) started.emplace(e.id, std::make_shared<prestart>(prestart{std::move(*e.started), sent}));
+      entries.push_back(stream_entry{std::move(e.id), false, std::move(e.fields)});
+    }
+    got = entries.size();
+    deliver(entries, false, timed_now{clk.now(), a.value.broker_now_us}, started);
+  } catch (const std::exception& e) {  // redis_unavailable, or a reply we cannot read
+    failure = e.what();
+  } catch (...) {
+    failure = "unknown error";
   }
-  return out;
+  {
+    std::lock_guard lock(mu);
+    taking -= count;
+    --takes_in_flight;
+    backlog_likely = failure.empty() && got == count;  // as many as it asked: more may wait
+    if (!failure.empty()) {
+      ++st.broker_errors;
+      take_failed = true;
+    }
+    slot_freed.notify_all();
+  }
+  if (!failure.empty()) log("fleet: taking from queue " + queue.options().name + ": " + failure);
 }
 
 void consumer::impl::note_offset(std::int64_t broker_now_us) {
@@ -226,18 +261,15 @@ time_point consumer::impl::promote_due(const context& ctx) {
   return now + std::clamp<duration>(until, duration::zero(), promote_every);
 }
 
-std::size_t consumer::impl::free_slots() {
-  std::lock_guard lock(mu);
-  return free_slots_locked();
-}
-
 // Woken by a slot freed (feed_locked), a renewal after a fence or a pause
 // (renew) or the stop (stop_reading_locked); gives up at `until` (0: no
 // room by then, or reading stopped). A paused queue has no room.
 std::size_t consumer::impl::wait_for_room(time_point until) {
   std::unique_lock lock(mu);
   const std::size_t held_at_most = opts.slots + opts.prefetch;
-  const auto room = [&] { return !self_fenced && !st.paused && busy_locked() < held_at_most; };
+  const auto room = [&] {
+    return !self_fenced && !st.paused && busy_locked() < held_at_most && takes_in_flight < max_takes_in_flight;
+  };
   clk.wait_until(lock, slot_freed, until, [&] { return stop_reading.get().done() || room(); });
   if (stop_reading.get().done() || !room()) return 0;
   return held_at_most - busy_locked();
@@ -253,13 +285,26 @@ void consumer::impl::read_loop() {
   const std::string stream = queue.key("stream");
   const std::string group(job_queue::group);
   duration backoff = 50ms;
-  bool backlog_likely = true;  // the last read of new entries took all it asked for
   while (!ctx.done()) {
     // Full, due jobs still move on time: judged when due, and in the stream
     // ahead of work enqueued after them.
     const std::size_t room = wait_for_room(next_promote);
     if (ctx.done()) break;
     const std::string count = std::to_string(room);
+    bool backlog = false;
+    std::size_t free = 0;
+    {
+      std::lock_guard lock(mu);
+      if (std::exchange(take_failed, false)) {
+        // A take's reply lost on its way may have held entries for us,
+        // already started: our pending list is read again, so they run now,
+        // under the same start token (counted once), not after a lease.
+        own_done = false;
+        own_from = "0";
+      }
+      backlog = backlog_likely;
+      free = std::min(room, free_slots_locked());
+    }
     try {
       if (room == 0) {
         next_promote = promote_due(ctx);
@@ -300,11 +345,8 @@ void consumer::impl::read_loop() {
       // With more waiting than the last read took, free workers get their
       // entries read and started in one step; a blocking read waits for new
       // ones otherwise (and for entries held beyond the workers, prefetch).
-      if (const std::size_t free = std::min(room, free_slots()); backlog_likely && free > 0) {
-        std::map<std::string, prestart_ptr> started;
-        const timed_read r = take_new(ctx, free, started);
-        deliver(r.entries, false, r.now, started);
-        backlog_likely = r.entries.size() == free;
+      if (backlog && free > 0) {
+        start_take(free);
         backoff = 50ms;
         continue;
       }
@@ -314,7 +356,10 @@ void consumer::impl::read_loop() {
                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(block).count()), "STREAMS", stream,
                 ">"});
       deliver(r.entries, false, r.now);
-      backlog_likely = r.entries.size() == room;  // as many as it asked: more may wait
+      {
+        std::lock_guard lock(mu);
+        backlog_likely = r.entries.size() == room;  // as many as it asked: more may wait
+      }
       backoff = 50ms;
     } catch (const stopped_error&) {
       break;

@@ -98,11 +98,27 @@ void job_queue::send_starts(std::vector<std::shared_ptr<start_call>> batch) {
 
 job_queue::taken job_queue::take(const context& ctx, std::string_view consumer, std::size_t count,
                                  unsigned max_deliveries, std::string_view lease_token, bool judge_late) {
-  const std::vector<std::string> keys{key("stream"), key("dead"), key("stats")};
+  return detail::wait_for<taken>([&](answer_fn<taken> done) {
+    async_take(ctx, consumer, count, max_deliveries, lease_token, judge_late, std::move(done));
+  });
+}
+
+void job_queue::async_take(const context& ctx, std::string_view consumer, std::size_t count, unsigned max_deliveries,
+                           std::string_view lease_token, bool judge_late, answer_fn<taken> done) {
+  count = std::max<std::size_t>(count, 1);
   std::vector<std::string> args = start_args(options_, consumer, max_deliveries);
-  args.insert(args.end(), {"take", std::to_string(std::max<std::size_t>(count, 1)), std::string(lease_token),
-                           judge_late ? "1" : "0"});
-  return detail::decode_take(eval(ctx, detail::start_script, keys, args), std::max<std::size_t>(count, 1));
+  args.insert(args.end(), {"take", std::to_string(count), std::string(lease_token), judge_late ? "1" : "0"});
+  async_eval(ctx, detail::start_script, {key("stream"), key("dead"), key("stats")}, std::move(args),
+             [count, done = std::move(done)](async_answer<redis_reply> r) {
+               if (r.error) return done(detail::failed<taken>(r.error));
+               taken t;
+               try {
+                 t = detail::decode_take(r.value, count);
+               } catch (...) {  // a reply we cannot read
+                 return done(detail::failed<taken>(std::current_exception()));
+               }
+               done(detail::answer(std::move(t)));
+             });
 }
 
 job_queue::start_answer job_queue::start(const context& ctx, const held_entry& e, std::string_view consumer,

@@ -361,6 +361,8 @@ class job_queue {
   };
   taken take(const context& ctx, std::string_view consumer, std::size_t count, unsigned max_deliveries,
              std::string_view lease_token, bool judge_late);
+  void async_take(const context& ctx, std::string_view consumer, std::size_t count, unsigned max_deliveries,
+                  std::string_view lease_token, bool judge_late, answer_fn<taken> done);
 
   struct renew_answer {
     bool fenced = false;               // another process holds the consumer name
