@@ -43,8 +43,23 @@ redis_server::redis_server(std::vector<std::string> extra, std::vector<std::stri
   char tmpl[] = "/tmp/hourglass-redis-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = tmpl;
-  port_ = free_port();
-  spawn();
+  // A free port is free when asked, not when redis-server binds it: another
+  // test's connection may take it first (an outgoing socket's ephemeral
+  // port), the likelier the more tests run at once. Then new ports, its
+  // cluster bus's too, and a clean directory, a few times.
+  for (int attempt = 1;; ++attempt) {
+    port_ = free_port();
+    for (std::size_t i = 0; i + 1 < extra_.size(); ++i) {
+      if (extra_[i] == "--cluster-port") extra_[i + 1] = std::to_string(free_port());
+    }
+    try {
+      spawn();
+      return;
+    } catch (const std::runtime_error&) {
+      if (attempt == 5 || log().find("Address already in use") == std::string::npos) throw;
+      for (const auto& f : std::filesystem::directory_iterator(dir_)) std::filesystem::remove_all(f.path());
+    }
+  }
 }
 
 redis_server::~redis_server() {
