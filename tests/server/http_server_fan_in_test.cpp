@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@ struct HttpServerFanIn : ::testing::Test {
   }
   json::value job(const std::string& id) { return job_object(srv.port(), id); }
   std::string state(const std::string& id) { return job_state(srv.port(), id); }
+  std::string ended(std::size_t child) { return state(g.sent().at(child)); }
   // A parent with a 10 s deadline, waiting with its three children running.
   std::string start_waiting_parent() {
     const reply r = c.post("/v1/jobs/gather", "p", {{"Prefer", "respond-async"}, {"Job-Deadline", "10S"}});
@@ -74,6 +76,8 @@ TEST_F(HttpServerFanIn, WhenAChildIsTooSlowTheDeadlineEndsTheWaitWithThePartialR
   g.release[0] = true;
   g.release[1] = true;
   ASSERT_TRUE(wait_until([&] { return g.working.load() == 1; }));
+  // A child's handler has returned before its worker records its outcome.
+  ASSERT_TRUE(wait_until([&] { return ended(0) == "ok" && ended(1) == "ok"; }));
   clk.advance(9899ms);
   EXPECT_EQ(state(parent), "waiting") << "1 ms before its wake time";
   clk.advance(1ms);
@@ -90,7 +94,7 @@ TEST_F(HttpServerFanIn, FirstSuccessResumesOnTheFirstChildThatSucceedsNotTheFirs
   EXPECT_EQ(job(parent).at("waiting_for").as_string(), "first_success");
   g.fail[0] = true;
   g.release[0] = true;
-  ASSERT_TRUE(wait_until([&] { return g.working.load() == 2; }));
+  ASSERT_TRUE(wait_until([&] { return ended(0) == "error"; })) << "ended, not only out of its handler";
   EXPECT_EQ(state(parent), "waiting") << "a failure is not a success";
   g.release[1] = true;
   ASSERT_TRUE(wait_until([&] { return state(parent) == "ok"; })) << job(parent);
@@ -105,7 +109,7 @@ TEST_F(HttpServerFanIn, FirstNResumesOnceNChildrenHaveEndedWhateverTheirOutcomes
   EXPECT_EQ(job(parent).at("waiting_for").as_string(), "first:2");
   g.fail[2] = true;
   g.release[2] = true;
-  ASSERT_TRUE(wait_until([&] { return g.working.load() == 2; }));
+  ASSERT_TRUE(wait_until([&] { return ended(2) == "error"; }));
   EXPECT_EQ(state(parent), "waiting");
   g.release[0] = true;
   ASSERT_TRUE(wait_until([&] { return state(parent) == "ok"; })) << job(parent);
