@@ -285,6 +285,7 @@ void consumer::impl::read_loop() {
   const std::string stream = queue.key("stream");
   const std::string group(job_queue::group);
   duration backoff = 50ms;
+  bool took = false;  // a take sent, its answer not yet seen here
   while (!ctx.done()) {
     // Full, due jobs still move on time: judged when due, and in the stream
     // ahead of work enqueued after them.
@@ -292,18 +293,30 @@ void consumer::impl::read_loop() {
     if (ctx.done()) break;
     const std::string count = std::to_string(room);
     bool backlog = false;
+    bool failed = false;
+    bool take_answered = false;
     std::size_t free = 0;
     {
       std::lock_guard lock(mu);
-      if (std::exchange(take_failed, false)) {
-        // A take's reply lost on its way may have held entries for us,
-        // already started: our pending list is read again, so they run now,
-        // under the same start token (counted once), not after a lease.
-        own_done = false;
-        own_from = "0";
-      }
+      failed = std::exchange(take_failed, false);
+      take_answered = takes_in_flight == 0;
       backlog = backlog_likely;
       free = std::min(room, free_slots_locked());
+    }
+    if (failed) {
+      // A take's reply lost on its way may have held entries for us,
+      // already started: our pending list is read again, so they run now,
+      // under the same start token (counted once), not after a lease. A
+      // take that keeps failing with the broker up (a script's error) waits
+      // as a failed read does, not in a loop.
+      own_done = false;
+      own_from = "0";
+      took = false;
+      if (!ctx.sleep_for(backoff)) break;
+      backoff = std::min<duration>(backoff * 2, 2s);
+    } else if (took && take_answered) {
+      took = false;
+      backoff = 50ms;
     }
     try {
       if (room == 0) {
@@ -347,7 +360,7 @@ void consumer::impl::read_loop() {
       // ones otherwise (and for entries held beyond the workers, prefetch).
       if (backlog && free > 0) {
         start_take(free);
-        backoff = 50ms;
+        took = true;
         continue;
       }
       const auto block = std::clamp<duration>(std::min(next_reclaim, next_promote) - clk.now(), 1ms, opts.read_block);
