@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hourglass/support/json.hpp"
+#include "text.hpp"
 
 namespace hourglass::bench {
 
@@ -21,12 +22,6 @@ std::string num(double v, int digits = 6) {
   if (!std::isfinite(v)) return "null";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*g", digits, v);
-  return buf;
-}
-
-std::string fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   return buf;
 }
 

@@ -20,6 +20,7 @@
 #include "soak/misbehaving_client.hpp"
 #include "soak/process_stats.hpp"
 #include "soak/request_pool.hpp"
+#include "text.hpp"
 
 namespace hourglass::bench {
 
@@ -191,11 +192,6 @@ class soak_run final : public misbehaving_client::owner {
   void on_gone(misbehaving_client* c) override { live_slow_.erase(c); }
 
  private:
-  static std::string fixed(double v, int decimals) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-    return buf;
-  }
   void say(const std::string& line) const {
     if (progress_) progress_(line);
   }

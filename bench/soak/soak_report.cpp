@@ -11,17 +11,11 @@
 #include "hourglass/budget_codec.hpp"
 #include "hourglass/support/json.hpp"
 #include "soak/soak.hpp"
+#include "text.hpp"
 
 namespace hourglass::bench {
 
 namespace {
-
-std::string fixed(double v, int decimals) {
-  if (!std::isfinite(v)) return "-";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
 
 std::uint64_t total(const std::map<std::string, std::uint64_t>& m) {
   std::uint64_t n = 0;
