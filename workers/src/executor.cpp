@@ -72,9 +72,10 @@ bool job_ref::cancel(cancel_cause cause) noexcept {
     switch (s) {
       case detail::job_state::queued:
         if (rec->state.compare_exchange_weak(s, detail::job_state::cancelled_in_queue, std::memory_order_acq_rel)) {
-          // The worker that later pops it only drops its reference.
-          rec->deliver(status::cancelled(cause), rec->timings);
+          // The worker that later pops it only drops its reference. Counted,
+          // then delivered, as finish() does: whoever sees the outcome sees it counted.
           if (rec->metrics != nullptr) rec->metrics->finished_cancelled.add();
+          rec->deliver(status::cancelled(cause), rec->timings);
           return true;
         }
         break;
