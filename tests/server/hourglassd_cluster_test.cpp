@@ -88,10 +88,11 @@ TEST_F(ClusterDaemon, AJobOfADaemonKilledWithSigkillIsFinishedByAnother) {
   daemon_process a(args_a);
   const std::uint16_t pa = a.wait_for_port();
   ASSERT_NE(pa, 0) << a.output();
-  const reply r = post(pa, "/v1/jobs/sleep", R"({"ms": 300})", {{"Prefer", "respond-async"}});
+  // Long enough that the kill lands while it runs, on a loaded machine too.
+  const reply r = post(pa, "/v1/jobs/sleep", R"({"ms": 1500})", {{"Prefer", "respond-async"}});
   ASSERT_EQ(r.status, 202u) << r.body;
   const std::string id = json_string(r.body, "id");
-  wait_state(pa, id, "running");
+  ASSERT_EQ(json_string(wait_state(pa, id, "running"), "state"), "running");
   a.signal(SIGKILL);
   a.wait_exit(5s);
   std::vector<std::string> args_b = common;

@@ -154,9 +154,9 @@ TEST(HttpServerOutcomes, DeadlineWhileRunningIs504AndTheJobIsCancelled) {
   EXPECT_EQ(json_string(r.body, "stage"), "run");
   EXPECT_LT(r.elapsed_ms(), 100 + 400);
   EXPECT_GE(json_number(r.body, "run_ms"), 0.0);
-  const auto h = srv.handler("sleep");
-  EXPECT_EQ(h.expired_run, 1u);
-  EXPECT_EQ(h.completed_late, 0u) << "a sleep stops at once: no wasted work";
+  // (A 504 may leave before the outcome is counted, when the worker is slow to stop.)
+  EXPECT_TRUE(wait_until([&] { return srv.handler("sleep").expired_run == 1u; }));
+  EXPECT_EQ(srv.handler("sleep").completed_late, 0u) << "a sleep stops at once: no wasted work";
 }
 
 TEST(HttpServerOutcomes, ADownstream504IsDeadlineExceededDownstream) {
@@ -173,8 +173,8 @@ TEST(HttpServerOutcomes, ADownstream504IsDeadlineExceededDownstream) {
   EXPECT_EQ(r.status, 504u);
   EXPECT_EQ(json_string(r.body, "stage"), "downstream");
   EXPECT_LT(r.elapsed_ms(), 1500);
-  EXPECT_EQ(a.handler("call").finished_deadline_exceeded, 1u);
-  EXPECT_EQ(b.handler("sleep").expired_run, 1u);
+  EXPECT_TRUE(wait_until([&] { return a.handler("call").finished_deadline_exceeded == 1u; }));
+  EXPECT_TRUE(wait_until([&] { return b.handler("sleep").expired_run == 1u; }));
 }
 
 TEST(HttpServerOutcomes, DrainTimeoutCancelsRunningJobsWith503) {

@@ -434,7 +434,7 @@ TEST(HttpServerStream, ACallToAStreamThatWasCutOffIsADownstreamDeadline) {
                            {{"Request-Timeout", "3S"}});
   EXPECT_EQ(cut.status, 504u) << cut.body;
   EXPECT_EQ(json_string(cut.body, "stage"), "downstream") << cut.body;
-  EXPECT_EQ(upstream.handler("stream").expired_run, 1u);
+  EXPECT_TRUE(wait_until([&] { return upstream.handler("stream").expired_run == 1u; }));
   const reply whole = c.post("/v1/jobs/call", R"({"upstream": "up", "handler": "stream", "body": {"chunks": 2}})", {});
   EXPECT_EQ(whole.status, 200u) << whole.body;
   EXPECT_EQ(whole.body, "chunk 1 of 2\nchunk 2 of 2\n");
