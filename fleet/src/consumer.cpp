@@ -85,7 +85,11 @@ detail::held_action consumer::impl::feed_locked(held_map::iterator it, detail::h
     case act::leave:
     case act::forget: held_entries.erase(it); break;
   }
-  if (had_slot && !detail::holds_job(step.next)) slot_freed.notify_all();
+  // A slot freed wakes the reader only when it can use it: with its take in
+  // flight it waits for the take's answer, which wakes it (about one wake a
+  // job fewer, under the lock the worker holds). Drain waits for every slot.
+  if (had_slot && !detail::holds_job(step.next) && (takes_in_flight < max_takes_in_flight || draining))
+    slot_freed.notify_all();
   return step.action;
 }
 
