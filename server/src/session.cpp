@@ -140,8 +140,12 @@ void session::on_header(error_code ec) {
   route();
 }
 
+// The access token, or the admin token: whoever may pause a queue or purge
+// its dead letter may also read it (the dashboard's operator needs one token).
 bool session::authorized() const {
-  return bearer_authorized(header_parser_->get()[http::field::authorization], core_.token);
+  const auto authorization = header_parser_->get()[http::field::authorization];
+  return bearer_authorized(authorization, core_.token) ||
+         (!core_.admin_token.empty() && bearer_authorized(authorization, core_.admin_token));
 }
 
 bool session::body_unread() const { return header_parser_ && !header_parser_->is_done(); }

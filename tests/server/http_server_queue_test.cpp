@@ -83,6 +83,28 @@ TEST_F(HttpServerQueue, MemoryHasNoDeadLetterToReplayOrPurge) {
   EXPECT_EQ(c.get("/v1/queues/default/dead").header("allow"), "DELETE");
 }
 
+// Both tokens set: the admin token reads and submits as the access token
+// does; the access token still cannot act as admin.
+TEST(HttpServerQueueAdmin, TheAdminTokenAlsoDoesWhatTheAccessTokenDoes) {
+  token_file access{"acc3ss"};
+  token_file admin{"adm1n"};
+  server_options o = test_options();
+  o.auth_token_file = access.path();
+  o.admin_token_file = admin.path();
+  test_server srv(o);
+  EXPECT_EQ(get(srv.port(), "/v1/queues").status, 401u) << "no token";
+  EXPECT_EQ(get(srv.port(), "/v1/queues", {{"Authorization", "Bearer wrong"}}).status, 401u);
+  EXPECT_EQ(get(srv.port(), "/v1/queues", {{"Authorization", "Bearer acc3ss"}}).status, 200u);
+  EXPECT_EQ(get(srv.port(), "/v1/queues", {{"Authorization", "Bearer adm1n"}}).status, 200u);
+  const reply job = post(srv.port(), "/v1/jobs/echo", "hi", {{"Authorization", "Bearer adm1n"}});
+  EXPECT_EQ(job.status, 200u) << job.body;
+  EXPECT_EQ(job.body, "hi");
+  EXPECT_EQ(post(srv.port(), "/v1/queues/default/pause", "", {{"Authorization", "Bearer acc3ss"}}).status, 401u)
+      << "the access token is not the admin's";
+  EXPECT_EQ(post(srv.port(), "/v1/queues/default/pause", "", {{"Authorization", "Bearer adm1n"}}).status, 409u)
+      << "admitted (memory cannot pause)";
+}
+
 TEST(HttpServerQueueAdmin, WithoutAnAdminTokenFileTheAdminActionsAreRefused) {
   test_server srv;
   const reply r = post(srv.port(), "/v1/queues/default/resume", "", {{"Authorization", "Bearer anything"}});
