@@ -126,7 +126,8 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
   // about the entry: queues `outcome` (for outcome_ready) or its hand-back,
   // forgets it (`it` is then invalid), and adds the job to stop to `stops`
   // (the events that stop one: submitted, drain_*, fenced, lost,
-  // delete_marked). Wakes reading and drain when the entry frees its slot.
+  // delete_marked). Wakes drain when the entry frees its slot, and reading
+  // when it may take (no take in flight; room() depends on it).
   detail::held_action feed_locked(held_map::iterator it, detail::held_event e, stop_list* stops = nullptr,
                                   outcome_parts* outcome = nullptr);
   // Feeds `e` to every held entry; how many of them it stopped.

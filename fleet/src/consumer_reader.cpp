@@ -261,7 +261,9 @@ time_point consumer::impl::promote_due(const context& ctx) {
   return now + std::clamp<duration>(until, duration::zero(), promote_every);
 }
 
-// Woken by a slot freed (feed_locked), a renewal after a fence or a pause
+// Woken by a slot freed (feed_locked, while no take is in flight: with one,
+// room() is false until its answer, which wakes it), a take's answer
+// (on_taken), a renewal after a fence or a pause
 // (renew) or the stop (stop_reading_locked); gives up at `until` (0: no
 // room by then, or reading stopped). A paused queue has no room.
 std::size_t consumer::impl::wait_for_room(time_point until) {
@@ -284,8 +286,10 @@ void consumer::impl::read_loop() {
   time_point next_promote = clk.now();
   const std::string stream = queue.key("stream");
   const std::string group(job_queue::group);
-  duration backoff = 50ms;
-  bool took = false;  // a take sent, its answer not yet seen here
+  duration backoff = 50ms;       // after a failed read
+  duration take_backoff = 50ms;  // after a take failed twice or more in a row
+  std::size_t failed_takes = 0;  // in a row, since a take was answered well
+  bool took = false;             // a take sent, its answer not yet seen here
   while (!ctx.done()) {
     // Full, due jobs still move on time: judged when due, and in the stream
     // ahead of work enqueued after them.
@@ -307,16 +311,21 @@ void consumer::impl::read_loop() {
       // A take's reply lost on its way may have held entries for us,
       // already started: our pending list is read again, so they run now,
       // under the same start token (counted once), not after a lease. A
-      // take that keeps failing with the broker up (a script's error) waits
-      // as a failed read does, not in a loop.
+      // take that fails again before one succeeds (a script's error, the
+      // broker up) waits first, doubling as after failed reads, and the
+      // room is judged again after the wait.
       own_done = false;
       own_from = "0";
       took = false;
-      if (!ctx.sleep_for(backoff)) break;
-      backoff = std::min<duration>(backoff * 2, 2s);
+      if (++failed_takes > 1) {
+        if (!ctx.sleep_for(take_backoff)) break;
+        take_backoff = std::min<duration>(take_backoff * 2, 2s);
+        continue;
+      }
     } else if (took && take_answered) {
       took = false;
-      backoff = 50ms;
+      failed_takes = 0;
+      take_backoff = 50ms;
     }
     try {
       if (room == 0) {
