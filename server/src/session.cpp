@@ -140,12 +140,16 @@ void session::on_header(error_code ec) {
   route();
 }
 
-// The access token, or the admin token: whoever may pause a queue or purge
-// its dead letter may also read it (the dashboard's operator needs one token).
+// The access token; for a read (GET, HEAD), the admin token too: whoever may
+// pause a queue or purge its dead letter may look at it. Reads only, so the
+// admin token never reaches a handler or a job's record (a bulk job keeps
+// its request's Authorization).
 bool session::authorized() const {
-  const auto authorization = header_parser_->get()[http::field::authorization];
-  return bearer_authorized(authorization, core_.token) ||
-         (!core_.admin_token.empty() && bearer_authorized(authorization, core_.admin_token));
+  const auto& req = header_parser_->get();
+  const auto authorization = req[http::field::authorization];
+  if (bearer_authorized(authorization, core_.token)) return true;
+  const bool read = req.method() == http::verb::get || req.method() == http::verb::head;
+  return read && !core_.admin_token.empty() && bearer_authorized(authorization, core_.admin_token);
 }
 
 bool session::body_unread() const { return header_parser_ && !header_parser_->is_done(); }

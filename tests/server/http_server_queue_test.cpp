@@ -83,9 +83,10 @@ TEST_F(HttpServerQueue, MemoryHasNoDeadLetterToReplayOrPurge) {
   EXPECT_EQ(c.get("/v1/queues/default/dead").header("allow"), "DELETE");
 }
 
-// Both tokens set: the admin token reads and submits as the access token
-// does; the access token still cannot act as admin.
-TEST(HttpServerQueueAdmin, TheAdminTokenAlsoDoesWhatTheAccessTokenDoes) {
+// Both tokens set: the admin token reads what the access token reads, but
+// submits nothing (it never reaches a handler or a job's record); the
+// access token still cannot act as admin.
+TEST(HttpServerQueueAdmin, TheAdminTokenAlsoReadsButSubmitsNothing) {
   token_file access{"acc3ss"};
   token_file admin{"adm1n"};
   server_options o = test_options();
@@ -96,9 +97,19 @@ TEST(HttpServerQueueAdmin, TheAdminTokenAlsoDoesWhatTheAccessTokenDoes) {
   EXPECT_EQ(get(srv.port(), "/v1/queues", {{"Authorization", "Bearer wrong"}}).status, 401u);
   EXPECT_EQ(get(srv.port(), "/v1/queues", {{"Authorization", "Bearer acc3ss"}}).status, 200u);
   EXPECT_EQ(get(srv.port(), "/v1/queues", {{"Authorization", "Bearer adm1n"}}).status, 200u);
-  const reply job = post(srv.port(), "/v1/jobs/echo", "hi", {{"Authorization", "Bearer adm1n"}});
+  EXPECT_EQ(get(srv.port(), "/metrics", {{"Authorization", "Bearer adm1n"}}).status, 200u);
+  const reply job = post(srv.port(), "/v1/jobs/echo", "hi", {{"Authorization", "Bearer acc3ss"}});
   EXPECT_EQ(job.status, 200u) << job.body;
   EXPECT_EQ(job.body, "hi");
+  EXPECT_EQ(post(srv.port(), "/v1/jobs/echo", "hi", {{"Authorization", "Bearer adm1n"}}).status, 401u)
+      << "a submit takes the access token only";
+  const std::string id = json_string(
+      post(srv.port(), "/v1/jobs/echo", "hi", {{"Authorization", "Bearer acc3ss"}, {"Prefer", "respond-async"}}).body,
+      "id");
+  EXPECT_EQ(get(srv.port(), "/v1/jobs/" + id, {{"Authorization", "Bearer adm1n"}}).status, 200u);
+  EXPECT_EQ(client(srv.port()).request("DELETE", "/v1/jobs/" + id, "", {{"Authorization", "Bearer adm1n"}}).status,
+            401u)
+      << "a cancel too";
   EXPECT_EQ(post(srv.port(), "/v1/queues/default/pause", "", {{"Authorization", "Bearer acc3ss"}}).status, 401u)
       << "the access token is not the admin's";
   EXPECT_EQ(post(srv.port(), "/v1/queues/default/pause", "", {{"Authorization", "Bearer adm1n"}}).status, 409u)
