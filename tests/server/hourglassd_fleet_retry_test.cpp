@@ -269,8 +269,8 @@ TEST_F(FleetRetry, SkewedDaemonsDelayAndRetryOnTheBrokersClock) {
                      skewed_clock(skew));
     const std::uint16_t port = d.wait_for_port();
     ASSERT_NE(port, 0) << d.output();
+    const auto began = std::chrono::steady_clock::now();  // before `wall`: the due times count from it
     const auto wall = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
-    const auto began = std::chrono::steady_clock::now();
     const std::string by_delay = submit(port, "echo", {{"Job-Delay", "1500m"}});
     const std::string by_time = submit(
         port, "echo", {{"Job-Not-Before", support::format_rfc3339(wall + std::chrono::milliseconds(1500))}});

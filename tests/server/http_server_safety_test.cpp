@@ -173,9 +173,9 @@ TEST(HttpServerSafety, ASlowHeaderClientIsDisconnectedWhileOthersAreServed) {
   server_options o = test_options();
   o.header_timeout = std::chrono::milliseconds(300);
   test_server srv(o);
+  const auto t0 = std::chrono::steady_clock::now();  // before the header timeout starts
   raw_socket slow(srv.port());
   ASSERT_TRUE(slow.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\n"));  // ...and never the rest
-  const auto t0 = std::chrono::steady_clock::now();
   auto closed = std::async(std::launch::async, [&] { return slow.read_until_close(5s); });
   client other(srv.port());
   for (int i = 0; i < 5; ++i) EXPECT_EQ(other.post("/v1/jobs/echo", "x").status, 200u);
