@@ -96,8 +96,9 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
   // busy so that reading never asks for more than there is room for.
   std::size_t takes_in_flight = 0;
   std::size_t taking = 0;
-  bool take_failed = false;    // a take's reply was lost: the reader reads its own pending entries again
-  bool backlog_likely = true;  // the last read of new entries took all it asked for
+  bool take_failed = false;             // a take's reply was lost: the reader reads its own pending entries again
+  std::size_t takes_failed_in_row = 0;  // since a take was answered well: how long the reader waits
+  bool backlog_likely = true;           // the last read of new entries took all it asked for
   std::deque<outcome_to_write> outbox;
   std::vector<job_queue::held_entry> to_hand_back;  // to the fleet at once, by the writer
   lease_value lease_v;

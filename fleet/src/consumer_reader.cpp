@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "consumer_impl.hpp"
+#include "read_backoff.hpp"
 
 namespace hourglass::fleet {
 
@@ -196,9 +197,12 @@ void consumer::impl::on_taken(std::size_t count, time_point sent, async_answer<j
     taking -= count;
     --takes_in_flight;
     backlog_likely = failure.empty() && got == count;  // as many as it asked: more may wait
-    if (!failure.empty()) {
+    if (failure.empty()) {
+      takes_failed_in_row = 0;
+    } else {
       ++st.broker_errors;
       take_failed = true;
+      ++takes_failed_in_row;
     }
     slot_freed.notify_all();
   }
@@ -286,10 +290,7 @@ void consumer::impl::read_loop() {
   time_point next_promote = clk.now();
   const std::string stream = queue.key("stream");
   const std::string group(job_queue::group);
-  duration backoff = 50ms;       // after a failed read
-  duration take_backoff = 50ms;  // after a take failed twice or more in a row
-  std::size_t failed_takes = 0;  // in a row, since a take was answered well
-  bool took = false;             // a take sent, its answer not yet seen here
+  std::size_t failed_reads = 0;  // in a row, since a pass through the loop worked
   while (!ctx.done()) {
     // Full, due jobs still move on time: judged when due, and in the stream
     // ahead of work enqueued after them.
@@ -298,12 +299,12 @@ void consumer::impl::read_loop() {
     const std::string count = std::to_string(room);
     bool backlog = false;
     bool failed = false;
-    bool take_answered = false;
+    std::size_t failed_takes = 0;
     std::size_t free = 0;
     {
       std::lock_guard lock(mu);
       failed = std::exchange(take_failed, false);
-      take_answered = takes_in_flight == 0;
+      failed_takes = takes_failed_in_row;
       backlog = backlog_likely;
       free = std::min(room, free_slots_locked());
     }
@@ -311,21 +312,14 @@ void consumer::impl::read_loop() {
       // A take's reply lost on its way may have held entries for us,
       // already started: our pending list is read again, so they run now,
       // under the same start token (counted once), not after a lease. A
-      // take that fails again before one succeeds (a script's error, the
-      // broker up) waits first, doubling as after failed reads, and the
-      // room is judged again after the wait.
+      // take that fails again (a script's error, the broker up) waits
+      // first, and the room is judged again after the wait.
       own_done = false;
       own_from = "0";
-      took = false;
-      if (++failed_takes > 1) {
-        if (!ctx.sleep_for(take_backoff)) break;
-        take_backoff = std::min<duration>(take_backoff * 2, 2s);
+      if (const duration wait = detail::after_failed_takes(failed_takes); wait > duration::zero()) {
+        if (!ctx.sleep_for(wait)) break;
         continue;
       }
-    } else if (took && take_answered) {
-      took = false;
-      failed_takes = 0;
-      take_backoff = 50ms;
     }
     try {
       if (room == 0) {
@@ -368,8 +362,8 @@ void consumer::impl::read_loop() {
       // entries read and started in one step; a blocking read waits for new
       // ones otherwise (and for entries held beyond the workers, prefetch).
       if (backlog && free > 0) {
+        failed_reads = 0;  // a whole pass worked (the own-pending read alone is no sign: it works when promote fails)
         start_take(free);
-        took = true;
         continue;
       }
       const auto block = std::clamp<duration>(std::min(next_reclaim, next_promote) - clk.now(), 1ms, opts.read_block);
@@ -382,7 +376,7 @@ void consumer::impl::read_loop() {
         std::lock_guard lock(mu);
         backlog_likely = r.entries.size() == room;  // as many as it asked: more may wait
       }
-      backoff = 50ms;
+      failed_reads = 0;
     } catch (const stopped_error&) {
       break;
     } catch (const std::exception& e) {  // redis_unavailable, or a reply we cannot read
@@ -396,8 +390,7 @@ void consumer::impl::read_loop() {
       // under the same start token (counted once), not after a lease.
       own_done = false;
       own_from = "0";
-      ctx.sleep_for(backoff);
-      backoff = std::min<duration>(backoff * 2, 2s);
+      ctx.sleep_for(detail::after_failed_reads(++failed_reads));
     }
   }
 }
