@@ -178,6 +178,12 @@ bool bearer_authorized(std::string_view auth, std::string_view token) noexcept {
   return constant_time_equal(trim(auth.substr(scheme.size())), token);
 }
 
+bool request_authorized(std::string_view authorization, bool read, std::string_view token,
+                        std::string_view admin_token) noexcept {
+  if (bearer_authorized(authorization, token)) return true;
+  return read && !admin_token.empty() && bearer_authorized(authorization, admin_token);
+}
+
 bool prefers_async(std::string_view prefer) noexcept {
   while (!prefer.empty()) {
     const auto comma = prefer.find(',');

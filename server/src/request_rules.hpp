@@ -100,6 +100,14 @@ bool same_origin_or_none(std::string_view origin, std::string_view host) noexcep
 
 bool bearer_authorized(std::string_view authorization, std::string_view token) noexcept;
 
+// Whether a request that needs the access token may go on. The access
+// token (`token`) opens every such route; for a read (GET, HEAD) the admin
+// token does too: whoever may pause a queue or purge its dead letter may
+// look at it. Reads only, so the admin token never reaches a handler or a
+// job's record (a bulk job keeps its request's Authorization).
+bool request_authorized(std::string_view authorization, bool read, std::string_view token,
+                        std::string_view admin_token) noexcept;
+
 // Prefer: respond-async (RFC 7240), among other preferences.
 bool prefers_async(std::string_view prefer) noexcept;
 

@@ -140,25 +140,13 @@ void session::on_header(error_code ec) {
   route();
 }
 
-// The access token; for a read (GET, HEAD), the admin token too: whoever may
-// pause a queue or purge its dead letter may look at it. Reads only, so the
-// admin token never reaches a handler or a job's record (a bulk job keeps
-// its request's Authorization).
-bool session::authorized() const {
-  const auto& req = header_parser_->get();
-  const auto authorization = req[http::field::authorization];
-  if (bearer_authorized(authorization, core_.token)) return true;
-  const bool read = req.method() == http::verb::get || req.method() == http::verb::head;
-  return read && !core_.admin_token.empty() && bearer_authorized(authorization, core_.admin_token);
-}
-
 bool session::body_unread() const { return header_parser_ && !header_parser_->is_done(); }
 
 void session::route() {
   const auto& req = header_parser_->get();
   const detail::route r = route_request(req.method(), req.target());
-  const bool safe_method = req.method() == http::verb::get || req.method() == http::verb::head;
-  if (!safe_method && !same_origin_or_none(req[http::field::origin], req[http::field::host])) {
+  const bool read = req.method() == http::verb::get || req.method() == http::verb::head;
+  if (!read && !same_origin_or_none(req[http::field::origin], req[http::field::host])) {
     return send_error(403, "cross_origin", "a request that changes something must come from this daemon's own pages");
   }
   if (r.needs_admin) {
@@ -166,7 +154,8 @@ void session::route() {
       return send_error(403, "admin_disabled", "admin actions need the daemon to run with --admin-token-file");
     }
     if (!bearer_authorized(req[http::field::authorization], core_.admin_token)) return send(unauthorized_response());
-  } else if (r.needs_auth && !authorized()) {
+  } else if (r.needs_auth &&
+             !request_authorized(req[http::field::authorization], read, core_.token, core_.admin_token)) {
     return send(unauthorized_response());
   }
   switch (r.kind) {

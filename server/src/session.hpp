@@ -79,7 +79,6 @@ class session : public std::enable_shared_from_this<session> {
   void on_io_timeout();
   // An operation's error as the timeout that caused it, when one did.
   error_code seen(error_code ec) const;
-  bool authorized() const;
   bool body_unread() const;
 
   core& core_;

@@ -102,6 +102,18 @@ TEST(BearerAuthorized, SchemeTokenAndNoAuth) {
   EXPECT_FALSE(bearer_authorized("Bearer", "s3cret"));
 }
 
+TEST(RequestAuthorized, TheAccessTokenOpensEverythingTheAdminTokenOnlyReads) {
+  const auto ok = [](std::string_view auth, bool read) { return request_authorized(auth, read, "user", "admin"); };
+  EXPECT_TRUE(ok("Bearer user", true));
+  EXPECT_TRUE(ok("Bearer user", false));
+  EXPECT_TRUE(ok("Bearer admin", true)) << "who may pause a queue may look at it";
+  EXPECT_FALSE(ok("Bearer admin", false)) << "never a submit, cancel or signal: it would reach a handler";
+  EXPECT_FALSE(ok("Bearer other", true));
+  EXPECT_FALSE(ok("", true));
+  EXPECT_FALSE(request_authorized("", true, "user", "")) << "no admin token configured: an empty one opens nothing";
+  EXPECT_TRUE(request_authorized("", false, "", "admin")) << "no access token configured: open";
+}
+
 TEST(SameOriginOrNone, OnlyThisDaemonsOwnPagesOrNoPageAtAll) {
   EXPECT_TRUE(same_origin_or_none("", "127.0.0.1:8080")) << "curl, a program: no Origin";
   EXPECT_TRUE(same_origin_or_none("http://127.0.0.1:8080", "127.0.0.1:8080"));
