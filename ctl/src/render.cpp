@@ -127,7 +127,8 @@ std::string queues_text(const json::value& answer) {
     }
   }
   text_table t;
-  t.row({"QUEUE", "STORE", "STATE", "QUEUED", "RUNNING", "SCHEDULED", "DEAD", "OLDEST", "PREDICTED WAIT", "SLOTS"});
+  t.row({"QUEUE", "STORE", "STATE", "QUEUED", "RUNNING", "SCHEDULED", "WAITING", "DEAD", "OLDEST", "PREDICTED WAIT",
+         "SLOTS"});
   for (const auto* q : queues) {
     const json::object empty;
     const auto* c = member(*q, "counts");
@@ -136,8 +137,8 @@ std::string queues_text(const json::value& answer) {
     const auto* paused = member(*q, "paused");
     t.row({text_of(*q, "name"), text_of(*q, "store"),
            paused != nullptr && paused->is_bool() && paused->get_bool() ? "paused" : "running",
-           text_of(counts, "queued"), text_of(counts, "running"), text_of(counts, "scheduled"), text_of(counts, "dead"),
-           human_ms(member(*q, "oldest_queued_age_ms")),
+           text_of(counts, "queued"), text_of(counts, "running"), text_of(counts, "scheduled"),
+           text_of(counts, "waiting"), text_of(counts, "dead"), human_ms(member(*q, "oldest_queued_age_ms")),
            pw != nullptr && pw->is_null() ? "none serve it" : human_ms(pw), text_of(*q, "live_slots")});
   }
   std::string out = t.str();

@@ -18,10 +18,12 @@
 --   paused), consumers}: consumers a flat array of name, slots, lease expiry
 --   ms, entries held, for every consumer with slots or entries held;
 --   then retrying (the scheduled jobs on an attempt after their first,
---   among the first 1000 by due time), whether that count is of them all
---   (1) or of the first 1000 only (0), and the stats hash, flat (the
---   fleet's totals by outcome and stage, which finish.lua and start.lua
---   keep). Integers but the ids and the times (strings).
+--   among the first 1000 by due time), whether that count (and waiting's)
+--   is of them all (1) or of the first 1000 only (0), the stats hash, flat
+--   (the fleet's totals by outcome and stage, which finish.lua and start.lua
+--   keep), and waiting (of the delayed set's jobs, those suspended for their
+--   children, a wake time or a person's signal, not due to run; among the
+--   same first 1000). Integers but the ids and the times (strings).
 local stream_key, delayed_key, dead_key = KEYS[1], KEYS[2], KEYS[3]
 local slots_key, stats_key, paused_key = KEYS[4], KEYS[5], KEYS[6]
 local op, group = ARGV[1], ARGV[2]
@@ -89,12 +91,18 @@ end
 local mean = math.floor(tonumber(redis.call('HGET', stats_key, 'mean_run_us') or '0') or 0)
 local dead = 0
 if redis.call('EXISTS', dead_key) == 1 then dead = redis.call('XLEN', dead_key) end
--- Retries among the scheduled: a job hash each, so bounded (a dashboard asks every few seconds).
+-- Retries and waits among the delayed set's jobs: a job hash each, so
+-- bounded (a dashboard asks every few seconds).
 local scheduled = redis.call('ZCARD', delayed_key)
-local retrying = 0
+local retrying, waiting = 0, 0
 local job_prefix = string.sub(stream_key, 1, #stream_key - #'stream') .. 'job:'
 for _, id in ipairs(redis.call('ZRANGE', delayed_key, 0, 999)) do
-  if (tonumber(redis.call('HGET', job_prefix .. id, 'attempt') or '1') or 1) > 1 then retrying = retrying + 1 end
+  local f = redis.call('HMGET', job_prefix .. id, 'attempt', 'state')
+  if f[2] == 'waiting' then
+    waiting = waiting + 1
+  elseif (tonumber(f[1] or '1') or 1) > 1 then
+    retrying = retrying + 1
+  end
 end
 return {t[1], t[2], length, pending, oldest, scheduled, dead, mean, redis.call('GET', paused_key) or '', consumers,
-  retrying, scheduled <= 1000 and 1 or 0, redis.call('HGETALL', stats_key)}
+  retrying, scheduled <= 1000 and 1 or 0, redis.call('HGETALL', stats_key), waiting}

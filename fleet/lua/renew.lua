@@ -30,7 +30,7 @@
 --   deleted  array of entry ids: held, but their data is gone from the stream
 --   mean_run_us  integer: the fleet's mean run time (0 before any run)
 --   live_slots   integer: the worker slots of every daemon whose lease is live
---   scheduled    integer: jobs in the delayed set (delayed jobs and retries)
+--   scheduled    integer: jobs in the delayed set (delayed jobs, retries and waits)
 --   paused       string: since when the queue is paused (ms, the broker's clock); '' not paused
 local lease_key = KEYS[1]
 local slots_key = KEYS[2]

@@ -228,7 +228,7 @@ promote_reply decode_promote(const redis_reply& r) {
 }
 
 queue_state decode_queue(const redis_reply& r) {
-  if (!r.is_array() || r.elements.size() != 13 || !r.elements[9].is_array() || r.elements[9].elements.size() % 4 != 0 ||
+  if (!r.is_array() || r.elements.size() != 14 || !r.elements[9].is_array() || r.elements[9].elements.size() % 4 != 0 ||
       !r.elements[12].is_array() || r.elements[12].elements.size() % 2 != 0)
     broker_error("queue", r);
   const auto& e = r.elements;
@@ -252,6 +252,7 @@ queue_state decode_queue(const redis_reply& r) {
   }
   q.retrying = static_cast<std::uint64_t>(at_least_zero(e[10]));
   q.retrying_exact = at_least_zero(e[11]) == 1;
+  q.waiting = static_cast<std::uint64_t>(at_least_zero(e[13]));
   const auto& stats = e[12].elements;
   for (std::size_t i = 0; i + 1 < stats.size(); i += 2) {
     if (stats[i].str == "mean_run_us") continue;

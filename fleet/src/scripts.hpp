@@ -96,7 +96,7 @@ promote_reply decode_promote(const redis_reply& r);
 std::int64_t number_or(std::string_view text, std::int64_t fallback) noexcept;
 
 // ---- queue_script: a queue at a glance, and its pause switch ----
-// Ten elements (queue.lua says which); any other shape: "queue".
+// Fourteen elements (queue.lua says which); any other shape: "queue".
 queue_state decode_queue(const redis_reply& r);
 
 // ---- dead_script: replay or delete a dead-lettered job ----

@@ -234,6 +234,7 @@ queue_state merge_states(std::vector<queue_state> shards) {
     out.scheduled += s.scheduled;
     out.dead_letters += s.dead_letters;
     out.retrying += s.retrying;
+    out.waiting += s.waiting;
     out.retrying_exact = out.retrying_exact && s.retrying_exact;
     mean_sum += s.mean_run;
     if (!s.oldest_waiting.empty()) {

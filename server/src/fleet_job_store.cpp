@@ -291,7 +291,8 @@ class fleet_job_store final : public job_store {
     const fleet::consumer_stats s = consumers_.stats();
     w.gauge("hourglass_fleet_backlog", "Entries of the queue not yet delivered to any daemon.", s.backlog);
     w.gauge("hourglass_fleet_pending", "Entries delivered to a daemon and not finished.", s.pending);
-    w.gauge("hourglass_fleet_scheduled", "Jobs waiting for their due time: delayed jobs and retries.", s.scheduled);
+    w.gauge("hourglass_fleet_scheduled",
+            "Jobs in the delayed set: delayed jobs, retries and waits with a wake time or limit.", s.scheduled);
     w.gauge("hourglass_fleet_paused", "1 while the queue is paused (at this daemon's last renewal): nothing is read.",
             s.paused ? 1 : 0);
     w.counter("hourglass_fleet_reclaimed_total",

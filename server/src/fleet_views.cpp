@@ -146,7 +146,9 @@ queue_view view_of(const fleet::queue_state& s, std::string name) {
   if (s.paused_since_ms) q.paused_since = support::wall_time{milliseconds(*s.paused_since_ms)};
   q.running = s.pending;
   q.queued = s.length > s.pending ? s.length - s.pending : 0;
-  q.scheduled = s.scheduled;
+  // A waiting job sits in the delayed set (at its wake time or limit) but is not scheduled to run.
+  q.waiting = std::min(s.waiting, s.scheduled);
+  q.scheduled = s.scheduled - q.waiting;
   q.dead = s.dead_letters;
   q.retrying = s.retrying;
   q.retrying_partial = !s.retrying_exact;

@@ -153,6 +153,7 @@ class memory_job_store final : public job_store {
     q.view.queued = n.queued;
     q.view.running = n.running;
     q.view.scheduled = n.scheduled;
+    q.view.waiting = n.waiting;
     q.view.retrying = n.retrying;
     if (n.oldest_queued) q.view.oldest_queued_age_ms = to_millis(elapsed(*n.oldest_queued, now));
     q.view.live_slots = c_.opts.workers;

@@ -35,6 +35,7 @@ std::string queue_json(const queue_view& q) {
   if (q.paused_since) w.member("paused_since", support::format_rfc3339(*q.paused_since));
   w.key("counts").begin_object();
   w.member("queued", q.queued).member("running", q.running).member("scheduled", q.scheduled);
+  w.member("waiting", q.waiting);
   w.member("retrying", q.retrying);
   if (q.dead) w.member("dead", *q.dead);
   w.end_object();

@@ -20,9 +20,10 @@ struct queue_view {
   std::uint64_t queued = 0;                        // waiting to start
   std::uint64_t running = 0;                       // started (fleet: delivered to a daemon, not finished)
   std::uint64_t scheduled = 0;                     // waiting for a due time (delayed jobs and retries)
+  std::uint64_t waiting = 0;                       // suspended: for children, a wake time or a person's signal
   std::optional<std::uint64_t> dead;               // dead-lettered (fleet only)
   std::uint64_t retrying = 0;                      // of the scheduled: on an attempt after their first
-  bool retrying_partial = false;                   // fleet: counted among the first 1,000 due only
+  bool retrying_partial = false;                   // fleet: retrying and waiting counted among the first 1,000 due only
   std::optional<double> oldest_queued_age_ms;      // the oldest waiting job's age (fleet: on the broker's clock)
   bool predicts_wait = false;                      // the store predicts waits (fleet): predicted_wait_ms is set
   std::optional<double> predicted_wait_ms;         // what admission promises a new job; nullopt: unbounded

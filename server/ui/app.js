@@ -289,7 +289,7 @@
       el('h2', {}, link ? el('a', { href: queueHref(q.name) }, q.name) : q.name, ' ',
         q.paused ? el('span', { class: 'badge paused', 'data-paused': 'true' }, 'paused') : el('span', { class: 'badge ok' }, 'running'),
         ' ', el('span', { class: 'muted' }, q.store)),
-      el('div', { class: 'counts' }, count('queued', 'waiting'), count('running', 'running'), count('scheduled', 'scheduled'), count('dead', 'dead')));
+      el('div', { class: 'counts' }, count('queued', 'queued'), count('running', 'running'), count('scheduled', 'scheduled'), count('waiting', 'waiting'), count('dead', 'dead')));
     // The backlog against the wait it implies and the budget jobs carry.
     const W = 300, H = 26;
     const scale = Math.max(pw ?? 0, budget !== null ? budget * 1000 : 0, 1) * 1.15;

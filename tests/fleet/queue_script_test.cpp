@@ -48,15 +48,18 @@ TEST_F(QueueScript, CountsTheOldestWaitingEntryAndTheConsumers) {
   EXPECT_EQ(left.consumers[0].held, 1u);
 }
 
-TEST_F(QueueScript, RetryingAmongTheScheduledAndTheFleetsTotals) {
-  const std::string delayed_job = new_job_id(), retry = new_job_id();
-  call({"ZADD", delayed, "100", delayed_job, "200", retry});
-  call({"HSET", job(delayed_job), "attempt", "1"});
-  call({"HSET", job(retry), "attempt", "2"});
+TEST_F(QueueScript, RetryingAndWaitingAmongTheScheduledAndTheFleetsTotals) {
+  const std::string delayed_job = new_job_id(), retry = new_job_id(), parent = new_job_id(), resumed = new_job_id();
+  call({"ZADD", delayed, "100", delayed_job, "200", retry, "250", parent, "260", resumed});
+  call({"HSET", job(delayed_job), "attempt", "1", "state", "scheduled"});
+  call({"HSET", job(retry), "attempt", "2", "state", "scheduled"});
+  call({"HSET", job(parent), "attempt", "1", "state", "waiting"});
+  call({"HSET", job(resumed), "attempt", "2", "state", "waiting"});  // a retry that now waits: waiting, not retrying
   call({"HSET", stats, "mean_run_us", "2500", "finished:ok", "7", "expired:queue", "3", "dead_dropped", "1"});
   const queue_state q = run("look");
-  EXPECT_EQ(q.scheduled, 2u);
+  EXPECT_EQ(q.scheduled, 4u) << "the whole delayed set";
   EXPECT_EQ(q.retrying, 1u);
+  EXPECT_EQ(q.waiting, 2u);
   EXPECT_TRUE(q.retrying_exact);
   EXPECT_EQ(q.totals, (std::vector<std::pair<std::string, std::uint64_t>>{
                           {"dead_dropped", 1}, {"expired:queue", 3}, {"finished:ok", 7}}))
@@ -69,9 +72,10 @@ TEST_F(QueueScript, RetryingAmongTheScheduledAndTheFleetsTotals) {
   }
   call(many);
   const queue_state big = run("look");
-  EXPECT_EQ(big.scheduled, 1002u);
+  EXPECT_EQ(big.scheduled, 1004u);
   EXPECT_FALSE(big.retrying_exact) << "only the first 1,000 due are looked at";
   EXPECT_EQ(big.retrying, 1u);
+  EXPECT_EQ(big.waiting, 2u);
 }
 
 TEST_F(QueueScript, PauseRecordsSinceWhenOnceAndResumeClearsIt) {

@@ -179,6 +179,8 @@ TEST(MergeStates, TheShardsAreOneQueueOnShardZerosClockWithoutComparingTwoClocks
   a.pending = 1;
   a.oldest_waiting = "999000-0";  // waited 1 s on its own clock
   a.dead_letters = 1;
+  a.scheduled = 1;
+  a.waiting = 1;
   a.mean_run = 10ms;
   a.consumers.push_back({"d1", 2, 1'005'000, 1});
   a.totals = {{"finished:ok", 5}};
@@ -197,7 +199,8 @@ TEST(MergeStates, TheShardsAreOneQueueOnShardZerosClockWithoutComparingTwoClocks
   EXPECT_EQ(m.broker_now_us, a.broker_now_us);
   EXPECT_EQ(m.length, 7u);
   EXPECT_EQ(m.pending, 3u);
-  EXPECT_EQ(m.scheduled, 2u);
+  EXPECT_EQ(m.scheduled, 3u);
+  EXPECT_EQ(m.waiting, 1u);
   EXPECT_EQ(m.dead_letters, 1u);
   EXPECT_EQ(m.oldest_waiting, "997000-0") << "3 s before shard 0's now: its own wait, not a 300 s skew";
   EXPECT_EQ(m.paused_since_ms, 999'000) << "paused 1 s ago, on shard 0's clock";

@@ -53,15 +53,15 @@ TEST(CtlRender, ControlCharactersFromTheDaemonCannotDriveTheTerminal) {
 
 TEST(CtlRender, QueuesAsRowsThenTheirConsumers) {
   const auto v = json::parse(R"({"queues": [{"name": "default", "store": "fleet", "paused": true,
-      "counts": {"queued": 112, "running": 20, "scheduled": 3, "dead": 1}, "oldest_queued_age_ms": 1500.0,
+      "counts": {"queued": 112, "running": 20, "scheduled": 3, "waiting": 4, "dead": 1}, "oldest_queued_age_ms": 1500.0,
       "predicted_wait_ms": null, "live_slots": 0,
       "consumers": [{"name": "a:1", "slots": 10, "held": 2, "lease_left_ms": -5.0}],
       "recent": [{"window_s": 60.0, "span_s": 59.0, "per_second": {"finished": {"ok": 12.5, "error": 0.5},
                   "expired": {"queue": 0.25, "run": 0.25}, "retries": 1.0}}]}]})");
   const std::string text = ctl::queues_text(v);
   EXPECT_EQ(text,
-            "QUEUE    STORE  STATE   QUEUED  RUNNING  SCHEDULED  DEAD  OLDEST  PREDICTED WAIT  SLOTS\n"
-            "default  fleet  paused  112     20       3          1     1.5 s   none serve it   0\n"
+            "QUEUE    STORE  STATE   QUEUED  RUNNING  SCHEDULED  WAITING  DEAD  OLDEST  PREDICTED WAIT  SLOTS\n"
+            "default  fleet  paused  112     20       3          4        1     1.5 s   none serve it   0\n"
             "\n"
             "recent (default): 60 s: 12.5 ok/s, 0.5 errors/s, 0.5 expired/s\n"
             "\n"

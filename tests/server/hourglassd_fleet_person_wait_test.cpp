@@ -87,6 +87,10 @@ TEST(FleetPersonWait, WithoutASignalTheBrokerEndsItAtTheWaitsLimitNotItsShorterM
   ASSERT_EQ(r.status, 202u) << r.body;
   const std::string id = json_string(r.body, "id");
   ASSERT_TRUE(wait_until([&] { return job_state(a.port(), id) == "waiting"; }, 5s));
+  const auto queue = support::parse_json(get(a.port(), "/v1/queues/default").body);
+  ASSERT_TRUE(queue);
+  EXPECT_EQ(queue->at("counts").at("waiting").to_number<int>(), 1) << "in the delayed set at its limit, waiting...";
+  EXPECT_EQ(queue->at("counts").at("scheduled").to_number<int>(), 0) << "...not scheduled to run";
   std::this_thread::sleep_for(600ms);
   EXPECT_EQ(job_state(a.port(), id), "waiting") << "past its machine budget, within the person's";
   ASSERT_TRUE(wait_until([&] { return job_state(a.port(), id) == "deadline_exceeded"; }, 5s))

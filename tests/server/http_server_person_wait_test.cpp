@@ -57,6 +57,10 @@ TEST_F(HttpServerPersonWait, ASignalResumesItWithTheMachineBudgetItHadLeftWhatev
   EXPECT_EQ(number(j, "machine_left_ms"), 800.0);
   EXPECT_EQ(number(j, "human_wait_used_ms"), 0.0);
   EXPECT_EQ(number(j, "human_wait_left_ms"), 30000.0);
+  const auto queue = support::parse_json(c.get("/v1/queues/default").body);
+  ASSERT_TRUE(queue);
+  EXPECT_EQ(queue->at("counts").at("waiting").to_number<int>(), 1) << "counted as waiting...";
+  EXPECT_EQ(queue->at("counts").at("scheduled").to_number<int>(), 0) << "...not as scheduled to run";
 
   clk.advance(29s);  // the person takes 29 s: far past the 1 s machine budget
   j = job(id);

@@ -266,7 +266,7 @@ def main():
 
         def counts_match():
             shown = {k: drv.find_element(By.CSS_SELECTOR, f'{card} [data-count="{k}"]').text
-                     for k in ("queued", "running", "scheduled", "dead")}
+                     for k in ("queued", "running", "scheduled", "waiting", "dead")}
             want = {k: str(q["counts"][k]) for k in shown}
             return shown == want or (shown, want)
         assert wait_for("the counts of the API", lambda: counts_match() is True), counts_match()

@@ -171,7 +171,7 @@ struct queue_state {
   std::uint64_t length = 0;                     // stream entries: waiting and delivered
   std::uint64_t pending = 0;                    // delivered, not finished (running, or held to run)
   std::string oldest_waiting;                   // the first entry not delivered yet ("" none): its id is its enqueue ms
-  std::uint64_t scheduled = 0;                  // in the delayed set (delayed jobs and retries)
+  std::uint64_t scheduled = 0;                  // in the delayed set (delayed jobs, retries and waits)
   std::uint64_t dead_letters = 0;               // entries of the dead stream
   duration mean_run{};                          // the fleet's EWMA of run times
   std::optional<std::int64_t> paused_since_ms;  // the broker's ms when paused; nullopt: running
@@ -183,7 +183,8 @@ struct queue_state {
   };
   std::vector<consumer> consumers;
   std::uint64_t retrying = 0;  // scheduled on an attempt after their first, among the first 1,000 due
-  bool retrying_exact = true;  // false: more than 1,000 scheduled, only those were looked at
+  std::uint64_t waiting = 0;   // in the delayed set waiting (children, a wake time, a signal), ditto
+  bool retrying_exact = true;  // false: more than 1,000 scheduled, only those were looked at (both counts)
   // The stats hash's counters: "finished:<state>", "expired:<stage>",
   // "retries", "dead_dropped", "duplicate_outcomes" (not mean_run_us).
   std::vector<std::pair<std::string, std::uint64_t>> totals;
