@@ -207,11 +207,15 @@ def main():
         drv.get(base)
         wait_for("the page asking for a token",
                  lambda: "access token" in drv.find_element(By.CSS_SELECTOR, "[data-error]").text)
+        # The admin token alone reads (an operator's); then the access token too.
         drv.find_element(By.CSS_SELECTOR, "#tokens summary").click()
-        drv.find_element(By.ID, "read-token").send_keys(READ_TOKEN)
         drv.find_element(By.ID, "admin-token").send_keys(ADMIN_TOKEN)
         drv.find_element(By.CSS_SELECTOR, "#token-form button").click()
         card = '[data-queue="default"]'
+        wait_for("the queue's card, read with the admin token alone", lambda: drv.find_element(By.CSS_SELECTOR, card))
+        drv.find_element(By.CSS_SELECTOR, "#tokens summary").click()
+        drv.find_element(By.ID, "read-token").send_keys(READ_TOKEN)
+        drv.find_element(By.CSS_SELECTOR, "#token-form button").click()
         wait_for("the queue's card", lambda: drv.find_element(By.CSS_SELECTOR, card))
         time.sleep(6)  # three polls under load: the charts over time have bars
         wait_for("expiries or refusals under overload",
