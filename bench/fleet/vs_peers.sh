@@ -37,6 +37,9 @@
 # one async_enqueue each on a schedule at half its end-to-end rate
 # (hourglass_jobs_per_s: producers and consumer at once; the peers get half
 # their drain rate) for about 2 s of jobs, at most JOBS (not LATENCY_SECONDS).
+# Rates differ, so its latency is measured again at each of Sidekiq's and
+# BullMQ's latency rates of the round ("hourglass at sidekiq's rate", ...):
+# the same offered load, the same shape, side by side.
 # Its "naive" Streams consumer (XREADGROUP, run, XACK) is shown for the
 # overload too.
 # RUNS rounds of everything; prints one markdown table, each cell the median
@@ -109,6 +112,19 @@ else:
                               shape="overload", capacity_per_s=r["capacity_per_s"])))' "$shape" >>"$results"
 }
 
+hourglass_latency_at() {  # PEER RATE: hourglass's start latency offered the peer's rate
+  local peer=$1 offered=$2
+  fresh
+  echo "  hourglass latency at $peer's rate" >&2
+  "$bench" fleet --broker "$url" --producers 2 --window 256 --bulk 100 --consumers 1 --slots 10 --jobs "$jobs" \
+    --latency-rate "$offered" --rate 1 --duration 1ms --json | tail -n 1 | python3 -c '
+import json, sys
+peer, offered, t = sys.argv[1], float(sys.argv[2]), json.loads(sys.stdin.read())["throughput"][0]
+print(json.dumps({"system": f"hourglass at {peer}\x27s rate", "shape": "latency", "rate": offered,
+                  "latency_p50_ms": t["latency_p50_ms"], "latency_p99_ms": t["latency_p99_ms"]}))' "$peer" "$offered" \
+    >>"$results"
+}
+
 half_drain() {  # SYSTEM: half its drain jobs/s of this round (its last drain row), rounded down, at least 10
   python3 -c '
 import json, sys
@@ -129,6 +145,8 @@ for r in $(seq "$runs"); do
   run "bullmq latency" node "$peers/bullmq_bench.mjs" latency "$url" "$(half_drain bullmq)" "$latency_seconds" 10
   run "celery latency" "$python_celery" "$peers/celery_bench.py" latency "$url" "$(half_drain celery)" \
     "$latency_seconds" 10
+  hourglass_latency_at sidekiq "$(half_drain sidekiq)"
+  hourglass_latency_at bullmq "$(half_drain bullmq)"
   run "sidekiq overload" ruby "$peers/sidekiq_bench.rb" overload "$url" "$rate" "$overload_seconds" 4
   run "bullmq overload" node "$peers/bullmq_bench.mjs" overload "$url" "$rate" "$overload_seconds" 4
   run "celery overload" "$python_celery" "$peers/celery_bench.py" overload "$url" "$rate" "$overload_seconds" 4
@@ -142,7 +160,8 @@ python3 - "$results" "$runs" "$jobs" "$overload_seconds" "$latency_seconds" <<'E
 import json, statistics, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 runs, jobs, secs, latency_secs = sys.argv[2:]
-order = ["hourglass", "sidekiq", "bullmq", "celery", "celery (expires)", "naive Streams consumer"]
+order = ["hourglass", "hourglass at sidekiq's rate", "hourglass at bullmq's rate", "sidekiq", "bullmq", "celery",
+         "celery (expires)", "naive Streams consumer"]
 
 def cell(system, shape, key, fmt="{:.0f}"):
     v = [r[key] for r in rows if r["system"] == system and r["shape"] == shape and key in r]
@@ -177,5 +196,6 @@ def offered(system):  # the schedule's rate, and what the producer sent when it 
 
 offers = ", ".join(offered(s) for s in order if any(r["system"] == s and r["shape"] == "latency" for r in rows))
 print(f"\nStart latency offered jobs/s: {offers}: half the peers' drain rate, half hourglass's end-to-end rate "
-      "(its own measurement, about 2 s of jobs, at most JOBS); one enqueue call a job.")
+      "(its own measurement, about 2 s of jobs, at most JOBS), and hourglass again at Sidekiq's and BullMQ's; "
+      "one enqueue call a job.")
 EOF
