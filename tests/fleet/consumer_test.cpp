@@ -16,8 +16,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "consumer_fixture.hpp"
@@ -203,6 +205,53 @@ TEST_F(Consumer, HandingBackAJobItNeverStartedKeepsTheDeadWorkersStart) {
   d.start(context());
   ASSERT_TRUE(eventually([&] { return state(a.id) == "ok"; })) << state(a.id);
   EXPECT_EQ(runner.find(a.id)->delivery, 2u);
+}
+
+// A take in flight as a drain begins: the drain waits for its answer, and
+// what it started goes back queued with its delivery uncounted, never run
+// here and never lost. CLIENT PAUSE WRITE holds every script (the take, the
+// first job's finish) unanswered while the first job ends, the reader sends
+// its take for the freed slot, and the drain begins; the reader's reads (the
+// delayed set's head, TIME) go on. Real time: all of it well inside the
+// pause's 2 s and the first second, before a reclaim (a write) falls due.
+TEST_F(Consumer, ATakeAnsweredAfterADrainBeganHandsBackWhatItStartedUncounted) {
+  const long long now = broker_ms();
+  const added first = add_job("block", now);
+  const added second = add_job("echo", now + 1);
+  const added third = add_job("echo", now + 2);
+  executor one{executor_options{.workers = 1}};
+  consumer_options o = named("a", 1);
+  o.lease = 30s;  // no renewal falls due while writes are paused: no fence
+  consumer c(queue, reads, one, runner.get(), o);
+  c.start(context());
+  ASSERT_TRUE(eventually([&] { return runner.running.load() == 1; }));
+
+  ASSERT_TRUE(raw({"CLIENT", "PAUSE", "2000", "WRITE"}).is_status("OK"));
+  const auto paused_at = std::chrono::steady_clock::now();
+  runner.released = true;  // the first job ends: the reader takes for its slot, unanswered
+  ASSERT_TRUE(eventually([&] { return c.stats().unwritten == 1; }));
+  std::this_thread::sleep_for(100ms);
+  c.drain(real_clock().now() + 10s);
+  EXPECT_GE(std::chrono::steady_clock::now() - paused_at, 1500ms) << "the drain waited for the take's answer";
+
+  const consumer_stats s = c.stats();
+  EXPECT_EQ(s.started, 1u) << "only the first job ran here";
+  EXPECT_EQ(s.handed_back, 1u) << "the second, started by the take answered after the drain began";
+  EXPECT_EQ(state(first.id), "ok");
+  EXPECT_EQ(state(second.id), "queued");
+  EXPECT_EQ(field(second.id, "deliveries"), "0") << "a drain is not a failed delivery";
+  EXPECT_EQ(state(third.id), "queued");
+
+  redis_connection reads_b{io.io, server.endpoint()};
+  consumer d(queue, reads_b, jobs, runner.get(), named("b"));
+  d.start(context());
+  ASSERT_TRUE(eventually([&] { return state(second.id) == "ok" && state(third.id) == "ok"; }))
+      << state(second.id) << " " << state(third.id);
+  std::map<std::string, int> runs;
+  for (const std::string& id : runner.ids()) ++runs[id];
+  EXPECT_EQ(runs[second.id], 1);
+  EXPECT_EQ(runs[third.id], 1);
+  EXPECT_EQ(runner.find(second.id)->delivery, 1u);
 }
 
 TEST_F(Consumer, APendingEntryDeletedFromTheStreamRaisesTheLossAlarm) {
