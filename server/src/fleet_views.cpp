@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "hourglass/fleet/freshness.hpp"
 #include "hourglass/support/json.hpp"
@@ -68,7 +69,14 @@ job_view view_of(const fleet::fleet_job& j, std::int64_t broker_now_ms) {
     if (const std::string_view f = j.field("freshness_ms"); !f.empty() && millis_field(f) >= 0) {
       v.freshness_ms = millis_field(f);
     }
-    if (!j.field("deadline_us").empty()) v.deadline_at_ms = millis_field(j.field("deadline_us")) / 1000 - at;
+    // On the timeline's whole-millisecond grid: its origin is an entry id's
+    // millisecond (a floored clock), so the deadline's microseconds are
+    // floored too; else a child accepted within its parent's millisecond reads
+    // up to 1 ms past the parent's deadline less the reserve. Never later than
+    // the deadline judged (in microseconds, by the scripts).
+    if (!j.field("deadline_us").empty()) {
+      v.deadline_at_ms = std::floor(millis_field(j.field("deadline_us")) / 1000) - at;
+    }
     if (!j.field("due_ms").empty()) v.due_at_ms = millis_field(j.field("due_ms")) - at;
     // (an entry id may run ahead of TIME by a millisecond: never before acceptance)
     if (!j.field("started_ms").empty()) v.started_at_ms = std::max(millis_field(j.field("started_ms")) - at, 0.0);
