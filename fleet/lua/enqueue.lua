@@ -26,7 +26,9 @@
 -- ARGV[2] idem_ttl_ms       how long an idem_key is kept
 -- ARGV[3] refuse_paused     '1': while the queue is paused, refuse every job of the batch
 -- ARGV[4] parent_reserve_us what a parent keeps back from its children's deadline (--call-reserve)
--- ARGV[5 + 15(i-1)] ...     job i's fifteen fields:
+-- ARGV[5] max_depth         how deep a family may grow: a parent at this depth may have no children
+-- ARGV[6] max_children      the children one parent may have (--max-children)
+-- ARGV[7 + 15(i-1)] ...     job i's fifteen fields:
 --   job_id           32 hex digits
 --   handler
 --   payload
@@ -45,6 +47,8 @@
 --                    finished; its overall deadline (deadline_us), less parent_reserve_us, cuts
 --                    the child's. The child's hash names it ('parent'), its id joins the
 --                    parent's children (a sorted set, kept idem_ttl_ms, scored by the parent's 'children' count)
+--                    and its 'depth' is its parent's + 1. A parent at max_depth, or with
+--                    max_children already, takes no more.
 --
 -- Reply: {'nostream'} (no stream: nothing written), {'paused'} (refuse_paused
 -- and the queue is paused: nothing written), or n three-element
@@ -54,6 +58,7 @@
 --   {'duplicate', prior id, 0}                   its idem_key names a job already: nothing written
 --   {'refused', '', predicted_wait_us}           the predicted wait leaves too little: nothing written
 --   {'no_parent', '', 0}, {'parent_finished', '', 0}  its parent is not held, or has finished: nothing written
+--   {'too_deep', '', 0}, {'too_many_children', '', 0}  its parent may have no more children: nothing written
 -- predicted_wait_us is an integer: 0 when the counts were not needed, -1 when
 -- no live slot serves a backlog (an unbounded wait).
 local stream_key = KEYS[1]
@@ -64,6 +69,7 @@ local paused_key = KEYS[5]
 local group = ARGV[1]
 local idem_ttl_ms = ARGV[2]
 local parent_reserve_us = tonumber(ARGV[4])
+local max_depth, max_children = tonumber(ARGV[5]), tonumber(ARGV[6])
 local job_prefix = string.sub(stream_key, 1, #stream_key - #'stream') .. 'job:'
 if ARGV[3] == '1' and redis.call('EXISTS', paused_key) == 1 then return {'paused'} end
 local fields_per_job = 15
@@ -100,9 +106,9 @@ local function predicted_wait_us()
 end
 
 local out = {}
-local n = (#ARGV - 4) / fields_per_job
+local n = (#ARGV - 6) / fields_per_job
 for i = 1, n do
-  local a = 5 + (i - 1) * fields_per_job
+  local a = 7 + (i - 1) * fields_per_job
   local job_id, handler, payload, content_type = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   local freshness_ms, min_budget_ms, idempotency_key = ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
   local admission, max_attempts, retry_base_us, retry_cap_us = ARGV[a + 7], ARGV[a + 8], ARGV[a + 9], ARGV[a + 10]
@@ -117,12 +123,19 @@ for i = 1, n do
   if idempotency_key ~= '' then prior = redis.call('GET', idem_key) end
   -- A child: its parent held and running (or waiting), its deadline no later than the parent's.
   local parent_gone = false
+  local depth = 0
   if parent ~= '' and not (prior and prior ~= job_id) then
-    local p = redis.call('HMGET', job_prefix .. parent, 'state', 'deadline_us')
+    local p = redis.call('HMGET', job_prefix .. parent, 'state', 'deadline_us', 'depth', 'children')
+    local parent_depth = tonumber(p[3] or '0') or 0
+    depth = parent_depth + 1
     if not p[1] then
       parent_gone = 'no_parent'
     elseif p[1] ~= 'queued' and p[1] ~= 'running' and p[1] ~= 'scheduled' and p[1] ~= 'waiting' then
       parent_gone = 'parent_finished'
+    elseif parent_depth >= max_depth then
+      parent_gone = 'too_deep'
+    elseif (tonumber(p[4] or '0') or 0) >= max_children and not redis.call('ZSCORE', children_key, job_id) then
+      parent_gone = 'too_many_children'  -- (a batch sent again after 'nostream' finds its own child there)
     elseif p[2] and p[2] ~= '' then
       local left = math.max(tonumber(p[2]) - broker_now_us() - parent_reserve_us, 0)
       if deadline_left_us < 0 or left < deadline_left_us then deadline_left_us = left end
@@ -182,7 +195,7 @@ for i = 1, n do
       end
       if idempotency_key ~= '' then redis.call('SET', idem_key, job_id, 'PX', idem_ttl_ms) end
       if parent ~= '' then
-        redis.call('HSET', job_key, 'parent', parent)
+        redis.call('HSET', job_key, 'parent', parent, 'depth', depth)
         -- the parent's count of them, which orders the set: its GET reads them in the order sent
         -- (counted once: a batch written again after 'nostream' finds it there)
         if not redis.call('ZSCORE', children_key, job_id) then

@@ -120,11 +120,14 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
   std::vector<std::string> keys{key("stream"), key("slots"), key("stats"), key("delayed"), key("paused")};
   // Sent again after `nostream`, part of the batch may be written already
   // (delayed jobs): a pause meanwhile must not refuse what will run.
-  std::vector<std::string> args{std::string(group), millis(options_.idempotency_ttl),
+  std::vector<std::string> args{std::string(group),
+                                millis(options_.idempotency_ttl),
                                 options_.refuse_while_paused && !group_ensured ? "1" : "0",
-                                micros(options_.parent_reserve)};
+                                micros(options_.parent_reserve),
+                                std::to_string(options_.max_job_depth),
+                                std::to_string(options_.max_children)};
   keys.reserve(5 + 3 * batch.size());
-  args.reserve(4 + 15 * batch.size());
+  args.reserve(6 + 15 * batch.size());
   for (const auto& c : batch) {
     const job_spec& job = c->job;
     // Its wait for this batch, counted twice: once spent, once for the trip ahead.
@@ -194,11 +197,13 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
         for (std::size_t i = 0; i < batch.size(); ++i) {
           detail::enqueue_reply& j = b.jobs[i];
           enqueued out;
-          out.verdict = j.verdict == added::duplicate         ? enqueued::kind::duplicate
-                        : j.verdict == added::refused         ? enqueued::kind::refused
-                        : j.verdict == added::no_parent       ? enqueued::kind::no_parent
-                        : j.verdict == added::parent_finished ? enqueued::kind::parent_finished
-                                                              : enqueued::kind::accepted;
+          out.verdict = j.verdict == added::duplicate           ? enqueued::kind::duplicate
+                        : j.verdict == added::refused           ? enqueued::kind::refused
+                        : j.verdict == added::no_parent         ? enqueued::kind::no_parent
+                        : j.verdict == added::parent_finished   ? enqueued::kind::parent_finished
+                        : j.verdict == added::too_deep          ? enqueued::kind::too_deep
+                        : j.verdict == added::too_many_children ? enqueued::kind::too_many_children
+                                                                : enqueued::kind::accepted;
           out.id = j.verdict == added::duplicate  ? std::move(j.id)
                    : j.verdict == added::accepted ? batch[i]->id
                                                   : std::string();

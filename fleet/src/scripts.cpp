@@ -63,11 +63,13 @@ enqueue_batch_reply decode_enqueue(const redis_reply& r, std::size_t jobs) {
     if (!j.is_array() || j.elements.size() != 3 || !j.elements[2].is_integer()) broker_error("enqueue", r);
     enqueue_reply e;
     const std::string& v = j.elements[0].str;
-    e.verdict = v == "duplicate"         ? enqueue_reply::kind::duplicate
-                : v == "refused"         ? enqueue_reply::kind::refused
-                : v == "no_parent"       ? enqueue_reply::kind::no_parent
-                : v == "parent_finished" ? enqueue_reply::kind::parent_finished
-                                         : enqueue_reply::kind::accepted;
+    e.verdict = v == "duplicate"           ? enqueue_reply::kind::duplicate
+                : v == "refused"           ? enqueue_reply::kind::refused
+                : v == "no_parent"         ? enqueue_reply::kind::no_parent
+                : v == "parent_finished"   ? enqueue_reply::kind::parent_finished
+                : v == "too_deep"          ? enqueue_reply::kind::too_deep
+                : v == "too_many_children" ? enqueue_reply::kind::too_many_children
+                                           : enqueue_reply::kind::accepted;
     e.id = j.elements[1].str;
     const long long us = j.elements[2].integer;
     e.predicted_wait = us < 0 ? duration::max() : std::chrono::duration_cast<duration>(std::chrono::microseconds(us));

@@ -30,7 +30,7 @@ namespace hourglass::fleet::detail {
 
 // ---- enqueue_script: a batch of jobs, each admitted on its own ----
 struct enqueue_reply {
-  enum class kind { accepted, duplicate, refused, no_parent, parent_finished };
+  enum class kind { accepted, duplicate, refused, no_parent, parent_finished, too_deep, too_many_children };
   kind verdict = kind::accepted;
   std::string id;             // accepted: the stream entry id; duplicate: the prior job's id
   duration predicted_wait{};  // what admission judged (zero when not needed; max: unbounded)
@@ -41,8 +41,8 @@ struct enqueue_batch_reply {
   std::vector<enqueue_reply> jobs;
 };
 // {"nostream"}, {"paused"}, or `jobs` three-element arrays; any other shape: "enqueue".
-// A verdict other than "duplicate", "refused", "no_parent" or
-// "parent_finished" reads as accepted.
+// A verdict other than "duplicate", "refused", "no_parent",
+// "parent_finished", "too_deep" or "too_many_children" reads as accepted.
 enqueue_batch_reply decode_enqueue(const redis_reply& r, std::size_t jobs);
 
 // ---- finish_script: each job's one recorded outcome (or retry), first wins ----

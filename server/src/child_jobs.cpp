@@ -101,6 +101,13 @@ child_answer enqueue_child(core& c, const context& ctx, const request_view& pare
   return refused(r.refusal, r.note.empty() ? std::string(to_string(r.refusal.code)) : r.note);
 }
 
+std::optional<parent_problem> family_bound(std::size_t parent_depth, std::size_t children,
+                                           const family_limits& limits) noexcept {
+  if (parent_depth >= limits.max_depth) return parent_problem::too_deep;
+  if (children >= limits.max_children) return parent_problem::too_many_children;
+  return std::nullopt;
+}
+
 bool fan_in_satisfied(const fan_in& f, std::size_t total, std::size_t done, std::size_t ok) noexcept {
   switch (f.until) {
     case fan_in::rule::all: return done >= total;

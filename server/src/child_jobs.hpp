@@ -31,6 +31,23 @@ struct child_terms {
 child_terms cut_to_parent(const child_job& asked, duration parent_remaining, duration reserve,
                           duration min_budget) noexcept;
 
+// Why a child job cannot join its parent: the parent is not held (unknown,
+// or its record expired), has finished, is as deep in its family as a job
+// may have children, or has as many children as a parent may.
+enum class parent_problem { unknown, finished, too_deep, too_many_children };
+
+// How far one family of jobs may grow (--max-job-depth, --max-children):
+// what keeps a client from building a chain or a tree that every walk over
+// it (a cancel, a parent's GET, its wait) pays for.
+struct family_limits {
+  std::size_t max_depth = 64;  // a job without a parent is at depth 0
+  std::size_t max_children = 1000;
+};
+// Whether a parent at `parent_depth` with `children` already may have one
+// more (nullopt: it may).
+std::optional<parent_problem> family_bound(std::size_t parent_depth, std::size_t children,
+                                           const family_limits& limits) noexcept;
+
 // Enqueues `job` in the daemon's job store as a child of the job `parent`
 // runs (its job_id; a sync job's children name no parent) and waits for
 // the store's answer. From a handler on a worker thread (not a run_inline

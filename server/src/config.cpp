@@ -302,6 +302,11 @@ struct command_line_parser::impl {
             "GET /metrics renders at most once per this; other scrapes get that page (0s: every scrape renders)");
     t_.time("async-ttl", o_.async_ttl, "how long a finished async job's result is kept");
     t_.time("max-delay", o_.max_delay, "the furthest Job-Delay or Job-Not-Before may put an async job's start");
+    t_.count("max-job-depth", o_.max_job_depth,
+             "how deep a family of child jobs may grow (a job without a parent is at 0); deeper: 409 too_deep", 0,
+             1'000'000);
+    t_.count("max-children", o_.max_children, "child jobs one parent may have; more: 409 too_many_children", 0,
+             1'000'000);
     t_.schedules("schedule", schedules_, o_.schedules,
                  "NAME|CRON|HANDLER[|BODY]: a periodic job (repeatable; CRON five fields, @hourly or @every 30s)")
         ->type_name("SCHEDULE");

@@ -49,6 +49,8 @@ class fleet_job_store final : public job_store {
                             .replica_timeout = c.opts.broker_replica_timeout,
                             .shards = static_cast<unsigned>(c.opts.queue_shards),
                             .parent_reserve = c.opts.call_reserve,
+                            .max_job_depth = c.opts.max_job_depth,
+                            .max_children = c.opts.max_children,
                             .clock = &c.clk}),
         consumer_name_(c.opts.consumer.empty() ? this_host_name() + ":" + std::to_string(port) : c.opts.consumer),
         consumers_(queue_, readers(c), *c.jobs, fleet_runner(c), consumer_settings(c)) {}
@@ -414,8 +416,12 @@ class fleet_job_store final : public job_store {
       out.note = "the queue is paused (--refuse-while-paused)";
       return done(std::move(out));
     }
-    if (r.verdict == fleet::enqueued::kind::no_parent || r.verdict == fleet::enqueued::kind::parent_finished) {
-      return done(parent_refusal(r.verdict == fleet::enqueued::kind::no_parent));
+    switch (r.verdict) {
+      case fleet::enqueued::kind::no_parent: return done(parent_refusal(parent_problem::unknown));
+      case fleet::enqueued::kind::parent_finished: return done(parent_refusal(parent_problem::finished));
+      case fleet::enqueued::kind::too_deep: return done(parent_refusal(parent_problem::too_deep));
+      case fleet::enqueued::kind::too_many_children: return done(parent_refusal(parent_problem::too_many_children));
+      default: break;
     }
     if (r.verdict == fleet::enqueued::kind::refused) {
       out.verdict = created::kind::refused;

@@ -71,13 +71,29 @@ void submit_async_job(core& c, new_job job, answer_fn done) {
   c.store->create(std::move(job), [&c, kept, done = std::move(done)](created r) { done(response_of(c, *kept, r)); });
 }
 
-created parent_refusal(bool unknown) {
+created parent_refusal(parent_problem why) {
   created c;
   c.verdict = created::kind::invalid;
-  c.http_status = unknown ? 400 : 409;
-  c.error = unknown ? "invalid_parent" : "parent_finished";
-  c.message = unknown ? "Job-Parent names no job this queue holds (unknown, or its record expired)"
-                      : "Job-Parent names a job that has finished: its children would outlive it";
+  c.http_status = 409;
+  switch (why) {
+    case parent_problem::unknown:
+      c.http_status = 400;
+      c.error = "invalid_parent";
+      c.message = "Job-Parent names no job this queue holds (unknown, or its record expired)";
+      break;
+    case parent_problem::finished:
+      c.error = "parent_finished";
+      c.message = "Job-Parent names a job that has finished: its children would outlive it";
+      break;
+    case parent_problem::too_deep:
+      c.error = "too_deep";
+      c.message = "Job-Parent names a job as deep in its family as --max-job-depth allows: it may have no children";
+      break;
+    case parent_problem::too_many_children:
+      c.error = "too_many_children";
+      c.message = "Job-Parent names a job that has as many children as --max-children allows";
+      break;
+  }
   return c;
 }
 

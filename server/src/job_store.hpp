@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "child_jobs.hpp"
 #include "hourglass/exposition.hpp"
 #include "hourglass/outcome.hpp"
 #include "hourglass/support/rfc3339.hpp"
@@ -68,9 +69,10 @@ struct created {
   unsigned http_status = 400;  // invalid
 };
 
-// A child job whose parent is not held (unknown, or its record expired:
-// 400 invalid_parent) or has finished (409 parent_finished): nothing held.
-created parent_refusal(bool unknown);
+// The answer to a child job that cannot join its parent (parent_problem):
+// 400 invalid_parent, 409 parent_finished, too_deep or too_many_children.
+// Nothing is held.
+created parent_refusal(parent_problem why);
 
 // What find() and cancel() found.
 struct found {

@@ -45,7 +45,9 @@ struct attempt_timers {
 class memory_job_store final : public job_store {
  public:
   explicit memory_job_store(core& c)
-      : c_(c), jobs_(c.opts.async_max_jobs, c.opts.async_ttl), timers_(std::make_shared<attempt_timers>()) {}
+      : c_(c),
+        jobs_(c.opts.async_max_jobs, c.opts.async_ttl, {c.opts.max_job_depth, c.opts.max_children}),
+        timers_(std::make_shared<attempt_timers>()) {}
 
   ~memory_job_store() override {
     std::lock_guard lock(timers_->mu);
@@ -70,9 +72,11 @@ class memory_job_store final : public job_store {
       out.note = "its delay leaves less than its minimum budget before Job-Deadline";
       return done(std::move(out));
     }
+    std::optional<parent_problem> parent_refused;
     const std::optional<std::string> id = jobs_.create(e.name, now, job.retry.max_attempts,
                                                        delayed ? std::optional<time_point>(due) : std::nullopt,
-                                                       job.freshness, job.deadline, job.parent);
+                                                       job.freshness, job.deadline, job.parent, &parent_refused);
+    if (parent_refused) return done(parent_refusal(*parent_refused));
     if (!id) {
       out.verdict = created::kind::refused;
       out.refusal = status::rejected(reject_reason::queue_full);
@@ -241,9 +245,9 @@ class memory_job_store final : public job_store {
   // A child job: its parent held and not finished, and its whole deadline
   // no later than the parent's less --call-reserve (the refusal otherwise).
   std::optional<created> under_parent(new_job& job, time_point now) {
-    const std::optional<async_record> p = jobs_.find(job.parent, now);
-    if (!p) return parent_refusal(true);
-    if (p->state == async_state::finished) return parent_refusal(false);
+    const std::optional<memory_jobs::parent_facts> p = jobs_.parent_of_child(job.parent, now);
+    if (!p) return parent_refusal(parent_problem::unknown);
+    if (p->state == async_state::finished) return parent_refusal(parent_problem::finished);
     if (p->deadline == time_point::max()) return std::nullopt;
     const time_point cut = saturating_sub(p->deadline, c_.opts.call_reserve);
     job.deadline = std::min(job.deadline, cut);

@@ -39,9 +39,26 @@ bool state_matches(const async_record& r, std::string_view filter) {
 
 std::optional<std::string> memory_jobs::create(std::string_view handler, time_point now, int max_attempts,
                                                std::optional<time_point> due, duration freshness, time_point deadline,
-                                               std::string_view parent) {
+                                               std::string_view parent, std::optional<parent_problem>* refused) {
   std::lock_guard lock(mu_);
   purge_locked(now);
+  std::size_t depth = 0;
+  if (!parent.empty()) {  // judged under the lock that adds the child: racing children never pass a bound together
+    std::optional<parent_problem> problem;
+    const auto p = jobs_.find(parent);
+    if (p == jobs_.end()) {
+      problem = parent_problem::unknown;
+    } else if (p->second.rec.state == async_state::finished) {
+      problem = parent_problem::finished;
+    } else {
+      problem = family_bound(p->second.rec.depth, p->second.rec.children.size(), family_);
+      depth = p->second.rec.depth + 1;
+    }
+    if (problem) {
+      if (refused != nullptr) *refused = problem;
+      return std::nullopt;
+    }
+  }
   if (jobs_.size() >= max_jobs_ && !evict_one_locked()) return std::nullopt;
   std::string id;
   do {
@@ -56,7 +73,8 @@ std::optional<std::string> memory_jobs::create(std::string_view handler, time_po
   e.rec.deadline = deadline;
   if (!parent.empty()) {
     e.rec.parent = std::string(parent);
-    if (const auto p = jobs_.find(parent); p != jobs_.end()) p->second.rec.children.push_back(id);
+    e.rec.depth = depth;
+    jobs_.find(parent)->second.rec.children.push_back(id);  // held: judged above, under this lock
   }
   if (due) {
     e.rec.state = async_state::scheduled;
@@ -264,8 +282,11 @@ std::vector<std::string> memory_jobs::take_woken() {
 void memory_jobs::wake_parent_locked(const async_record& child) {
   if (child.parent.empty()) return;
   const auto p = jobs_.find(child.parent);
-  if (p == jobs_.end() || p->second.rec.state != async_state::waiting || !wait_satisfied_locked(p->second.rec)) return;
+  if (p == jobs_.end()) return;
   async_record& r = p->second.rec;
+  ++r.children_done;  // every way a job ends comes here once: the counts stand for a walk over the children
+  if (child.st.is_ok()) ++r.children_ok;
+  if (r.state != async_state::waiting || !wait_satisfied_locked(r)) return;
   r.state = async_state::queued;
   r.woke_by = "children";
   ++r.wakes;
@@ -274,53 +295,55 @@ void memory_jobs::wake_parent_locked(const async_record& child) {
 
 bool memory_jobs::wait_satisfied_locked(const async_record& parent) const {
   if (!parent.wait) return false;
-  std::size_t done = 0, ok = 0;
-  for (const std::string& child : parent.children) {
-    const auto c = jobs_.find(child);
-    if (c == jobs_.end()) {  // its record expired: long finished
-      ++done;
-      continue;
-    }
-    if (c->second.rec.state != async_state::finished) continue;
-    ++done;
-    if (c->second.rec.st.is_ok()) ++ok;
-  }
-  return fan_in_satisfied(*parent.wait, parent.children.size(), done, ok);
+  return fan_in_satisfied(*parent.wait, parent.children.size(), parent.children_done, parent.children_ok);
 }
 
 std::optional<async_record> memory_jobs::cancel(const std::string& id, time_point now, cancel_cause cause) {
-  job_ref ref;
-  bool have_ref = false;
-  std::vector<std::string> children;
-  std::optional<async_record> scheduled_ended;
+  std::vector<std::pair<job_ref, cancel_cause>> running;  // each before its descendants
+  std::optional<async_record> ended_here;
   {
     std::lock_guard lock(mu_);
     purge_locked(now);
-    const auto it = jobs_.find(id);
-    if (it == jobs_.end()) return std::nullopt;
-    entry& e = it->second;
-    if (e.rec.state == async_state::finished) return e.rec;
-    children = e.rec.children;
-    if (e.rec.state == async_state::scheduled || e.rec.state == async_state::waiting) {  // nothing runs: it ends here
-      e.rec.state = async_state::finished;
-      e.rec.st = status::cancelled(cause);
-      e.rec.timings = {};
-      e.rec.finished_at = now;
-      finished_.emplace_back(now, id);
-      wake_parent_locked(e.rec);
-      scheduled_ended = e.rec;
-    } else {
-      e.rec.cancel_requested = true;
-      e.cancel_cause_asked = cause;
-      have_ref = e.submitted;  // else submitted() cancels it
-      if (have_ref) ref = e.ref;
+    const auto root = jobs_.find(id);
+    if (root == jobs_.end()) return std::nullopt;
+    if (root->second.rec.state == async_state::finished) return root->second.rec;
+    std::vector<std::pair<std::string, cancel_cause>> walk{{id, cause}};  // a stack: depth-first, no recursion
+    while (!walk.empty()) {
+      const auto [job, why] = std::move(walk.back());
+      walk.pop_back();
+      const auto it = jobs_.find(job);
+      if (it == jobs_.end() || it->second.rec.state == async_state::finished) continue;
+      entry& e = it->second;
+      for (const std::string& child : e.rec.children) walk.emplace_back(child, cancel_cause::parent);
+      if (e.rec.state == async_state::scheduled || e.rec.state == async_state::waiting) {  // nothing runs: it ends here
+        e.rec.state = async_state::finished;
+        e.rec.st = status::cancelled(why);
+        e.rec.timings = {};
+        e.rec.finished_at = now;
+        finished_.emplace_back(now, job);
+        wake_parent_locked(e.rec);
+        if (job == id) ended_here = e.rec;
+      } else {
+        e.rec.cancel_requested = true;
+        e.cancel_cause_asked = why;
+        if (e.submitted) running.emplace_back(e.ref, why);  // else submitted() cancels it
+      }
     }
   }
-  // Unlocked: a queued job finishes right here, through finish().
-  if (have_ref) ref.cancel(cause);
-  for (const std::string& child : children) (void)cancel(child, now, cancel_cause::parent);
-  if (scheduled_ended) return scheduled_ended;
+  // Unlocked: a queued job finishes right here, through finish(). Deepest
+  // first: a queued descendant is out of the executor's queue before an
+  // ancestor's cancel frees the worker that would take it.
+  for (auto it = running.rbegin(); it != running.rend(); ++it) it->first.cancel(it->second);
+  if (ended_here) return ended_here;
   return find(id, now);
+}
+
+std::optional<memory_jobs::parent_facts> memory_jobs::parent_of_child(const std::string& id, time_point now) {
+  std::lock_guard lock(mu_);
+  purge_locked(now);
+  const auto it = jobs_.find(id);
+  if (it == jobs_.end()) return std::nullopt;
+  return parent_facts{it->second.rec.state, it->second.rec.deadline};
 }
 
 std::optional<async_record> memory_jobs::find(const std::string& id, time_point now) {

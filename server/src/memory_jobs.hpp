@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "child_jobs.hpp"
 #include "hourglass/executor.hpp"
 #include "hourglass/server/handler.hpp"
 #include "job_view.hpp"
@@ -60,7 +61,10 @@ struct async_record {
   duration freshness = duration::max();     // how long an attempt may wait from its due time
   time_point deadline = time_point::max();  // the whole job's (Job-Deadline)
   std::string parent;                       // a child job's parent ("" none)
+  std::size_t depth = 0;                    // its parent's + 1 (0: no parent)
   std::vector<std::string> children;        // the child jobs it enqueued
+  std::size_t children_done = 0;            // of them, those with an outcome (kept as each ends: no walk)
+  std::size_t children_ok = 0;              // of those, ok
   // A parent waiting for its children (handler_result::wait_for): what for,
   // and when the wait ends at the latest (time_point::max(): no deadline).
   std::optional<fan_in> wait;
@@ -106,16 +110,28 @@ class memory_jobs {
  public:
   // At most `max_jobs` (the oldest finished job is evicted for a new one),
   // each finished job kept for `ttl`.
-  memory_jobs(std::size_t max_jobs, duration ttl) : max_jobs_(max_jobs), ttl_(ttl) {}
+  // A family grows within `family` (child_jobs.hpp).
+  memory_jobs(std::size_t max_jobs, duration ttl, family_limits family = {})
+      : max_jobs_(max_jobs), ttl_(ttl), family_(family) {}
 
   // A new queued job's id (scheduled, when a `due` time is given: a delayed
   // job), or nullopt when the table is full and no finished job can be
-  // evicted to make room.
+  // evicted to make room, or when a child cannot join its parent (then
+  // *refused, when given, says why).
   // `freshness` and `deadline` are kept for its timeline. A child job names
-  // its `parent`, which lists it while the parent is held.
+  // its `parent`, which must be held, unfinished and within the family
+  // limits, and which lists it while the parent is held.
   std::optional<std::string> create(std::string_view handler, time_point now, int max_attempts = 1,
                                     std::optional<time_point> due = std::nullopt, duration freshness = duration::max(),
-                                    time_point deadline = time_point::max(), std::string_view parent = {});
+                                    time_point deadline = time_point::max(), std::string_view parent = {},
+                                    std::optional<parent_problem>* refused = nullptr);
+  // What a new child needs of its parent, without copying the parent's
+  // record (a parent may list thousands of children): nullopt when not held.
+  struct parent_facts {
+    async_state state = async_state::queued;
+    time_point deadline = time_point::max();
+  };
+  std::optional<parent_facts> parent_of_child(const std::string& id, time_point now);
   // The executor has the job: DELETE reaches it through `ref` from now on.
   // A job refused at admission (its outcome already in) is removed here,
   // unless an earlier attempt ran or it was delayed (a 202 was given: the
@@ -171,7 +187,11 @@ class memory_jobs {
   std::vector<std::string> take_woken();
   // Requests cancellation (not for a finished job) and returns the job as it
   // is afterwards: a queued job is finished (cancelled) at once. Its
-  // children are cancelled with it (cause parent), and theirs.
+  // children are cancelled with it (cause parent), and theirs: the whole
+  // family is walked without recursion (a chain may be as deep as the
+  // family limits allow) and marked under one lock, then the executor's
+  // jobs are cancelled deepest first, so a queued descendant has ended
+  // before a running ancestor's cancel frees a worker that could take it.
   std::optional<async_record> cancel(const std::string& id, time_point now,
                                      cancel_cause cause = cancel_cause::requested);
   // nullopt for an unknown or expired id.
@@ -208,6 +228,7 @@ class memory_jobs {
 
   const std::size_t max_jobs_;
   const duration ttl_;
+  const family_limits family_;
   mutable std::mutex mu_;
   std::map<std::string, entry, std::less<>> jobs_;           // by id: listing walks them in order
   std::deque<std::pair<time_point, std::string>> finished_;  // in finishing order

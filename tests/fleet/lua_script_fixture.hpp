@@ -32,8 +32,8 @@ struct LuaScript : ::testing::Test {
   std::string enqueue(const std::string& id, const std::string& payload = "p") {
     const redis_reply r = eval(detail::enqueue_script,
                                {stream, slots, stats, delayed, paused, job(id), "hg:{t}:idem:", "hg:{t}:children:"},
-                               {group, "60000", "0", "0", id, "echo", payload, "text/plain", "-1", "0", "", "1", "1",
-                                "0", "0", "-1", "0", "0", ""});
+                               {group, "60000", "0", "0", "64", "1000", id,  "echo", payload, "text/plain", "-1", "0",
+                                "",    "1",     "1", "0", "0",  "-1",   "0", "0",    ""});
     return detail::decode_enqueue(r, 1).jobs.at(0).id;
   }
   // enqueue.lua's keys and arguments for these jobs, each {id, freshness_ms, min_budget_ms, idempotency_key}.
@@ -43,9 +43,11 @@ struct LuaScript : ::testing::Test {
     std::string not_before_us = "0";
     std::string parent;
   };
-  std::string refuse_paused = "0";  // enqueue_batch's: '1' refuses every job while `paused` exists
+  std::string refuse_paused = "0";                      // enqueue_batch's: '1' refuses every job while `paused` exists
+  std::string max_depth = "64", max_children = "1000";  // enqueue_batch's family bounds
   enqueue_batch_reply enqueue_batch(const std::vector<job_args>& jobs) {
-    std::vector<std::string> keys{stream, slots, stats, delayed, paused}, args{group, "60000", refuse_paused, "0"};
+    std::vector<std::string> keys{stream, slots, stats, delayed, paused},
+        args{group, "60000", refuse_paused, "0", max_depth, max_children};
     for (const job_args& j : jobs) {
       keys.push_back(job(j.id));
       keys.push_back("hg:{t}:idem:" + j.idempotency_key);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hourglass/server/http_server.hpp"
+#include "hourglass/support/json.hpp"
 #include "test_support.hpp"
 
 namespace hourglass::server::testing {
@@ -58,5 +59,43 @@ struct family {
     return answers;
   }
 };
+
+// With --max-children 2 and --max-job-depth 2, on the daemon at `port`:
+// Job-Parent past either bound is refused with a 409 naming it, nothing is
+// held, and a DELETE of the root ends the whole family. Every job is
+// delayed an hour: held, never run.
+inline void family_bounds_hold(std::uint16_t port) {
+  const auto enqueue = [&](const std::string& parent) {
+    headers h{{"Prefer", "respond-async"}, {"Job-Delay", "1H"}};
+    if (!parent.empty()) h.emplace_back("Job-Parent", parent);
+    return post(port, "/v1/jobs/echo", "x", h);
+  };
+  const reply root = enqueue("");
+  ASSERT_EQ(root.status, 202u) << root.body;
+  const std::string root_id = json_string(root.body, "id");
+  std::vector<std::string> children;
+  for (int i = 0; i < 2; ++i) {
+    const reply r = enqueue(root_id);
+    ASSERT_EQ(r.status, 202u) << r.body;
+    children.push_back(json_string(r.body, "id"));
+  }
+  const reply third = enqueue(root_id);
+  EXPECT_EQ(third.status, 409u) << third.body;
+  EXPECT_EQ(json_string(third.body, "error"), "too_many_children") << third.body;
+  const reply grandchild = enqueue(children[0]);
+  ASSERT_EQ(grandchild.status, 202u) << "depth 2 is allowed: " << grandchild.body;
+  const reply deeper = enqueue(json_string(grandchild.body, "id"));
+  EXPECT_EQ(deeper.status, 409u) << deeper.body;
+  EXPECT_EQ(json_string(deeper.body, "error"), "too_deep") << deeper.body;
+  const auto listed = support::parse_json(get(port, "/v1/jobs/" + root_id).body);
+  ASSERT_TRUE(listed && listed->is_object());
+  EXPECT_EQ(listed->at("children").as_array().size(), 2u) << "the refused child is not held: " << *listed;
+  client c(port);
+  const reply cancelled = c.request("DELETE", "/v1/jobs/" + root_id);
+  EXPECT_EQ(cancelled.status, 200u) << cancelled.body;
+  EXPECT_TRUE(wait_until([&] {
+    return json_string(get(port, "/v1/jobs/" + json_string(grandchild.body, "id")).body, "state") == "cancelled";
+  })) << "the cancel reaches the deepest";
+}
 
 }  // namespace hourglass::server::testing

@@ -177,5 +177,17 @@ TEST(FleetChildren, AChildKeepsItsParentsDeadlineAcrossAKill9OfTheDaemonRunningI
   EXPECT_TRUE(wait_until([&] { return json_string(state_of(parent), "state") == "deadline_exceeded"; }));
 }
 
+// The enqueue script holds a family within --max-children and
+// --max-job-depth: past either, 409 and nothing written; the root's DELETE
+// ends the whole family.
+TEST(FleetChildren, AChildPastEitherBoundIsA409) {
+  redis_server redis;
+  server_options o = on(redis, 1);
+  o.max_children = 2;
+  o.max_job_depth = 2;
+  test_server a(o);
+  family_bounds_hold(a.port());
+}
+
 }  // namespace
 }  // namespace hourglass::server::testing

@@ -165,5 +165,15 @@ TEST_F(HttpServerChildren, TheGuardsCurlExampleRunsAsWritten) {
   EXPECT_EQ(j.at("timeline").as_array().at(0).at("deadline_at_ms").to_number<double>(), 1995.0) << j;
 }
 
+// A family grows within --max-children and --max-job-depth: past either,
+// 409 and nothing held; the root's DELETE ends the whole family.
+TEST(HttpServerFamilyBounds, AChildPastEitherBoundIsA409) {
+  server_options o = test_options();
+  o.max_children = 2;
+  o.max_job_depth = 2;
+  test_server srv(o);
+  family_bounds_hold(srv.port());
+}
+
 }  // namespace
 }  // namespace hourglass::server::testing

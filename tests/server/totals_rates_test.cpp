@@ -8,7 +8,7 @@
 #include "queue_view.hpp"
 
 namespace hourglass::server::detail {
-namespace {
+namespace totals_rates {  // its own: unity batches share a namespace
 
 using namespace std::chrono_literals;
 const time_point t0 = time_point{} + 1h;
@@ -77,5 +77,5 @@ TEST(TotalsHistory, ItsRatesInTheQueueObjectAreGroupedAsTheTotals) {
       << json;
 }
 
-}  // namespace
+}  // namespace totals_rates
 }  // namespace hourglass::server::detail

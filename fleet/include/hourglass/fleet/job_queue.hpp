@@ -82,6 +82,12 @@ struct queue_options {
   // What a parent keeps back from its child jobs' deadline (--call-reserve):
   // a child's whole deadline is at most its parent's, less this.
   duration parent_reserve = std::chrono::milliseconds(5);
+  // How far a family of child jobs may grow (--max-job-depth,
+  // --max-children): a parent at max_job_depth (a job without a parent is
+  // at 0), or with max_children already, takes no more
+  // (enqueued::kind::too_deep, too_many_children).
+  std::size_t max_job_depth = 64;
+  std::size_t max_children = 1000;
   hourglass::clock* clock = nullptr;  // times an enqueue's own round trips; nullptr: real_clock()
 };
 
@@ -107,8 +113,9 @@ struct job_spec {
 
 struct enqueued {
   // paused: refuse_while_paused; no_parent, parent_finished: a child job's
-  // parent is not held, or has finished (nothing written)
-  enum class kind { accepted, duplicate, refused, paused, no_parent, parent_finished };
+  // parent is not held, or has finished; too_deep, too_many_children: the
+  // parent may have no more (queue_options' family bounds). Nothing written.
+  enum class kind { accepted, duplicate, refused, paused, no_parent, parent_finished, too_deep, too_many_children };
   kind verdict = kind::accepted;
   std::string id;             // accepted: the new job; duplicate: the first one
   duration predicted_wait{};  // what admission judged

@@ -87,6 +87,11 @@ struct server_options {
   std::size_t async_max_jobs = 10000;
   // The furthest Job-Delay / Job-Not-Before may put an async job's start.
   duration max_delay = std::chrono::hours(24 * 30);
+  // How far a family of child jobs may grow (Job-Parent, enqueue_child): a
+  // job without a parent is at depth 0; a child past either bound is
+  // refused (409 too_deep, too_many_children).
+  std::size_t max_job_depth = 64;
+  std::size_t max_children = 1000;
   // Periodic jobs (--schedule; [[schedule]] in the config file).
   std::vector<schedule_options> schedules;
   // Async jobs' retry policies by handler (--retry NAME=ATTEMPTS[,BASE[,CAP]];
