@@ -90,7 +90,7 @@ class memory_job_store final : public job_store {
       out.job.state = "scheduled";
       return done(std::move(out));
     }
-    if (std::optional<status> refused = submit_attempt(run, run->job.headers_at)) {
+    if (std::optional<status> refused = submit_attempt(run, run->job.headers_at, /*later=*/false)) {
       out.verdict = created::kind::refused;  // the executor refused it, and booked it
       out.refusal = *refused;
       out.booked = true;
@@ -275,13 +275,15 @@ class memory_job_store final : public job_store {
   }
 
   // Submits an attempt that became due at `due`: it may start by due +
-  // freshness (and before the job's overall deadline). The refusal when the
+  // freshness (and before the job's overall deadline). Every attempt but
+  // the one create() submits comes after the caller's answer: admitted_later. The refusal when the
   // executor refused a first attempt at admission (its record is then gone:
   // no 202 was sent); a retry refused so is finished with it.
-  std::optional<status> submit_attempt(const std::shared_ptr<const job_run>& run, time_point due) {
+  std::optional<status> submit_attempt(const std::shared_ptr<const job_run>& run, time_point due, bool later = true) {
     const handler_entry& e = *run->job.in->entry;
     job_options o;
     o.metrics = e.metrics;
+    o.admitted_later = later;
     o.start_by = std::min(saturating_add(due, run->job.freshness), run->job.deadline);
     o.deadline = run->job.deadline;  // the whole job's: an attempt running into it ends deadline_exceeded/run
     o.run_limit = e.run_limit;

@@ -66,6 +66,9 @@ TEST_F(HttpServerFanIn, AParentWaitingOnThreeChildrenHoldsNoWorkerAndResumesWhen
   EXPECT_EQ(done.at("wakes").to_number<int>(), 1);
   EXPECT_EQ(done.at("woke_by").as_string(), "children");
   EXPECT_EQ(g.runs.load(), 2) << "called once to send, once to gather";
+  const handler_metrics& m = srv.get().jobs().stats().handler("gather");
+  EXPECT_EQ(m.admitted.value(), 2u) << "each run is admitted";
+  EXPECT_EQ(m.admitted_later.value(), 1u) << "the resumed run came after the caller's 202";
 }
 
 // Child 2 never finishes: at the parent's deadline less its keep the wait

@@ -132,6 +132,7 @@ struct job_record : queued_job {
   duration run_limit = duration::max();
   duration reserve = duration::zero();
   duration idle_limit = duration::max();
+  bool admitted_later = false;  // job_options::admitted_later
   std::optional<context> parent;
   std::optional<context_source> ctx;  // set before state becomes running
   std::exception_ptr error;           // the function's exception, for outcome error
