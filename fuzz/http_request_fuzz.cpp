@@ -62,6 +62,7 @@ hourglass::server::http_server& server() {
     o.body_timeout = 5ms;
     o.idle_timeout = 5ms;
     o.max_body = 64 * 1024;
+    o.allowed_hosts = {"f"};  // the corpus's Host (others are refused 421, as a rebound name is)
     o.async_ttl = 1s;
     auto* srv = new hourglass::server::http_server(o);  // lives for the process
     srv->start();

@@ -31,7 +31,7 @@ def rss_bytes(pid):
 
 
 def open_idle(port, n, into):
-    request = b"GET /healthz HTTP/1.1\r\nHost: m\r\n\r\n"
+    request = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"
     for _ in range(n):
         s = socket.create_connection(("127.0.0.1", port), timeout=10)
         s.sendall(request)

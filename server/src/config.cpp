@@ -58,6 +58,23 @@ class option_table {
     return opt;
   }
 
+  // Repeatable strings on the command line; in the file a string or an
+  // array of them. The command line's replace the file's.
+  CLI::Option* texts(const std::string& key, std::vector<std::string>& field, const std::string& help) {
+    readers_[key] = [key, &field](const toml::node& n) {
+      field.clear();
+      if (const auto* s = n.as_string()) return field.push_back(s->get());
+      const auto* arr = n.as_array();
+      if (arr == nullptr) throw type_error(key, "a string or an array of strings", n);
+      for (const auto& item : *arr) {
+        const auto* s = item.as_string();
+        if (s == nullptr) throw type_error(key, "a string or an array of strings", item);
+        field.push_back(s->get());
+      }
+    };
+    return app_.add_option("--" + key, field, help)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  }
+
   // A count; `lo`..`hi` bound both the flag and the file's value.
   CLI::Option* count(const std::string& key, std::size_t& field, const std::string& help, std::size_t lo = 0,
                      std::size_t hi = SIZE_MAX) {
@@ -292,6 +309,10 @@ struct command_line_parser::impl {
             "file holding the bearer token the admin actions (pause, resume) must carry; without it they are refused")
         ->type_name("FILE")
         ->always_capture_default(false);
+    t_.texts("allowed-host", o_.allowed_hosts,
+             "a Host name this daemon answers to besides addresses and localhost (repeatable; .example.com: it and "
+             "its subdomains; *: any); others get 421, against DNS rebinding")
+        ->type_name("NAME");
     t_.flag("allow-unauthenticated", o_.allow_unauthenticated,
             "allow a non-loopback --listen address without --auth-token-file");
     t_.time("header-timeout", o_.header_timeout, "time to receive a request's headers (slow clients are cut off)");

@@ -4,6 +4,8 @@
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/rfc7230.hpp>
+#include <boost/url/authority_view.hpp>
+#include <boost/url/parse.hpp>
 
 #include <algorithm>
 #include <charconv>
@@ -169,6 +171,38 @@ bool same_origin_or_none(std::string_view origin, std::string_view host) noexcep
                : a;
   };
   return !authority.empty() && !host.empty() && iequals(without_default_port(authority), without_default_port(host));
+}
+
+bool host_allowed(std::string_view host, const std::vector<std::string>& allowed_hosts) noexcept {
+  host = trim(host);
+  if (host.empty()) return true;
+  // Boost.URL's RFC 3986 authority: host and port, told apart from userinfo.
+  const auto authority = boost::urls::parse_authority(host);
+  if (!authority || authority->has_userinfo()) return false;
+  if (authority->has_port()) {  // digits that fit a port (Boost.URL's port_number() wraps larger ones)
+    const std::string_view port = authority->port();
+    std::uint16_t n = 0;
+    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), n);
+    if (port.empty() || ec != std::errc() || end != port.data() + port.size()) return false;
+  }
+  switch (authority->host_type()) {
+    case boost::urls::host_type::ipv4:
+    case boost::urls::host_type::ipv6: return true;  // an address is not a name to rebind
+    case boost::urls::host_type::name: break;
+    default: return false;  // IPvFuture, or none
+  }
+  std::string_view name = authority->encoded_host();
+  if (name.empty()) return false;
+  if (name.back() == '.') name.remove_suffix(1);     // "localhost." is the same name
+  const auto under = [&](std::string_view suffix) {  // suffix ".x": a subdomain of x
+    return name.size() > suffix.size() && iequals(name.substr(name.size() - suffix.size()), suffix);
+  };
+  if (iequals(name, "localhost") || under(".localhost")) return true;
+  for (const std::string& a : allowed_hosts) {
+    if (a == "*" || iequals(name, a)) return true;
+    if (a.size() > 1 && a.front() == '.' && (under(a) || iequals(name, std::string_view(a).substr(1)))) return true;
+  }
+  return false;
 }
 
 bool bearer_authorized(std::string_view auth, std::string_view token) noexcept {

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hourglass/job_retry.hpp"
 #include "hourglass/support/rfc3339.hpp"
@@ -97,6 +98,19 @@ framing judge_framing(const boost::beast::http::fields& req);
 // in a cookie, a forged cross-site request carries no credentials anyway;
 // this refuses it before it is read (defence in depth against CSRF).
 bool same_origin_or_none(std::string_view origin, std::string_view host) noexcept;
+
+// Whether a request's `Host` names this daemon, against DNS rebinding: a
+// page on evil.example whose name is rebound to 127.0.0.1 sends
+// `Host: evil.example:8080` (and a matching Origin, so same_origin_or_none
+// passes it). An address cannot be rebound, so a Host that is an IPv4 or
+// IPv6 literal passes, as do `localhost` and names under `.localhost`
+// (RFC 6761: always the loopback, never registered); any other name only
+// when the operator allowed it (--allowed-host): exactly (case-insensitive),
+// under an entry written with a leading dot (".example.com": its
+// subdomains and itself), or with "*" (any). A request without Host (HTTP/1.0
+// from a program; every browser sends one) passes. Anything that is not
+// host[:port] (userinfo, a path, a bad port) does not.
+bool host_allowed(std::string_view host, const std::vector<std::string>& allowed_hosts) noexcept;
 
 bool bearer_authorized(std::string_view authorization, std::string_view token) noexcept;
 

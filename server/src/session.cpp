@@ -146,6 +146,11 @@ void session::route() {
   const auto& req = header_parser_->get();
   const detail::route r = route_request(req.method(), req.target());
   const bool read = req.method() == http::verb::get || req.method() == http::verb::head;
+  // Before anything else, /healthz too: a rebound page learns nothing here.
+  if (req.count(http::field::host) > 1 || !host_allowed(req[http::field::host], core_.opts.allowed_hosts)) {
+    return send_error(421, "misdirected_request",
+                      "Host names no address or name this daemon answers to (add it with --allowed-host)");
+  }
   if (!read && !same_origin_or_none(req[http::field::origin], req[http::field::host])) {
     return send_error(403, "cross_origin", "a request that changes something must come from this daemon's own pages");
   }

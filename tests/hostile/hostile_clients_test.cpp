@@ -165,7 +165,7 @@ TEST(HostileClients, SlowlorisAtAThousandConnectionsIsCutOffByTheHeaderTimeoutAn
 
   const std::size_t fds_before = open_fds();
   // Headers that never end, one byte a second.
-  const std::string trickle = "POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nX-Slow: " + std::string(200, 's');
+  const std::string trickle = "POST /v1/jobs/echo HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + std::string(200, 's');
   std::vector<int> fds;
   std::vector<steady::time_point> first_byte;
   for (std::size_t i = 0; i < kAttackers; ++i) {
@@ -230,7 +230,7 @@ TEST(HostileClients, AClientThatNeverReadsItsAnswerIsCutOffByTheWriteTimeoutWith
   // An answer far larger than both sockets' buffers can hold.
   const std::string body(24u << 20, 'r');
   raw_socket s(srv.port());
-  ASSERT_TRUE(s.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nRequest-Timeout: 20S\r\nContent-Length: " +
+  ASSERT_TRUE(s.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: localhost\r\nRequest-Timeout: 20S\r\nContent-Length: " +
                      std::to_string(body.size()) + "\r\n\r\n" + body));
   ASSERT_TRUE(wait_until([&] { return srv.handler("echo").finished_ok == 1; }, 20s));
   const auto t0 = steady::now();
@@ -263,7 +263,7 @@ TEST(HostileClients, AFloodPastMaxConnectionsIsShedWhileTheAdmittedConnectionsKe
   for (std::size_t i = 0; i < kFlood; ++i) {
     const int fd = connect_nonblocking(srv.port());
     ASSERT_GE(fd, 0) << std::strerror(errno);
-    ::send(fd, "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", 35, MSG_NOSIGNAL);
+    ::send(fd, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n", 35, MSG_NOSIGNAL);
     flood.push_back(fd);
   }
   std::string unexpected;
@@ -371,10 +371,10 @@ struct bad_request_case {
 
 TEST(HostileClients, MalformedOversizeAndSmugglingShapesAreRefusedAndEnqueueNothing) {
   using namespace std::string_literals;  // "garbage" holds NUL bytes
-  const std::string post_echo = "POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\n";
+  const std::string post_echo = "POST /v1/jobs/echo HTTP/1.1\r\nHost: localhost\r\n";
   const std::vector<bad_request_case> cases = {
       {"headers over 8 KiB", post_echo + "X-Pad: " + std::string(9000, 'p') + "\r\nContent-Length: 1\r\n\r\nx", 431},
-      {"a target over 8 KiB", "GET /" + std::string(9000, 't') + " HTTP/1.1\r\nHost: t\r\n\r\n", 431},
+      {"a target over 8 KiB", "GET /" + std::string(9000, 't') + " HTTP/1.1\r\nHost: localhost\r\n\r\n", 431},
       {"Content-Length over --max-body", post_echo + "Content-Length: 2000000\r\n\r\n", 413},
       {"a chunked body over --max-body",
        post_echo + "Transfer-Encoding: chunked\r\n\r\n100000\r\n" + std::string(0x100000, 'c') + "\r\n0\r\n\r\n", 413},
@@ -400,7 +400,7 @@ TEST(HostileClients, MalformedOversizeAndSmugglingShapesAreRefusedAndEnqueueNoth
       {"a space in a field name", post_echo + "Bad Name: x\r\nContent-Length: 3\r\n\r\nabc", 400},
       {"a NUL in a field value", post_echo + std::string("X-A: a\0b\r\nContent-Length: 3\r\n\r\nabc", 34), 400},
       {"bare LF line ends", "POST /v1/jobs/echo HTTP/1.1\nHost: t\nContent-Length: 3\n\nabc", 400},
-      {"a bad HTTP version", "POST /v1/jobs/echo HTTP/9.9x\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc", 400},
+      {"a bad HTTP version", "POST /v1/jobs/echo HTTP/9.9x\r\nHost: localhost\r\nContent-Length: 3\r\n\r\nabc", 400},
   };
   server_options o = test_options();
   o.max_body = 1000;

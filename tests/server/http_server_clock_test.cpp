@@ -36,7 +36,7 @@ TEST(HttpServerClock, TheBudgetStartsWhenTheHeadersArrive) {
       test_options(), [](http_server& s) { s.add_handler("report", report_handler()); }, clk);
   raw_socket s(srv.port());
   ASSERT_TRUE(
-      s.send("POST /v1/jobs/report HTTP/1.1\r\nHost: t\r\nRequest-Timeout: 600m\r\n"
+      s.send("POST /v1/jobs/report HTTP/1.1\r\nHost: localhost\r\nRequest-Timeout: 600m\r\n"
              "Expect: 100-continue\r\nContent-Length: 4\r\n\r\n"));
   // 100 Continue: the headers are in, the budget has started.
   ASSERT_NE(s.read_until("100 Continue\r\n\r\n", 5s).find("100 Continue"), std::string::npos);
@@ -125,7 +125,7 @@ TEST(HttpServerClock, ADisconnectCancelsARunningJobWithoutTimeMoving) {
   {
     raw_socket s(srv.port());
     ASSERT_TRUE(
-        s.send("POST /v1/jobs/sleep HTTP/1.1\r\nHost: t\r\nRequest-Timeout: 30S\r\nContent-Length: 13\r\n\r\n"
+        s.send("POST /v1/jobs/sleep HTTP/1.1\r\nHost: localhost\r\nRequest-Timeout: 30S\r\nContent-Length: 13\r\n\r\n"
                "{\"ms\": 10000}"));
     ASSERT_TRUE(clk.wait_for_timers(3));
   }  // the caller goes away
@@ -143,7 +143,7 @@ TEST(HttpServerClock, ADisconnectWhileQueuedMeansNeverRun) {
   ASSERT_TRUE(clk.wait_for_timers(3));
   {
     raw_socket s(srv.port());
-    ASSERT_TRUE(s.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\n\r\nx"));
+    ASSERT_TRUE(s.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1\r\n\r\nx"));
     ASSERT_TRUE(wait_until([&] { return srv.metrics().queue_depth == 1; }));
   }
   ASSERT_TRUE(wait_until([&] { return srv.handler("echo").finished_cancelled == 1; }));

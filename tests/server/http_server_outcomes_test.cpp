@@ -200,7 +200,7 @@ TEST(HttpServerOutcomes, ClientDisconnectCancelsTheJob) {
   {
     raw_socket s(srv.port());
     ASSERT_TRUE(
-        s.send("POST /v1/jobs/sleep HTTP/1.1\r\nHost: t\r\nRequest-Timeout: 30S\r\nContent-Length: 13\r\n\r\n"
+        s.send("POST /v1/jobs/sleep HTTP/1.1\r\nHost: localhost\r\nRequest-Timeout: 30S\r\nContent-Length: 13\r\n\r\n"
                "{\"ms\": 10000}"));
     ASSERT_TRUE(wait_until([&] { return srv.metrics().workers_busy == 1; }));
   }  // the caller goes away
@@ -220,7 +220,7 @@ TEST(HttpServerOutcomes, ClientDisconnectWhileQueuedMeansNeverRun) {
   ASSERT_TRUE(wait_until([&] { return srv.metrics().workers_busy == 1; }));
   {
     raw_socket s(srv.port());
-    ASSERT_TRUE(s.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\n\r\nx"));
+    ASSERT_TRUE(s.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1\r\n\r\nx"));
     ASSERT_TRUE(wait_until([&] { return srv.metrics().queue_depth == 1; }));
   }
   ASSERT_TRUE(wait_until([&] { return srv.handler("echo").finished_cancelled == 1; }, 3s));

@@ -79,7 +79,7 @@ TEST(HttpServerSafety, WrongMethodsAre405WithAllow) {
 // what came back and whether the server closed the connection.
 std::pair<std::string, bool> answer_to_headers_only(std::uint16_t port, std::uint64_t content_length) {
   raw_socket s(port);
-  EXPECT_TRUE(s.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(content_length) +
+  EXPECT_TRUE(s.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: " + std::to_string(content_length) +
                      "\r\n\r\n"));
   return s.read_until_close(3s);
 }
@@ -101,7 +101,7 @@ TEST(HttpServerSafety, OversizedChunkedBodyIs413) {
   o.max_body = 1000;
   test_server srv(o);
   raw_socket s(srv.port());
-  std::string req = "POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n";
+  std::string req = "POST /v1/jobs/echo HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n";
   for (int i = 0; i < 3; ++i) req += "200\r\n" + std::string(512, 'a') + "\r\n";
   req += "0\r\n\r\n";
   ASSERT_TRUE(s.send(req));
@@ -142,7 +142,7 @@ TEST(HttpServerSafety, AMalformedChunkedBodyIs400) {
   for (const char* body : bodies) {
     raw_socket s(srv.port());
     ASSERT_TRUE(
-        s.send(std::string("POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n") + body));
+        s.send(std::string("POST /v1/jobs/echo HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n") + body));
     const auto [resp, closed] = s.read_until_close(3s);
     EXPECT_NE(resp.find("HTTP/1.1 400"), std::string::npos) << body << ": " << resp;
     EXPECT_NE(resp.find("bad_request"), std::string::npos) << resp;
@@ -175,7 +175,7 @@ TEST(HttpServerSafety, ASlowHeaderClientIsDisconnectedWhileOthersAreServed) {
   test_server srv(o);
   const auto t0 = std::chrono::steady_clock::now();  // before the header timeout starts
   raw_socket slow(srv.port());
-  ASSERT_TRUE(slow.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\n"));  // ...and never the rest
+  ASSERT_TRUE(slow.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: localhost\r\n"));  // ...and never the rest
   auto closed = std::async(std::launch::async, [&] { return slow.read_until_close(5s); });
   client other(srv.port());
   for (int i = 0; i < 5; ++i) EXPECT_EQ(other.post("/v1/jobs/echo", "x").status, 200u);
@@ -192,7 +192,7 @@ TEST(HttpServerSafety, ASlowBodyClientIsDisconnected) {
   o.body_timeout = std::chrono::milliseconds(300);
   test_server srv(o);
   raw_socket slow(srv.port());
-  ASSERT_TRUE(slow.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nonly a little"));
+  ASSERT_TRUE(slow.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\nonly a little"));
   const auto [resp, closed] = slow.read_until_close(3s);
   EXPECT_TRUE(closed);
   EXPECT_EQ(srv.handler("echo").admitted, 0u);
@@ -206,7 +206,7 @@ TEST(HttpServerSafety, OpenConnectionsAreBounded) {
   ASSERT_EQ(a.post("/v1/jobs/echo", "a").status, 200u);
   ASSERT_EQ(b.post("/v1/jobs/echo", "b").status, 200u);
   raw_socket third(srv.port());
-  third.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n");
+  third.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n");
   const auto [resp, closed] = third.read_until_close(3s);
   EXPECT_TRUE(closed);
   EXPECT_TRUE(resp.empty()) << resp;
@@ -223,8 +223,8 @@ TEST(HttpServerSafety, AnAdoptedConnectionIsServedLikeAnAcceptedOne) {
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
   srv.get().adopt_connection(sv[0]);
   const std::string req =
-      "POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello"
-      "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+      "POST /v1/jobs/echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n\r\nhello"
+      "GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
   ASSERT_EQ(::send(sv[1], req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
   std::string got;
   char buf[4096];
@@ -276,9 +276,9 @@ TEST(HttpServerSafety, KeepAliveAndPipeliningWork) {
   test_server srv;
   raw_socket s(srv.port());
   ASSERT_TRUE(
-      s.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\none"
-             "POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\ntwo"
-             "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"));
+      s.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\n\r\none"
+             "POST /v1/jobs/echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\n\r\ntwo"
+             "GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"));
   const auto [resp, closed] = s.read_until_close(3s);
   const auto one = resp.find("one");
   const auto two = resp.find("two");
@@ -292,7 +292,7 @@ TEST(HttpServerSafety, KeepAliveAndPipeliningWork) {
 TEST(HttpServerSafety, ExpectContinueIsHonoured) {
   test_server srv;
   raw_socket s(srv.port());
-  ASSERT_TRUE(s.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"));
+  ASSERT_TRUE(s.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"));
   EXPECT_NE(s.read_until("100 Continue", 3s).find("HTTP/1.1 100 Continue"), std::string::npos);
   ASSERT_TRUE(s.send("hello"));
   EXPECT_NE(s.read_until("hello", 3s).find("hello"), std::string::npos);

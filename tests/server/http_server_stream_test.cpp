@@ -33,7 +33,7 @@ namespace {
 constexpr auto npos = std::string::npos;
 
 std::string post_request(const std::string& target, const std::string& body, const headers& hs) {
-  std::string r = "POST " + target + " HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n";
+  std::string r = "POST " + target + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n";
   for (const auto& [name, value] : hs) r += name + ": " + value + "\r\n";
   return r + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
@@ -81,7 +81,7 @@ TEST(HttpServerStream, ChunksGoOutAsTheyAreWrittenAndTheTrailersSayOk) {
   EXPECT_EQ(m.time_to_first_output.count, 1u);
   EXPECT_EQ(m.time_to_first_output.sum_ns, 0u) << "the first chunk went out before the clock moved";
   // The connection stays open for the next request.
-  ASSERT_TRUE(s.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"));
+  ASSERT_TRUE(s.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"));
   EXPECT_NE(s.read_until("ok\n", 5s).find("200 OK"), npos);
 }
 
@@ -293,7 +293,7 @@ TEST(HttpServerStream, ARequestPipelinedBehindAStreamIsAnsweredAfterIt) {
   raw_socket s(srv.port());
   ASSERT_TRUE(
       s.send(post_request("/v1/jobs/stream", R"({"chunks": 2, "interval_ms": 100})", {{"Request-Timeout", "30S"}}) +
-             "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"));
+             "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"));
   std::string raw = s.read_until("chunk 1 of 2\n", 5s);
   ASSERT_TRUE(clk.wait_for_timers(3));
   EXPECT_EQ(raw.find("ok\n"), npos) << "not before the stream ends: " << raw;
@@ -374,7 +374,7 @@ TEST(HttpServerStream, AHandlerThatIgnoresItsDeadlineMidStreamIsEndedAfterTheGra
   release.count_down();
   ASSERT_TRUE(wait_until([&] { return srv.handler("stubborn").completed_late == 1; }));
   // The connection goes on to the next request.
-  ASSERT_TRUE(s.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"));
+  ASSERT_TRUE(s.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"));
   EXPECT_NE(s.read_until("ok\n", 5s).find("200 OK"), npos);
 }
 

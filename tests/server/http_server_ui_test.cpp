@@ -89,5 +89,44 @@ TEST_F(HttpServerUi, AChangeFromAnotherSitesPageIsRefusedBeforeItIsRead) {
   EXPECT_EQ(get(srv.port(), "/v1/queues", evil).status, 200u) << "reads change nothing (and CORS keeps them unread)";
 }
 
+// DNS rebinding: a page on evil.example whose name now resolves to
+// 127.0.0.1 sends its own name as Host, and a matching Origin. Refused 421
+// before anything runs, reads and the dashboard too; the loopback names and
+// addresses, and the names allowed with --allowed-host, are served.
+TEST(HttpServerHosts, ARequestForAnotherNameIsMisdirectedBeforeAnythingRuns) {
+  server_options o = test_options();
+  o.allowed_hosts = {"hourglass.internal"};
+  test_server srv(o);
+  const std::string port = std::to_string(srv.port());
+  const auto ask = [&](const std::string& request) {
+    raw_socket s(srv.port());
+    EXPECT_TRUE(s.send(request));
+    return s.read_until_close(5s).first;
+  };
+  const std::string rebound = ask("POST /v1/jobs/echo HTTP/1.1\r\nHost: evil.example:" + port +
+                                  "\r\nOrigin: http://evil.example:" + port +
+                                  "\r\nConnection: close\r\nContent-Length: 1\r\n\r\nx");
+  EXPECT_EQ(rebound.rfind("HTTP/1.1 421", 0), 0u) << rebound;
+  EXPECT_NE(rebound.find("misdirected_request"), std::string::npos) << rebound;
+  EXPECT_EQ(srv.handler("echo").admitted, 0u) << "nothing of it ran";
+  for (const std::string path : {"/v1/jobs", "/ui/", "/healthz", "/metrics"}) {
+    const std::string read = ask("GET " + path + " HTTP/1.1\r\nHost: evil.example:" + port +
+                                 "\r\nConnection: close\r\n\r\n");
+    EXPECT_EQ(read.rfind("HTTP/1.1 421", 0), 0u) << path << ": " << read;
+  }
+  const std::string twice = ask(
+      "GET /healthz HTTP/1.1\r\nHost: localhost\r\nHost: evil.example\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(twice.rfind("HTTP/1.1 421", 0), 0u) << "two Hosts: " << twice;
+  for (const std::string& host :
+       {"localhost:" + port, "127.0.0.1:" + port, "[::1]:" + port, "hourglass.internal:" + port}) {
+    const std::string served = ask("POST /v1/jobs/echo HTTP/1.1\r\nHost: " + host + "\r\nOrigin: http://" + host +
+                                   "\r\nConnection: close\r\nContent-Length: 1\r\n\r\nx");
+    EXPECT_EQ(served.rfind("HTTP/1.1 200", 0), 0u) << host << ": " << served;
+    const std::string page = ask("GET /ui/ HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n");
+    EXPECT_EQ(page.rfind("HTTP/1.1 200", 0), 0u) << "the dashboard on " << host;
+  }
+  EXPECT_EQ(srv.handler("echo").admitted, 4u);
+}
+
 }  // namespace
 }  // namespace hourglass::server::testing

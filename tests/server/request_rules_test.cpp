@@ -114,6 +114,49 @@ TEST(RequestAuthorized, TheAccessTokenOpensEverythingTheAdminTokenOnlyReads) {
   EXPECT_TRUE(request_authorized("", false, "", "admin")) << "no access token configured: open";
 }
 
+TEST(HostAllowed, AddressesAndLocalhostAlwaysOtherNamesOnlyWhenAllowed) {
+  const std::vector<std::string> none, allowed{"hourglass.internal", ".jobs.example", "HOST.Example"};
+  struct row {
+    std::string_view host;
+    bool by_default, with_allowed;
+  };
+  for (const row& r : std::vector<row>{
+           {"", true, true},  // HTTP/1.0 from a program: no Host at all
+           {"127.0.0.1:8080", true, true},
+           {"127.0.0.1", true, true},
+           {"10.1.2.3:80", true, true},  // any address: an address cannot be rebound
+           {"[::1]:8080", true, true},
+           {"[::1]", true, true},
+           {"[2001:db8::7]:9", true, true},
+           {"localhost:8080", true, true},
+           {"LocalHost", true, true},
+           {"localhost.:8080", true, true},
+           {"dash.localhost:8080", true, true},  // RFC 6761: always the loopback
+           {"evil.example:8080", false, false},  // a rebound name
+           {"evil.example", false, false},
+           {"localhost.evil.example", false, false},
+           {"evillocalhost", false, false},
+           {"127.0.0.1.evil.example", false, false},
+           {"hourglass.internal:8080", false, true},
+           {"HOURGLASS.internal", false, true},
+           {"x.hourglass.internal", false, false},  // exactly, without a leading dot
+           {"jobs.example", false, true},           // a leading dot: the name and its subdomains
+           {"a.b.jobs.example:1", false, true},
+           {"notjobs.example", false, false},
+           {"host.example", false, true},
+           {"user@localhost:8080", false, false},  // not host[:port]
+           {"localhost:80/x", false, false},
+           {"localhost:99999", false, false},
+           {"localhost:http", false, false},
+           {"[::1", false, false},
+           {" localhost:8080 ", true, true},  // surrounding spaces are the field's, not the name's
+       }) {
+    EXPECT_EQ(host_allowed(r.host, none), r.by_default) << "'" << r.host << "'";
+    EXPECT_EQ(host_allowed(r.host, allowed), r.with_allowed) << "'" << r.host << "' with names allowed";
+  }
+  EXPECT_TRUE(host_allowed("evil.example:8080", {"*"})) << "* allows any name";
+}
+
 TEST(SameOriginOrNone, OnlyThisDaemonsOwnPagesOrNoPageAtAll) {
   EXPECT_TRUE(same_origin_or_none("", "127.0.0.1:8080")) << "curl, a program: no Origin";
   EXPECT_TRUE(same_origin_or_none("http://127.0.0.1:8080", "127.0.0.1:8080"));

@@ -461,7 +461,7 @@ TEST(UpstreamFaults, ACallerWhoHangsUpWhileTheUpstreamIsSlowFreesTheWorkerAndThe
   test_server caller(calling(up));
   raw_socket s(caller.port());
   ASSERT_TRUE(
-      s.send("POST /v1/jobs/call HTTP/1.1\r\nHost: x\r\nRequest-Timeout: 5S\r\n"
+      s.send("POST /v1/jobs/call HTTP/1.1\r\nHost: localhost\r\nRequest-Timeout: 5S\r\n"
              "Content-Type: application/json\r\nContent-Length: " +
              std::to_string(call_body.size()) + "\r\n\r\n" + call_body));
   ASSERT_TRUE(wait_until([&] { return up.requests() == 1; }));

@@ -67,6 +67,12 @@ struct server_options {
   // allow_unauthenticated.
   std::string auth_token_file;
   bool allow_unauthenticated = false;
+  // The Host names it answers to (--allowed-host, repeatable) besides IP
+  // addresses, `localhost` and names under `.localhost`: any other Host is
+  // refused 421 before anything else, so a page whose name was rebound to
+  // this daemon's address cannot drive it (DNS rebinding). ".example.com":
+  // that name and its subdomains; "*": any name.
+  std::vector<std::string> allowed_hosts;
   // The admin token's file: pausing and resuming queues need it (reads need
   // only the token above). Without it, those actions are refused (403).
   std::string admin_token_file;
