@@ -98,7 +98,7 @@ std::string job_page_json(const job_page& page) {
   support::json_writer w;
   w.begin_object().key("jobs").begin_array();
   for (const job_view& j : page.jobs) {
-    std::string one = job_json(j);
+    std::string one = job_json(j, job_detail::listed);
     while (!one.empty() && one.back() == '\n') one.pop_back();
     w.raw(one);
   }

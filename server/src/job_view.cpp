@@ -102,7 +102,7 @@ std::string timeline_json(const job_view& j) {
   return w.take();
 }
 
-std::string job_json(const job_view& j) {
+std::string job_json(const job_view& j, job_detail detail) {
   support::json_object o;
   o.add("id", j.id).add("handler", j.handler).add("state", j.state);
   if (j.deliveries) o.add("deliveries", *j.deliveries);
@@ -137,7 +137,9 @@ std::string job_json(const job_view& j) {
   if (j.committed) o.add("committed", true);
   if (j.state == "ok") {
     o.add("content_type", j.content_type);
-    if (valid_utf8(j.result)) {
+    if (detail == job_detail::listed) {
+      o.add("result_bytes", j.result.size());  // a page of results would be as big as all of them
+    } else if (valid_utf8(j.result)) {
       o.add("result", j.result);
     } else {
       o.add("result_base64", support::base64(j.result));

@@ -80,7 +80,11 @@ struct job_view {
 };
 
 // The JSON body: fields that do not apply to the job's state are left out.
-std::string job_json(const job_view& j);
+// `whole`: with its result (GET of the job); `listed`: the result's size
+// only, as `result_bytes` (a page of jobs, where results would be as large
+// as all of them together: GET the job for its result).
+enum class job_detail { whole, listed };
+std::string job_json(const job_view& j, job_detail detail = job_detail::whole);
 
 // "timeline": where the job's time went, as events from its acceptance:
 // accepted (its freshness, its deadline), each earlier attempt's end, the

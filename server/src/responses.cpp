@@ -17,6 +17,7 @@ namespace http = boost::beast::http;
 response make_response(unsigned status, std::string body, std::string_view content_type) {
   response res{static_cast<http::status>(status), 11};
   res.set(http::field::server, "hourglassd");
+  set_api_safety_headers(res);
   if (!content_type.empty()) res.set(http::field::content_type, content_type);
   res.body() = std::move(body);
   res.prepare_payload();

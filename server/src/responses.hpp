@@ -22,6 +22,17 @@ namespace hourglass::server::detail {
 using response = boost::beast::http::response<boost::beast::http::string_body>;
 
 inline constexpr std::string_view json_type = "application/json";
+// Every answer but the dashboard's files (which set their own policy): a
+// browser neither guesses a type (a sync echo answers with the caller's
+// Content-Type: text/html would otherwise be a page on the dashboard's
+// origin) nor runs, loads or frames anything of it.
+inline constexpr std::string_view api_content_security_policy = "default-src 'none'; frame-ancestors 'none'; sandbox";
+// Sets those headers on a response head.
+template <class Fields>
+void set_api_safety_headers(Fields& head) {
+  head.set("X-Content-Type-Options", "nosniff");
+  head.set("Content-Security-Policy", api_content_security_policy);
+}
 
 response make_response(unsigned status, std::string body, std::string_view content_type);
 // {"error": code, "message": message} with the given status.

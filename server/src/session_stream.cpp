@@ -66,6 +66,7 @@ void session::pump_stream() {
     call->head_sent = true;
     stream_head_.emplace(http::status::ok, 11);
     stream_head_->set(http::field::server, "hourglassd");
+    set_api_safety_headers(*stream_head_);
     stream_head_->set(http::field::content_type, call->entry->stream_content_type);
     // HTTP/1.0 has no chunked encoding (RFC 9112 section 6.1): the body
     // ends with the connection, and without trailers.

@@ -92,6 +92,14 @@ TEST_F(HttpServerList, JobsByStateAndHandlerEachListedOnce) {
   EXPECT_EQ(walk("state=retrying", 100).size(), 0u) << "a first attempt waiting is not a retry";
   EXPECT_EQ(walk("state=queued", 100).size(), 0u);
   EXPECT_EQ(walk("", 3).size(), 10u);
+
+  // A page carries each result's size, never the result: GET of the job does.
+  const auto listed = support::parse_json(c.get("/v1/jobs?state=ok&limit=1").body);
+  ASSERT_TRUE(listed);
+  const json::value& first = listed->at("jobs").as_array().at(0);
+  EXPECT_EQ(first.at("result_bytes").to_number<int>(), 3) << first;
+  EXPECT_FALSE(first.as_object().contains("result")) << first;
+  EXPECT_EQ(json_string(c.get("/v1/jobs/" + std::string(first.at("id").as_string())).body, "result"), "ran");
 }
 
 TEST_F(HttpServerList, AJobThatStaysInItsStateIsListedOnceWhileOthersComeAndGo) {

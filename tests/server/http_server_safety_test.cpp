@@ -79,8 +79,8 @@ TEST(HttpServerSafety, WrongMethodsAre405WithAllow) {
 // what came back and whether the server closed the connection.
 std::pair<std::string, bool> answer_to_headers_only(std::uint16_t port, std::uint64_t content_length) {
   raw_socket s(port);
-  EXPECT_TRUE(s.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: " + std::to_string(content_length) +
-                     "\r\n\r\n"));
+  EXPECT_TRUE(s.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: " +
+                     std::to_string(content_length) + "\r\n\r\n"));
   return s.read_until_close(3s);
 }
 
@@ -141,8 +141,8 @@ TEST(HttpServerSafety, AMalformedChunkedBodyIs400) {
   test_server srv;
   for (const char* body : bodies) {
     raw_socket s(srv.port());
-    ASSERT_TRUE(
-        s.send(std::string("POST /v1/jobs/echo HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n") + body));
+    ASSERT_TRUE(s.send(
+        std::string("POST /v1/jobs/echo HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n") + body));
     const auto [resp, closed] = s.read_until_close(3s);
     EXPECT_NE(resp.find("HTTP/1.1 400"), std::string::npos) << body << ": " << resp;
     EXPECT_NE(resp.find("bad_request"), std::string::npos) << resp;
@@ -292,7 +292,8 @@ TEST(HttpServerSafety, KeepAliveAndPipeliningWork) {
 TEST(HttpServerSafety, ExpectContinueIsHonoured) {
   test_server srv;
   raw_socket s(srv.port());
-  ASSERT_TRUE(s.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"));
+  ASSERT_TRUE(
+      s.send("POST /v1/jobs/echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"));
   EXPECT_NE(s.read_until("100 Continue", 3s).find("HTTP/1.1 100 Continue"), std::string::npos);
   ASSERT_TRUE(s.send("hello"));
   EXPECT_NE(s.read_until("hello", 3s).find("hello"), std::string::npos);

@@ -253,8 +253,11 @@ TEST(HttpServerStream, ASlowReaderHoldsTheHandlerBackAndTheWaitIsNotProgress) {
   }
   read_to_the_end(s, raw);
   const auto end = raw.find("\r\n0\r\nJob-Outcome");
+  const auto body = raw.find("\r\n\r\n");  // the head's own x's (its Content-Security-Policy's) are not output
   ASSERT_NE(end, npos);
-  EXPECT_EQ(static_cast<std::uint64_t>(std::count(raw.begin(), raw.begin() + static_cast<std::ptrdiff_t>(end), 'x')),
+  ASSERT_LT(body, end);
+  EXPECT_EQ(static_cast<std::uint64_t>(std::count(raw.begin() + static_cast<std::ptrdiff_t>(body),
+                                                  raw.begin() + static_cast<std::ptrdiff_t>(end), 'x')),
             held_at);
   EXPECT_NE(trailers_of(raw).find("Job-Outcome: deadline_exceeded; stage=idle\r\n"), npos) << trailers_of(raw);
 }

@@ -128,5 +128,26 @@ TEST(HttpServerHosts, ARequestForAnotherNameIsMisdirectedBeforeAnythingRuns) {
   EXPECT_EQ(srv.handler("echo").admitted, 4u);
 }
 
+// A sync echo answers with the caller's Content-Type: as text/html on the
+// dashboard's origin it would be a page anyone could write. Every API answer
+// forbids sniffing and, by its policy, running, loading or framing anything;
+// the dashboard's files keep their own policy.
+TEST(HttpServerApiHeaders, NoAnswerButTheDashboardsCanBeAPage) {
+  test_server srv;
+  const reply page = post(srv.port(), "/v1/jobs/echo", "<script>alert(1)</script>", {{"Content-Type", "text/html"}});
+  ASSERT_EQ(page.status, 200u);
+  EXPECT_EQ(page.header("content-type"), "text/html");
+  EXPECT_EQ(page.header("x-content-type-options"), "nosniff");
+  EXPECT_EQ(page.header("content-security-policy"), "default-src 'none'; frame-ancestors 'none'; sandbox");
+  for (const char* path : {"/v1/jobs", "/v1/queues", "/metrics", "/healthz", "/v1/jobs/nope"}) {
+    const reply r = get(srv.port(), path);
+    EXPECT_EQ(r.header("x-content-type-options"), "nosniff") << path;
+    EXPECT_NE(r.header("content-security-policy").find("sandbox"), std::string::npos) << path;
+  }
+  const reply ui = get(srv.port(), "/ui/");
+  EXPECT_NE(ui.header("content-security-policy").find("script-src 'self'"), std::string::npos)
+      << "the dashboard's own: " << ui.header("content-security-policy");
+}
+
 }  // namespace
 }  // namespace hourglass::server::testing
