@@ -103,10 +103,23 @@ handler_fn approval_handler() {
 handler_fn fanout_handler(http_server& srv) {
   return [&srv](const context& ctx, const request_view& req) {
     if (!req.woke_by.empty()) {  // its children's outcomes, as they were when the wait ended
+      // Their results while they fit its own (--max-result, with room for the
+      // rest): past that a child's result is left out and its size said, so
+      // a fan-out of fan-outs cannot grow with each level.
+      const std::size_t room = srv.options().max_result / 4 * 3;
+      std::size_t used = 0;
       boost::json::array children;
       for (const child_outcome& c : req.children) {
         boost::json::object o{{"id", c.id}, {"state", c.state}};
-        if (c.ok()) o["result"] = c.result;
+        if (c.ok()) {
+          const std::size_t size = boost::json::serialize(boost::json::value(c.result)).size();
+          if (size <= room - std::min(room, used)) {
+            used += size;
+            o["result"] = c.result;
+          } else {
+            o["result_omitted_bytes"] = c.result.size();
+          }
+        }
         if (!c.detail.empty()) o["detail"] = c.detail;
         children.push_back(std::move(o));
       }

@@ -335,6 +335,14 @@ struct command_line_parser::impl {
                "NAME=ATTEMPTS[,BASE[,CAP]]: async jobs of handler NAME are retried (repeatable; e.g. call=5,200ms,30s)")
         ->type_name("NAME=POLICY");
     t_.count("async-max-jobs", o_.async_max_jobs, "async jobs remembered at once (finished or not)", 1, 100'000'000);
+    t_.count("max-result", o_.max_result,
+             "largest result an async job keeps, in bytes; larger: the job ends error/result_too_large", 1,
+             std::size_t{32} << 20)
+        ->type_name("BYTES");
+    t_.count("async-max-result-bytes", o_.async_max_result_bytes,
+             "bytes of results the memory store holds; past it the oldest finished jobs are forgotten", 1,
+             std::size_t{1} << 40)
+        ->type_name("BYTES");
     t_.text("broker", o_.broker,
             "redis://HOST:PORT[/DB] or redis+cluster://HOST:PORT[,HOST:PORT...]: fleet mode, async jobs on a "
             "durable Redis queue")

@@ -7,6 +7,7 @@
 #include "hourglass/support/secret_file.hpp"
 #include "person_wait.hpp"
 #include "responses.hpp"
+#include "stream_output.hpp"
 
 namespace hourglass::server::detail {
 
@@ -46,6 +47,7 @@ fleet::job_runner fleet_runner(core& c) {
     }
     handler_result hr = e->fn(ctx, v);
     check_wait(hr);
+    check_stored_result(hr, c.opts.max_result);
     fleet::job_output out{std::move(hr.body), std::move(hr.content_type)};
     // The wait ends `keep` before the job's deadline, judged on the broker's clock.
     if (hr.wait) out.wait = fleet::wait_request{fan_in_text(*hr.wait), wake_keep(*hr.wait, e->min_budget)};

@@ -195,8 +195,8 @@ void http_server::add_stream_handler(const std::string& name, std::string conten
   // Async and fleet jobs run the collecting form; sync jobs stream (session.cpp).
   add_handler(
       name,
-      [fn, content_type](const context& ctx, const request_view& req) {
-        detail::collected_output out(ctx);
+      [fn, content_type, max_result = impl_->c.opts.max_result](const context& ctx, const request_view& req) {
+        detail::collected_output out(ctx, max_result);
         fn(ctx, req, out);
         return handler_result{std::move(out.body), content_type};
       },

@@ -13,6 +13,7 @@
 #include "person_wait.hpp"
 #include "request_rules.hpp"
 #include "schedules.hpp"
+#include "stream_output.hpp"
 
 namespace hourglass::server::detail {
 
@@ -46,7 +47,8 @@ class memory_job_store final : public job_store {
  public:
   explicit memory_job_store(core& c)
       : c_(c),
-        jobs_(c.opts.async_max_jobs, c.opts.async_ttl, {c.opts.max_job_depth, c.opts.max_children}),
+        jobs_(c.opts.async_max_jobs, c.opts.async_ttl, {c.opts.max_job_depth, c.opts.max_children},
+              c.opts.async_max_result_bytes),
         timers_(std::make_shared<attempt_timers>()) {}
 
   ~memory_job_store() override {
@@ -233,6 +235,8 @@ class memory_job_store final : public job_store {
   void write_metrics(exposition_writer& w) const override {
     w.gauge("hourglass_async_jobs_stored", "Async jobs held (queued, running, or finished within --async-ttl).",
             jobs_.size());
+    w.gauge("hourglass_async_result_bytes", "Bytes of finished async jobs' results held (--async-max-result-bytes).",
+            jobs_.result_bytes());
   }
 
  private:
@@ -310,6 +314,7 @@ class memory_job_store final : public job_store {
           }
           handler_result r = run->job.in->entry->fn(ctx, v);
           check_wait(r);
+          check_stored_result(r, c_.opts.max_result);
           return r;
         },
         [this, run](job_result<handler_result>&& r) noexcept { on_attempt_end(run, std::move(r)); });

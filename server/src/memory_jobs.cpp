@@ -92,7 +92,7 @@ after_submit memory_jobs::submitted(const std::string& id, job_ref ref) {
   if (e.rec.state == async_state::finished && refused_at_admission(e.rec.st) && e.rec.attempts.empty() &&
       e.rec.due == time_point{} && e.rec.wakes == 0) {  // a resumed run's refusal is the outcome of a job that ran
     next.refused = e.rec.st;  // nothing ran and nothing will: no job to poll (a retry's record stays)
-    jobs_.erase(it);
+    erase_locked(it);
     return next;
   }
   e.ref = std::move(ref);
@@ -148,6 +148,7 @@ void memory_jobs::finish(const std::string& id, async_outcome o, time_point now)
   r.timings = o.timings;
   r.finished_at = now;
   r.result = std::move(o.result);
+  result_bytes_ += r.result.body.size();
   r.error_http = o.error_http;
   r.error_code = std::move(o.error_code);
   r.error_message = std::move(o.error_message);
@@ -159,6 +160,9 @@ void memory_jobs::finish(const std::string& id, async_outcome o, time_point now)
   }
   finished_.emplace_back(now, id);
   wake_parent_locked(r);
+  // The oldest results go first; this one is the newest, and alone within the bound (--max-result).
+  while (result_bytes_ > max_result_bytes_ && evict_one_locked()) {
+  }
 }
 
 // The job `id` if a run of it may end waiting now; else nullptr and why
@@ -383,17 +387,30 @@ memory_jobs::state_counts memory_jobs::counts(time_point now) {
 
 void memory_jobs::purge_locked(time_point now) {
   while (!finished_.empty() && saturating_add(finished_.front().first, ttl_) <= now) {
-    jobs_.erase(finished_.front().second);
+    if (const auto it = jobs_.find(finished_.front().second); it != jobs_.end()) erase_locked(it);
     finished_.pop_front();
   }
+}
+
+void memory_jobs::erase_locked(std::map<std::string, entry, std::less<>>::iterator it) {
+  result_bytes_ -= it->second.rec.result.body.size();
+  jobs_.erase(it);
+}
+
+std::size_t memory_jobs::result_bytes() const {
+  std::lock_guard lock(mu_);
+  return result_bytes_;
 }
 
 // Drops the oldest finished job still stored.
 bool memory_jobs::evict_one_locked() {
   while (!finished_.empty()) {
-    const auto erased = jobs_.erase(finished_.front().second);
+    const auto it = jobs_.find(finished_.front().second);
     finished_.pop_front();
-    if (erased != 0) return true;
+    if (it != jobs_.end()) {
+      erase_locked(it);
+      return true;
+    }
   }
   return false;
 }

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -110,9 +111,11 @@ class memory_jobs {
  public:
   // At most `max_jobs` (the oldest finished job is evicted for a new one),
   // each finished job kept for `ttl`.
-  // A family grows within `family` (child_jobs.hpp).
-  memory_jobs(std::size_t max_jobs, duration ttl, family_limits family = {})
-      : max_jobs_(max_jobs), ttl_(ttl), family_(family) {}
+  // A family grows within `family` (child_jobs.hpp). The results held add
+  // up to at most `max_result_bytes`: past it, the oldest finished jobs are
+  // forgotten first, as a new job past `max_jobs` makes room.
+  memory_jobs(std::size_t max_jobs, duration ttl, family_limits family = {}, std::size_t max_result_bytes = SIZE_MAX)
+      : max_jobs_(max_jobs), ttl_(ttl), family_(family), max_result_bytes_(max_result_bytes) {}
 
   // A new queued job's id (scheduled, when a `due` time is given: a delayed
   // job), or nullopt when the table is full and no finished job can be
@@ -202,6 +205,8 @@ class memory_jobs {
   std::vector<async_record> list(std::string_view state, const std::string& after, std::size_t limit, time_point now,
                                  std::string_view handler = {});
   std::size_t size() const;
+  // The bytes of the results held now.
+  std::size_t result_bytes() const;
   // Jobs by state now, and when the oldest queued one was created.
   struct state_counts {
     std::uint64_t queued = 0, running = 0, scheduled = 0, waiting = 0, finished = 0;
@@ -220,6 +225,7 @@ class memory_jobs {
 
   void purge_locked(time_point now);
   bool evict_one_locked();
+  void erase_locked(std::map<std::string, entry, std::less<>>::iterator it);
   // After `child` finished: its parent woken when its wait is satisfied.
   void wake_parent_locked(const async_record& child);
   bool wait_satisfied_locked(const async_record& parent) const;
@@ -229,6 +235,8 @@ class memory_jobs {
   const std::size_t max_jobs_;
   const duration ttl_;
   const family_limits family_;
+  const std::size_t max_result_bytes_;
+  std::size_t result_bytes_ = 0;  // of the finished jobs held
   mutable std::mutex mu_;
   std::map<std::string, entry, std::less<>> jobs_;           // by id: listing walks them in order
   std::deque<std::pair<time_point, std::string>> finished_;  // in finishing order

@@ -56,6 +56,8 @@ void validate(const server_options& o) {
   if (o.queue_capacity == 0) fail("--queue-capacity must be at least 1");
   if (o.max_connections == 0) fail("--max-connections must be at least 1");
   if (o.async_max_jobs == 0) fail("--async-max-jobs must be at least 1");
+  if (o.max_result == 0) fail("--max-result must be at least 1");
+  if (o.async_max_result_bytes < o.max_result) fail("--async-max-result-bytes must hold one --max-result at least");
   if (o.default_budget <= duration::zero()) fail("--default-budget must be positive");
   if (o.max_budget <= duration::zero()) fail("--max-budget must be positive");
   if (o.default_budget > o.max_budget) fail("--default-budget must not exceed --max-budget");
@@ -94,6 +96,11 @@ void validate(const server_options& o) {
       fail("--queue '" + o.queue + "' must be non-empty, without {, }, : or spaces");
     }
     if (o.lease < std::chrono::milliseconds(30)) fail("--lease must be at least 30ms");
+    // A job's hash holds its payload and its result: read whole, it must fit
+    // the broker client's 64 MiB reply limit, with room for its other fields.
+    if (o.max_body + o.max_result > (std::size_t{48} << 20)) {
+      fail("--max-body and --max-result together must be at most 48 MiB in fleet mode (a job's record is read whole)");
+    }
     if (o.broker_replica_timeout < std::chrono::milliseconds(1)) fail("--broker-replica-timeout must be at least 1ms");
     if (o.max_deliveries == 0) fail("--max-deliveries must be at least 1");
     if (o.result_ttl < std::chrono::milliseconds(1) || o.idempotency_ttl < std::chrono::milliseconds(1)) {

@@ -139,6 +139,33 @@ TEST_F(HttpServerFanIn, ASyncJobCannotWaitItIsAnError) {
 // docs/guards.md's curl example, as written, on a daemon of real time: the
 // built-in fanout waits for the first two of three sleeps; the third, still
 // sleeping, is stopped because nobody waits for it.
+// A fanout keeps its children's results only while they fit its own
+// (--max-result): past that each is left out with its size, so fanouts of
+// fanouts do not grow a level at a time.
+TEST(HttpServerFanInBound, AFanoutCollectsResultsWithinMaxResult) {
+  server_options o = test_options();
+  o.max_result = 4096;
+  test_server srv(o);
+  const std::string two_kib(2048, 'k');
+  const reply r = post(
+      srv.port(), "/v1/jobs/fanout",
+      R"({"handler": "echo", "bodies": [")" + two_kib + R"(", ")" + two_kib + R"(", ")" + two_kib + R"("]})",
+      {{"Prefer", "respond-async"}, {"Job-Deadline", "10S"}});
+  ASSERT_EQ(r.status, 202u) << r.body;
+  const std::string body = wait_state(srv.port(), json_string(r.body, "id"), "ok");
+  const auto doc = support::parse_json(body);
+  ASSERT_TRUE(doc) << body;
+  const auto result = support::parse_json(std::string(doc->at("result").as_string()));
+  ASSERT_TRUE(result);
+  const json::array& children = result->at("children").as_array();
+  ASSERT_EQ(children.size(), 3u);
+  EXPECT_EQ(children[0].at("result").as_string(), two_kib);
+  for (std::size_t i = 1; i < 3; ++i) {
+    EXPECT_FALSE(children[i].as_object().contains("result")) << children[i];
+    EXPECT_EQ(children[i].at("result_omitted_bytes").to_number<int>(), 2048) << children[i];
+  }
+}
+
 TEST(FanInDocs, TheGuardsCurlExampleRunsAsWritten) {
   std::string script = doc_block("docs/guards.md", "<!-- fan-in-curl-example");
   ASSERT_FALSE(script.empty());

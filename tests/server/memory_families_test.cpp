@@ -178,5 +178,36 @@ TEST(MemoryFamilies, AParentOfTwentyThousandWakesAtItsLastChildsEnd) {
   EXPECT_EQ(store.find(parent, t0)->children_ok, n);
 }
 
+// The memory store's results add up to at most its bound: finishing a job
+// past it forgets the oldest finished ones first, as a new job past the
+// count bound does; jobs not finished are never forgotten for it.
+TEST(MemoryResults, TheResultsHeldStayWithinTheirBytesOldestForgottenFirst) {
+  memory_jobs store(100, 1h, {}, 10'000);
+  const auto finish_with = [&](const std::string& id, std::size_t bytes) {
+    async_outcome o;
+    o.st = status::ok();
+    o.result.body = std::string(bytes, 'r');
+    store.finish(id, std::move(o), t0);
+  };
+  const std::string running = *store.create("echo", t0);
+  std::vector<std::string> done;
+  for (int i = 0; i < 4; ++i) {
+    done.push_back(*store.create("echo", t0));
+    finish_with(done.back(), 3'000);
+  }
+  EXPECT_EQ(store.result_bytes(), 9'000u) << "the fourth pushed the first out";
+  EXPECT_FALSE(store.find(done[0], t0)) << "the oldest result is forgotten";
+  EXPECT_TRUE(store.find(done[1], t0));
+  EXPECT_TRUE(store.find(running, t0)) << "an unfinished job holds no result and stays";
+  const std::string big = *store.create("echo", t0);
+  finish_with(big, 10'000);
+  EXPECT_EQ(store.result_bytes(), 10'000u);
+  EXPECT_TRUE(store.find(big, t0)) << "the newest stays, alone within the bound";
+  EXPECT_FALSE(store.find(done[3], t0));
+  EXPECT_EQ(store.result_bytes(), 10'000u);
+  EXPECT_FALSE(store.find(big, t0 + 2h)) << "expired";
+  EXPECT_EQ(store.result_bytes(), 0u) << "an expired record's bytes are given back";
+}
+
 }  // namespace memory_families
 }  // namespace hourglass::server::detail

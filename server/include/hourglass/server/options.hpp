@@ -91,6 +91,12 @@ struct server_options {
   // this many jobs (finished or not) are remembered.
   duration async_ttl = std::chrono::minutes(5);
   std::size_t async_max_jobs = 10000;
+  // The largest result an async job may keep (--max-result): a larger one
+  // ends it error/result_too_large. And the most bytes of results the
+  // memory store holds at once (--async-max-result-bytes): past it the
+  // oldest finished jobs are forgotten first, as past --async-max-jobs.
+  std::size_t max_result = 1024 * 1024;
+  std::size_t async_max_result_bytes = 256 * 1024 * 1024;
   // The furthest Job-Delay / Job-Not-Before may put an async job's start.
   duration max_delay = std::chrono::hours(24 * 30);
   // How far a family of child jobs may grow (Job-Parent, enqueue_child): a
