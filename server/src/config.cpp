@@ -335,6 +335,8 @@ struct command_line_parser::impl {
                "NAME=ATTEMPTS[,BASE[,CAP]]: async jobs of handler NAME are retried (repeatable; e.g. call=5,200ms,30s)")
         ->type_name("NAME=POLICY");
     t_.count("async-max-jobs", o_.async_max_jobs, "async jobs remembered at once (finished or not)", 1, 100'000'000);
+    t_.count("async-max-scheduled", o_.async_max_scheduled,
+             "in-memory async jobs delayed or waiting for a retry, held apart from --async-max-jobs", 1, 100'000'000);
     t_.count("max-result", o_.max_result,
              "largest result an async job keeps, in bytes; larger: the job ends error/result_too_large", 1,
              std::size_t{32} << 20)

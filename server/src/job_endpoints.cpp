@@ -49,7 +49,7 @@ response response_of(const found& r, bool cancel) {
 
 std::optional<terms_error> read_job_terms(const core& c, const http::fields& headers, const handler_entry& e,
                                           new_job& job) {
-  const job_retry_reading retry = read_job_retry(headers, e.retry);
+  const job_retry_reading retry = read_job_retry(headers, e.retry, c.opts.max_delay);
   if (!retry.ok) return terms_error{retry.error, retry.message};
   const auto wall_now = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
   const job_delay_reading delay = read_job_delay(headers, c.opts.max_delay, wall_now);

@@ -47,8 +47,10 @@ class memory_job_store final : public job_store {
  public:
   explicit memory_job_store(core& c)
       : c_(c),
-        jobs_(c.opts.async_max_jobs, c.opts.async_ttl, {c.opts.max_job_depth, c.opts.max_children},
-              c.opts.async_max_result_bytes),
+        jobs_(c.opts.async_max_jobs, c.opts.async_ttl,
+              {.family = {c.opts.max_job_depth, c.opts.max_children},
+               .max_result_bytes = c.opts.async_max_result_bytes,
+               .max_scheduled = c.opts.async_max_scheduled}),
         timers_(std::make_shared<attempt_timers>()) {}
 
   ~memory_job_store() override {

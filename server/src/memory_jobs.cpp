@@ -51,7 +51,7 @@ std::optional<std::string> memory_jobs::create(std::string_view handler, time_po
     } else if (p->second.rec.state == async_state::finished) {
       problem = parent_problem::finished;
     } else {
-      problem = family_bound(p->second.rec.depth, p->second.rec.children.size(), family_);
+      problem = family_bound(p->second.rec.depth, p->second.rec.children.size(), bounds_.family);
       depth = p->second.rec.depth + 1;
     }
     if (problem) {
@@ -59,7 +59,9 @@ std::optional<std::string> memory_jobs::create(std::string_view handler, time_po
       return std::nullopt;
     }
   }
-  if (jobs_.size() >= max_jobs_ && !evict_one_locked()) return std::nullopt;
+  if (due ? scheduled_ >= bounds_.max_scheduled : jobs_.size() - scheduled_ >= max_jobs_ && !evict_one_locked()) {
+    return std::nullopt;
+  }
   std::string id;
   do {
     id = new_id_locked();
@@ -79,6 +81,7 @@ std::optional<std::string> memory_jobs::create(std::string_view handler, time_po
   if (due) {
     e.rec.state = async_state::scheduled;
     e.rec.due = *due;
+    ++scheduled_;
   }
   return id;
 }
@@ -121,6 +124,7 @@ bool memory_jobs::retry_scheduled(const std::string& id, attempt_summary ended, 
   }
   async_record& r = it->second.rec;
   r.state = async_state::scheduled;
+  ++scheduled_;
   r.due = due;
   r.woke_by.clear();  // the next attempt starts afresh
   if (r.attempts.size() == max_attempts_listed) r.attempts.erase(r.attempts.begin());
@@ -135,6 +139,7 @@ bool memory_jobs::retry_due(const std::string& id) {
   const auto it = jobs_.find(id);
   if (it == jobs_.end() || it->second.rec.state != async_state::scheduled) return false;
   it->second.rec.state = async_state::queued;
+  --scheduled_;
   return true;
 }
 
@@ -143,6 +148,7 @@ void memory_jobs::finish(const std::string& id, async_outcome o, time_point now)
   const auto it = jobs_.find(id);
   if (it == jobs_.end() || it->second.rec.state == async_state::finished) return;
   async_record& r = it->second.rec;
+  if (r.state == async_state::scheduled) --scheduled_;
   r.state = async_state::finished;
   r.st = o.st;
   r.timings = o.timings;
@@ -161,7 +167,7 @@ void memory_jobs::finish(const std::string& id, async_outcome o, time_point now)
   finished_.emplace_back(now, id);
   wake_parent_locked(r);
   // The oldest results go first; this one is the newest, and alone within the bound (--max-result).
-  while (result_bytes_ > max_result_bytes_ && evict_one_locked()) {
+  while (result_bytes_ > bounds_.max_result_bytes && evict_one_locked()) {
   }
 }
 
@@ -320,6 +326,7 @@ std::optional<async_record> memory_jobs::cancel(const std::string& id, time_poin
       entry& e = it->second;
       for (const std::string& child : e.rec.children) walk.emplace_back(child, cancel_cause::parent);
       if (e.rec.state == async_state::scheduled || e.rec.state == async_state::waiting) {  // nothing runs: it ends here
+        if (e.rec.state == async_state::scheduled) --scheduled_;
         e.rec.state = async_state::finished;
         e.rec.st = status::cancelled(why);
         e.rec.timings = {};

@@ -107,20 +107,30 @@ struct after_submit {
   std::optional<status> refused;                 // refused at admission: the record is gone, answer this
 };
 
+// The memory store's bounds besides its count and TTL: a family grows
+// within `family` (child_jobs.hpp); the results held add up to at most
+// `max_result_bytes` (past it the oldest finished jobs are forgotten first,
+// as a new job past the count makes room); jobs delayed or waiting for a
+// retry (state scheduled) are at most `max_scheduled`, held apart from the
+// count: jobs due far ahead cannot refuse work that could start now.
+struct memory_bounds {
+  family_limits family;
+  std::size_t max_result_bytes = SIZE_MAX;
+  std::size_t max_scheduled = SIZE_MAX;
+};
+
 class memory_jobs {
  public:
   // At most `max_jobs` (the oldest finished job is evicted for a new one),
   // each finished job kept for `ttl`.
-  // A family grows within `family` (child_jobs.hpp). The results held add
-  // up to at most `max_result_bytes`: past it, the oldest finished jobs are
-  // forgotten first, as a new job past `max_jobs` makes room.
-  memory_jobs(std::size_t max_jobs, duration ttl, family_limits family = {}, std::size_t max_result_bytes = SIZE_MAX)
-      : max_jobs_(max_jobs), ttl_(ttl), family_(family), max_result_bytes_(max_result_bytes) {}
+  // Within `b` (memory_bounds) besides its count and TTL.
+  memory_jobs(std::size_t max_jobs, duration ttl, memory_bounds b = {}) : max_jobs_(max_jobs), ttl_(ttl), bounds_(b) {}
 
   // A new queued job's id (scheduled, when a `due` time is given: a delayed
   // job), or nullopt when the table is full and no finished job can be
-  // evicted to make room, or when a child cannot join its parent (then
-  // *refused, when given, says why).
+  // evicted to make room (a delayed job: when max_scheduled are scheduled;
+  // any other: when max_jobs are held besides the scheduled), or when a
+  // child cannot join its parent (then *refused, when given, says why).
   // `freshness` and `deadline` are kept for its timeline. A child job names
   // its `parent`, which must be held, unfinished and within the family
   // limits, and which lists it while the parent is held.
@@ -234,9 +244,9 @@ class memory_jobs {
 
   const std::size_t max_jobs_;
   const duration ttl_;
-  const family_limits family_;
-  const std::size_t max_result_bytes_;
+  const memory_bounds bounds_;
   std::size_t result_bytes_ = 0;  // of the finished jobs held
+  std::size_t scheduled_ = 0;     // jobs in state scheduled
   mutable std::mutex mu_;
   std::map<std::string, entry, std::less<>> jobs_;           // by id: listing walks them in order
   std::deque<std::pair<time_point, std::string>> finished_;  // in finishing order

@@ -270,7 +270,8 @@ budget_reading read_budget(const http::fields& req, const budget_limits& limits,
   return r;
 }
 
-job_retry_reading read_job_retry(const http::fields& req, const job_retry_policy& handler_policy) {
+job_retry_reading read_job_retry(const http::fields& req, const job_retry_policy& handler_policy,
+                                 duration max_backoff) {
   job_retry_reading r;
   r.policy = handler_policy;
   const auto refuse = [&r](std::string error, std::string_view header, std::string_view why) {
@@ -308,6 +309,7 @@ job_retry_reading read_job_retry(const http::fields& req, const job_retry_policy
                                             : parse_grpc_timeout(trim(text.substr(comma + 1)));
     if (!base || !cap) return refuse("invalid_retry_policy", job_backoff_header, "must be BASE[, CAP] (30S, 500m)");
     if (*cap < *base) return refuse("invalid_retry_policy", job_backoff_header, "has its cap below its base");
+    if (*cap > max_backoff) return refuse("invalid_retry_policy", job_backoff_header, "is past --max-delay");
     r.policy.base = *base;
     r.policy.cap = *cap;
   }

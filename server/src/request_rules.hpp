@@ -169,7 +169,8 @@ bool is_job_id(std::string_view s) noexcept;
 //   Job-Attempts: N             attempts, the first included (1 to 100)
 //   Job-Backoff: BASE[, CAP]    the backoff's base and cap, each as a grpc-timeout
 //                               value ("500m", "30S"); CAP defaults to the handler's,
-//                               raised to BASE
+//                               raised to BASE; neither past `max_backoff` (a retry
+//                               is a delay: --max-delay bounds it as it bounds Job-Delay)
 //   Job-Deadline: DURATION      the whole job's deadline across attempts, counted from
 //                               the request's arrival (grpc-timeout syntax)
 struct job_retry_reading {
@@ -179,7 +180,8 @@ struct job_retry_reading {
   job_retry_policy policy;
   duration deadline = duration::max();  // max: none stated
 };
-job_retry_reading read_job_retry(const boost::beast::http::fields& headers, const job_retry_policy& handler_policy);
+job_retry_reading read_job_retry(const boost::beast::http::fields& headers, const job_retry_policy& handler_policy,
+                                 duration max_backoff = duration::max());
 
 // ---- delayed async jobs ---------------------------------------------------------
 

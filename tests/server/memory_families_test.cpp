@@ -43,7 +43,7 @@ TEST(FamilyBound, DepthThenChildrenAgainstTheLimits) {
 }
 
 TEST(MemoryFamilies, AChildPastEitherBoundIsRefusedAndNothingIsHeld) {
-  memory_jobs store(100, 1h, {.max_depth = 2, .max_children = 3});
+  memory_jobs store(100, 1h, {.family = {.max_depth = 2, .max_children = 3}});
   const std::string root = *store.create("fanout", t0);
   std::vector<std::string> children;
   for (int i = 0; i < 3; ++i) children.push_back(*store.create("echo", t0, 1, std::nullopt, 1h, never, root));
@@ -98,7 +98,7 @@ void on_small_stack(void (*fn)(void*), void* arg) {
 
 TEST(MemoryFamilies, CancellingTheRootOfAChainOfTenThousandEndsEveryGeneration) {
   constexpr int generations = 10'000;
-  memory_jobs store(generations + 1, 1h, {.max_depth = generations, .max_children = 1});
+  memory_jobs store(generations + 1, 1h, {.family = {.max_depth = generations, .max_children = 1}});
   std::vector<std::string> chain{*store.create("echo", t0, 1, t0 + 1h)};  // each delayed: held, nothing runs
   for (int i = 1; i < generations; ++i) {
     const std::optional<std::string> next = store.create("echo", t0, 1, t0 + 1h, 1h, never, chain.back());
@@ -159,7 +159,7 @@ TEST(MemoryFamilies, AQueuedFamilyLeavesTheExecutorDeepestFirst) {
 
 TEST(MemoryFamilies, AParentOfTwentyThousandWakesAtItsLastChildsEnd) {
   constexpr std::size_t n = 20'000;
-  memory_jobs store(n + 1, 1h, {.max_depth = 1, .max_children = n});
+  memory_jobs store(n + 1, 1h, {.family = {.max_depth = 1, .max_children = n}});
   const std::string parent = *store.create("fanout", t0);
   (void)store.started(parent, t0);
   std::vector<std::string> children;
@@ -182,7 +182,7 @@ TEST(MemoryFamilies, AParentOfTwentyThousandWakesAtItsLastChildsEnd) {
 // past it forgets the oldest finished ones first, as a new job past the
 // count bound does; jobs not finished are never forgotten for it.
 TEST(MemoryResults, TheResultsHeldStayWithinTheirBytesOldestForgottenFirst) {
-  memory_jobs store(100, 1h, {}, 10'000);
+  memory_jobs store(100, 1h, {.max_result_bytes = 10'000});
   const auto finish_with = [&](const std::string& id, std::size_t bytes) {
     async_outcome o;
     o.st = status::ok();
@@ -207,6 +207,35 @@ TEST(MemoryResults, TheResultsHeldStayWithinTheirBytesOldestForgottenFirst) {
   EXPECT_EQ(store.result_bytes(), 10'000u);
   EXPECT_FALSE(store.find(big, t0 + 2h)) << "expired";
   EXPECT_EQ(store.result_bytes(), 0u) << "an expired record's bytes are given back";
+}
+
+// Ten thousand jobs delayed a month filled the store and every job that
+// could start now was refused until they fell due. Delayed jobs and retries
+// have a bound of their own.
+TEST(MemoryScheduled, JobsDueLaterCannotRefuseWorkThatCouldStartNow) {
+  memory_jobs store(3, 1h, {.max_scheduled = 2});
+  const time_point month = t0 + 24h * 30;
+  ASSERT_TRUE(store.create("echo", t0, 1, month));
+  ASSERT_TRUE(store.create("echo", t0, 1, month));
+  EXPECT_FALSE(store.create("echo", t0, 1, month)) << "the scheduled bound";
+  std::vector<std::string> now;
+  for (int i = 0; i < 3; ++i) {
+    const std::optional<std::string> id = store.create("echo", t0);
+    ASSERT_TRUE(id) << "a job that could start now, " << i << " of the count bound";
+    now.push_back(*id);
+  }
+  EXPECT_FALSE(store.create("echo", t0)) << "the count bound, apart from the scheduled";
+  // A retry is scheduled too: it gives back its place among the others...
+  (void)store.started(now[0], t0);
+  ASSERT_TRUE(store.retry_scheduled(now[0], {status::error(), "e", "m", 1ms}, t0 + 1s));
+  EXPECT_TRUE(store.create("echo", t0)) << "the retrying job is counted with the scheduled";
+  // ...and takes it again when due.
+  ASSERT_TRUE(store.retry_due(now[0]));
+  EXPECT_FALSE(store.create("echo", t0));
+  async_outcome ok;
+  ok.st = status::ok();
+  store.finish(now[1], ok, t0);
+  EXPECT_TRUE(store.create("echo", t0)) << "a finished job makes room, as before";
 }
 
 }  // namespace memory_families

@@ -284,6 +284,19 @@ TEST(ReadJobRetry, MalformedHeadersAreRefusedNamingTheHeader) {
   }
 }
 
+// A retry is a delay: a backoff past --max-delay would hold a job's record
+// (and its share of the store's bounds) for as long as a client asked.
+TEST(ReadJobRetry, ABackoffPastMaxDelayIsRefused) {
+  const job_retry_policy handler{};
+  const auto far = read_job_retry(fields({{"Job-Backoff", "700H"}}), handler, 720h);
+  EXPECT_TRUE(far.ok) << "within it";
+  const auto past = read_job_retry(fields({{"Job-Backoff", "1S, 721H"}}), handler, 720h);
+  EXPECT_FALSE(past.ok);
+  EXPECT_EQ(past.error, "invalid_retry_policy");
+  EXPECT_EQ(past.message, "Job-Backoff is past --max-delay");
+  EXPECT_FALSE(read_job_retry(fields({{"Job-Backoff", "721H"}}), handler, 720h).ok) << "a base alone raises the cap";
+}
+
 TEST(ReadBudget, IdleTimeoutForSyncAndAsync) {
   EXPECT_EQ(read_budget(fields({}), kLimits).idle_limit, duration::max()) << "none stated: no idle limit";
   EXPECT_EQ(read_budget(fields({{"Job-Idle-Timeout", "250m"}}), kLimits).idle_limit, 250ms);

@@ -96,6 +96,10 @@ struct server_options {
   // memory store holds at once (--async-max-result-bytes): past it the
   // oldest finished jobs are forgotten first, as past --async-max-jobs.
   std::size_t max_result = 1024 * 1024;
+  // In memory, jobs delayed or waiting for a retry (--async-max-scheduled)
+  // are bounded apart from --async-max-jobs: jobs due far ahead cannot
+  // refuse work that could start now.
+  std::size_t async_max_scheduled = 10000;
   std::size_t async_max_result_bytes = 256 * 1024 * 1024;
   // The furthest Job-Delay / Job-Not-Before may put an async job's start.
   duration max_delay = std::chrono::hours(24 * 30);
