@@ -179,7 +179,7 @@ for i, job in ipairs(jobs) do
       if dropped > 0 then redis.call('HINCRBY', stats_key, 'dead_dropped', dropped) end
       redis.call('HINCRBY', stats_key, 'finished:dead', 1)  -- the fleet's totals (finish.lua keeps the rest)
       count_down_parent(job_key, job_prefix_all, delayed_key, false)  -- a replay of it is not counted again
-      answer = {'dead', d}
+      answer = {'dead', d, dropped}
     else
       -- starts: '<ms> <consumer>' a line, the last max_starts_listed (the timeline's deliveries)
       local starts = (f[14] or '') .. now_ms .. ' ' .. consumer .. '\n'

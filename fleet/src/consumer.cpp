@@ -194,6 +194,7 @@ consumer::impl::run_value consumer::impl::start_and_run(const context& ctx, cons
   using verdict = job_queue::start_answer::verdict;
   if (a.v == verdict::dead || a.v == verdict::cancelled) {
     v.k = a.v == verdict::dead ? run_value::kind::dead : run_value::kind::cancelled;
+    v.dead_dropped = a.dead_dropped;
     return v;
   }
   if (a.v != verdict::run) return v;  // skipped: not ours any more, or an outcome is recorded
@@ -259,10 +260,14 @@ void consumer::impl::on_done(const std::string& entry, job_result<run_value>&& r
   facts.retry.now = saturating_add(facts.retry.now, elapsed(h.start_sent, clk.now()));
   facts.retry.predicted_wait = predicted_wait;
   facts.retry.jitter = hourglass::detail::random_jitter_sample();
+  const unsigned dead_dropped = r.result ? r.result->dead_dropped : 0;
   detail::settlement s = detail::settle(facts, std::move(r), [this](std::exception_ptr e) { return describe(e); });
   using tally = detail::settlement::tally;
   if (s.counted == tally::expired) ++(h.reclaimed ? st.expired_reclaim : st.expired_queue);
-  if (s.counted == tally::dead_lettered) ++st.dead_lettered;
+  if (s.counted == tally::dead_lettered) {
+    ++st.dead_lettered;
+    st.dead_dropped += dead_dropped;
+  }
   if (s.counted == tally::broker_error) ++st.broker_errors;
   if (s.counted == tally::dead_lettered || s.counted == tally::cancelled_at_start)
     count_recorded(h.handler, s.recorded);
@@ -402,6 +407,7 @@ consumer_stats sum_of(const std::vector<consumer_stats>& each) {
                             {&t.expired_queue, s.expired_queue},
                             {&t.expired_reclaim, s.expired_reclaim},
                             {&t.dead_lettered, s.dead_lettered},
+                            {&t.dead_dropped, s.dead_dropped},
                             {&t.handed_back, s.handed_back},
                             {&t.fenced_jobs, s.fenced_jobs},
                             {&t.lost_entries, s.lost_entries},

@@ -137,6 +137,8 @@ std::optional<job_queue::start_answer> start_answer_of(const redis_reply& j, con
                            : verdict::gone;
   a.broker_now_us = broker_now_us;
   a.deliveries = static_cast<unsigned>(at_least_zero(j.elements[1]));
+  if (a.v == verdict::dead && j.elements.size() >= 3)
+    a.dead_dropped = static_cast<unsigned>(at_least_zero(j.elements[2]));
   if (a.v == verdict::run) {
     if (j.elements.size() != 14) broker_error("start", whole);
     a.handler = j.elements[2].str;

@@ -33,6 +33,7 @@ struct run_value {
   };
   kind k = kind::skipped;
   job_output out;
+  unsigned dead_dropped = 0;  // dead: entries of the dead list its dead-lettering dropped (--dead-max)
 };
 
 // What the retry rule (job_retry.hpp) needs of a job whose attempt ended,

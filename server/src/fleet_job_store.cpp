@@ -301,6 +301,10 @@ class fleet_job_store final : public job_store {
               "Jobs this daemon took over from a dead daemon (or from its own earlier life).", s.reclaimed);
     w.counter("hourglass_fleet_dead_lettered_total",
               "Jobs dead-lettered after --max-deliveries starts whose workers died.", s.dead_lettered);
+    w.counter("hourglass_fleet_dead_dropped_total",
+              "Dead-list entries dropped past --dead-max by this daemon's dead-letterings (their jobs can no "
+              "longer be listed or replayed from it).",
+              s.dead_dropped);
     w.counter("hourglass_fleet_duplicate_outcomes_total",
               "Second completions of a job (counted, not stored: the first outcome wins).", s.duplicate_outcomes);
     w.counter("hourglass_fleet_lost_entries_total",

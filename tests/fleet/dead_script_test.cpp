@@ -41,6 +41,20 @@ TEST_F(DeadLetter, StartKeepsADeadJobWholeAndTheListBounded) {
   ASSERT_EQ(make_dead(b, "1"), "dead");
   EXPECT_EQ(call({"XLEN", dead}).integer, 1) << "the oldest dropped beyond the bound";
   EXPECT_EQ(field(stats, "dead_dropped"), "1");
+  // The daemon whose start dead-letters a job is told what that dropped: its /metrics counts it.
+  const std::string c = new_job_id();
+  const std::string e = enqueue(c, "p");
+  deliver("c1", 1);
+  const std::vector<std::string> first{group, "c1", "1", "60000", "600000", "1", e, c, "life-1/" + e};
+  (void)eval(detail::start_script, {stream, dead, stats, job(c)}, first);
+  std::vector<std::string> second = first;
+  second.back() = "life-2/" + e;
+  const detail::start_batch_reply r = detail::decode_start(
+      eval(detail::start_script, {stream, dead, stats, job(c)}, second), 1);
+  ASSERT_EQ(r.jobs.size(), 1u);
+  EXPECT_EQ(r.jobs[0].v, job_queue::start_answer::verdict::dead);
+  EXPECT_EQ(r.jobs[0].dead_dropped, 1u) << "one entry pushed past --dead-max 1";
+  EXPECT_EQ(field(stats, "dead_dropped"), "2");
 }
 
 TEST_F(DeadLetter, AReplayIsAdmittedOnlyWhenItCanStartInTimeAndQueuesTheJobAgain) {

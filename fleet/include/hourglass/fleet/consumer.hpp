@@ -87,6 +87,7 @@ struct consumer_stats {
   std::uint64_t expired_queue = 0;       // deadline_exceeded/queue, never run
   std::uint64_t expired_reclaim = 0;     // deadline_exceeded/reclaim, never run
   std::uint64_t dead_lettered = 0;
+  std::uint64_t dead_dropped = 0;      // of the dead list, entries its dead-letterings dropped past --dead-max
   std::uint64_t handed_back = 0;       // at drain, or refused by the executor
   std::uint64_t fenced_jobs = 0;       // stopped because the lease could not be renewed
   std::uint64_t lost_entries = 0;      // the loss alarm: pending entries whose data was deleted

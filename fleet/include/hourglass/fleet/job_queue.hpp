@@ -343,6 +343,7 @@ class job_queue {
     std::string woke_by;         // resumed after a wait: "children", "deadline" or "signal"; "" otherwise
     std::string wait_rule;       // the wait it resumes from ("signal:<name>" for a person's)
     std::string signal_payload;  // woke_by "signal": what the signaller sent
+    unsigned dead_dropped = 0;   // dead: the dead list's oldest entries this one pushed past --dead-max
   };
   // `token` names this delivery (e.g. the consumer's lease token and the
   // entry): called again with it after a lost reply, the start is counted once.
