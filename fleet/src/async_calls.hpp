@@ -25,6 +25,11 @@ inline std::exception_ptr broker_error_ptr(const std::string& what, const redis_
   }
 }
 
+// A script call answered with an error reply: redis_refused, with its text.
+inline std::exception_ptr script_refused_ptr(const redis_reply& r) {
+  return std::make_exception_ptr(redis_refused("redis: script: " + r.str));
+}
+
 // What a failed call would have thrown; nullptr when it has a reply.
 inline std::exception_ptr error_of(const redis_result& r) {
   switch (r.result) {
@@ -44,6 +49,8 @@ inline std::exception_ptr own_copy(const std::exception_ptr& e) {
     std::rethrow_exception(e);
   } catch (const stopped_error& s) {
     return std::make_exception_ptr(stopped_error(s.why()));
+  } catch (const redis_refused& r) {
+    return std::make_exception_ptr(redis_refused(std::string(r.what())));
   } catch (const redis_unavailable& u) {
     return std::make_exception_ptr(redis_unavailable(std::string(u.what())));
   } catch (...) {

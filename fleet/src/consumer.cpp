@@ -412,6 +412,7 @@ consumer_stats sum_of(const std::vector<consumer_stats>& each) {
                             {&t.fenced_jobs, s.fenced_jobs},
                             {&t.lost_entries, s.lost_entries},
                             {&t.outcomes_dropped, s.outcomes_dropped},
+                            {&t.outcomes_refused, s.outcomes_refused},
                             {&t.broker_errors, s.broker_errors},
                             {&t.negative_ages, s.negative_ages},
                             {&t.promoted, s.promoted},

@@ -56,6 +56,7 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
     status recorded;  // counted once the finish says it is the first
     std::optional<job_queue::outcome::retry_request> retry;
     std::optional<wait_request> wait;  // no outcome: the job waits for its children
+    bool refused_once = false;         // the broker refused it: `fields` now say so (refuse_front_locked)
   };
   // An outcome for feed_locked's write.
   struct outcome_parts {
@@ -209,6 +210,11 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
   };
   renewal renew();
   bool flush(const context& ctx);
+  // The broker refused the oldest waiting outcome, alone, for good (`why`):
+  // the first time it is replaced by an error that says so, the second it
+  // is dropped (its entry reclaimed as any dropped one). Never retried as
+  // it was: one outcome the broker will not take must not hold back the rest.
+  void refuse_front_locked(const std::string& why);
   void renew_loop(time_point first);
   void write_loop();
 

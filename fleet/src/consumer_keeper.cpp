@@ -101,12 +101,13 @@ consumer::impl::renewal consumer::impl::renew() {
 // Writes what waits, a batch (one script call) at a time; false when the
 // broker could not be used.
 bool consumer::impl::flush(const context& ctx) {
+  bool one_at_a_time = false;  // a batch was refused: each outcome alone, to find which the broker refuses
   for (;;) {
     std::vector<outcome_to_write> batch;
     {
       std::lock_guard lock(mu);
       if (outbox.empty()) break;
-      const std::size_t n = std::min(outbox.size(), max_outcomes_per_write);
+      const std::size_t n = std::min(outbox.size(), one_at_a_time ? std::size_t{1} : max_outcomes_per_write);
       batch.assign(outbox.begin(), outbox.begin() + static_cast<std::ptrdiff_t>(n));
     }
     std::vector<job_queue::outcome> outcomes;
@@ -117,6 +118,16 @@ bool consumer::impl::flush(const context& ctx) {
     std::vector<finish_result> results;
     try {
       results = queue.finish_batch(ctx, outcomes, lease_v.token);  // a batch sent again is answered as before
+    } catch (const redis_refused& e) {
+      std::lock_guard lock(mu);
+      ++st.broker_errors;
+      if (!refusal_is_lasting(e.what())) return false;  // the broker's passing state: every write waits
+      if (batch.size() > 1) {
+        one_at_a_time = true;  // (those before the one refused are answered as written when sent again)
+        continue;
+      }
+      if (!outbox.empty() && outbox.front().entry == batch.front().entry) refuse_front_locked(e.what());
+      continue;
     } catch (const std::exception&) {
       std::lock_guard lock(mu);
       ++st.broker_errors;
@@ -165,6 +176,28 @@ bool consumer::impl::flush(const context& ctx) {
       feed_locked(it, detail::held_event::handed_back);
   }
   return true;
+}
+
+void consumer::impl::refuse_front_locked(const std::string& why) {
+  outcome_to_write& o = outbox.front();
+  ++st.outcomes_refused;
+  if (!o.refused_once) {
+    log("fleet: the broker refused the outcome of job " + o.job_id +
+        "; it is recorded as error/outcome_refused: " + why);
+    o.refused_once = true;
+    o.fields = {{"state", "error"},
+                {"error", "outcome_refused"},
+                {"message", "the broker refused this job's outcome: " + why.substr(0, 200)},
+                {"http_status", "500"}};
+    o.recorded = status::error();
+    o.retry.reset();
+    o.wait.reset();
+    return;
+  }
+  log("fleet: the broker refused even the error outcome of job " + o.job_id + "; dropped, to be reclaimed: " + why);
+  if (auto it = held_entries.find(o.entry); it != held_entries.end()) feed_locked(it, detail::held_event::dropped);
+  outbox.pop_front();
+  ++st.outcomes_dropped;
 }
 
 // The renewer: nothing else on its thread, so outcomes waiting for a slow

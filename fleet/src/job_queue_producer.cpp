@@ -144,7 +144,7 @@ void job_queue::send_eval(std::shared_ptr<eval_call> call) {
   auto answered = [call](redis_result r) {
     if (auto e = error_of(r)) return call->done(failed<redis_reply>(std::move(e)));
     if (r.reply.is_error() && r.reply.str.rfind("NOSCRIPT", 0) == 0) return load_script(call);
-    if (r.reply.is_error()) return call->done(failed<redis_reply>(broker_error_ptr("script", r.reply)));
+    if (r.reply.is_error()) return call->done(failed<redis_reply>(detail::script_refused_ptr(r.reply)));
     if (call->replicas > 0 && r.replicas < call->replicas) {
       // Held by the master alone, which may lose it in a failover: not the promise asked for.
       return call->done(failed<redis_reply>(std::make_exception_ptr(redis_unavailable(

@@ -47,6 +47,23 @@ void broker_error(const std::string& what, const redis_reply& r) {
   throw redis_unavailable("redis: " + what + ": " + (r.is_error() ? r.str : std::string("unexpected reply")));
 }
 
+}  // namespace hourglass::fleet::detail
+
+namespace hourglass::fleet {
+
+bool refusal_is_lasting(std::string_view error) noexcept {
+  // Anywhere in it: a script's error quotes the reply its call ran into.
+  for (const std::string_view passing : {"OOM ", "BUSY ", "LOADING ", "READONLY ", "MASTERDOWN ", "NOREPLICAS ",
+                                         "TRYAGAIN ", "CLUSTERDOWN ", "MOVED ", "ASK ", "NOSCRIPT "}) {
+    if (error.find(passing) != std::string_view::npos) return false;
+  }
+  return true;
+}
+
+}  // namespace hourglass::fleet
+
+namespace hourglass::fleet::detail {
+
 enqueue_batch_reply decode_enqueue(const redis_reply& r, std::size_t jobs) {
   enqueue_batch_reply b;
   if (r.is_array() && r.elements.size() == 1 && r.elements[0].str == "nostream") {

@@ -305,6 +305,10 @@ class fleet_job_store final : public job_store {
               "Dead-list entries dropped past --dead-max by this daemon's dead-letterings (their jobs can no "
               "longer be listed or replayed from it).",
               s.dead_dropped);
+    w.counter("hourglass_fleet_outcomes_refused_total",
+              "Outcomes the broker refused for good (an error reply, alone): recorded as error/outcome_refused, "
+              "or dropped when even that was refused; the rest are written meanwhile.",
+              s.outcomes_refused);
     w.counter("hourglass_fleet_duplicate_outcomes_total",
               "Second completions of a job (counted, not stored: the first outcome wins).", s.duplicate_outcomes);
     w.counter("hourglass_fleet_lost_entries_total",

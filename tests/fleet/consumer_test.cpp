@@ -405,5 +405,32 @@ TEST_F(Consumer, WithFreshnessJudgingOffAJobPastItsFreshnessStillRuns) {
   EXPECT_EQ(c.stats().expired_queue, 0u);
 }
 
+// One outcome the broker refuses for good (here: its job's key holds a
+// string by the time it is written, so the finish script stops at it with
+// WRONGTYPE, every time) was sent again and again, and every later outcome
+// of the daemon waited behind it. The writer now finds the one refused,
+// records it as error/outcome_refused (dropped when even that is refused,
+// as here), and writes the rest.
+TEST_F(Consumer, AnOutcomeTheBrokerRefusesHoldsBackNoOther) {
+  job_spec spec;
+  spec.handler = "block";
+  const enqueued poisoned = queue.enqueue(context(), spec);
+  const enqueued fine = queue.enqueue(context(), spec);
+  consumer c(queue, reads, jobs, runner.get(), named("a"));
+  c.start(context());
+  ASSERT_TRUE(eventually([&] { return runner.running.load() == 2; }));
+  raw({"DEL", queue.key("job:" + poisoned.id)});
+  raw({"SET", queue.key("job:" + poisoned.id), "not a hash"});
+  runner.released = true;
+  ASSERT_TRUE(eventually([&] { return c.stats().outcomes_dropped == 1u; }))
+      << c.stats().outcomes_refused << " refused, " << c.stats().broker_errors << " broker errors";
+  EXPECT_EQ(c.stats().outcomes_refused, 2u) << "its outcome, then the error that says so";
+  EXPECT_TRUE(eventually([&] { return state(fine.id) == "ok"; })) << state(fine.id);
+  spec.handler = "echo";
+  const enqueued later = queue.enqueue(context(), spec);
+  EXPECT_TRUE(eventually([&] { return state(later.id) == "ok"; })) << "the writer goes on";
+  EXPECT_TRUE(eventually([&] { return c.stats().outcomes_written == 2u; })) << c.stats().outcomes_written;
+}
+
 }  // namespace
 }  // namespace hourglass::fleet::testing

@@ -540,5 +540,24 @@ TEST_F(LuaScript, ReleaseDropsTheLeaseAndSlotsOnlyWithItsToken) {
   EXPECT_EQ(call({"HEXISTS", slots, "c1"}).integer, 0);
 }
 
+// Which error replies the outcome writer may give up on for one outcome:
+// not the broker's passing states, which refuse every write alike.
+TEST(RefusalIsLasting, AScriptsOwnErrorsButNotTheBrokersPassingStates) {
+  for (const char* lasting : {"WRONGTYPE Operation against a key holding the wrong kind of value script: 1a2b",
+                              "ERR user_script:12: Script attempted to access a non local key",
+                              "ERR Error running script (call to f_1a2b): @user_script:3: bad argument"}) {
+    EXPECT_TRUE(refusal_is_lasting(lasting)) << lasting;
+  }
+  for (const char* passing :
+       {"OOM command not allowed when used memory > 'maxmemory'.",
+        "ERR Error running script: @user_script:9: OOM command not allowed when used memory",
+        "BUSY Redis is busy running a script.", "LOADING Redis is loading the dataset in memory",
+        "READONLY You can't write against a read only replica.", "MASTERDOWN Link with MASTER is down",
+        "NOREPLICAS Not enough good replicas to write.", "TRYAGAIN Multiple keys request during rehashing",
+        "CLUSTERDOWN The cluster is down", "MOVED 3999 127.0.0.1:6381", "NOSCRIPT No matching script."}) {
+    EXPECT_FALSE(refusal_is_lasting(passing)) << passing;
+  }
+}
+
 }  // namespace
 }  // namespace hourglass::fleet::testing

@@ -91,7 +91,8 @@ struct consumer_stats {
   std::uint64_t handed_back = 0;       // at drain, or refused by the executor
   std::uint64_t fenced_jobs = 0;       // stopped because the lease could not be renewed
   std::uint64_t lost_entries = 0;      // the loss alarm: pending entries whose data was deleted
-  std::uint64_t outcomes_dropped = 0;  // more unwritten outcomes than max_unwritten_outcomes
+  std::uint64_t outcomes_dropped = 0;  // more unwritten outcomes than max_unwritten_outcomes, or refused twice
+  std::uint64_t outcomes_refused = 0;  // outcomes the broker refused alone, for good (recorded as outcome_refused)
   std::uint64_t broker_errors = 0;
   std::uint64_t negative_ages = 0;          // entries newer than the broker's TIME (its clock stepped back)
   std::size_t held = 0;                     // entries this daemon holds now

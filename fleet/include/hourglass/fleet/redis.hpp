@@ -72,6 +72,21 @@ class redis_unavailable : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The broker answered a script call with an error: about this call, unless
+// the error is one of a moment (refusal_is_lasting() says which). Sent
+// again unchanged, a lasting one gets the same answer.
+class redis_refused : public redis_unavailable {
+ public:
+  using redis_unavailable::redis_unavailable;
+};
+
+// Whether an error reply ("OOM ...", "ERR ...") would come again for the
+// same request: not for the broker's passing states (out of memory, busy
+// running a script, loading, read-only or without its master or replicas,
+// a cluster re-sharding or down), which refuse every write alike for a
+// while; yes for anything else (a script's error, a key of the wrong type).
+bool refusal_is_lasting(std::string_view error) noexcept;
+
 struct redis_endpoint {
   std::string host = "127.0.0.1";
   std::uint16_t port = 6379;
