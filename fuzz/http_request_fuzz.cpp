@@ -38,11 +38,11 @@ namespace {
 namespace http = boost::beast::http;
 using namespace std::chrono_literals;
 
-constexpr const char* token = "fuzz-token";
+constexpr const char* token = "fuzz-token-0123456";
 
 hourglass::server::http_server& server() {
   static hourglass::server::http_server* s = [] {
-    const std::string token_path = "/tmp/hourglass-fuzz-token-" + std::to_string(::getpid());
+    const std::string token_path = "/tmp/hourglass-fuzz-token-0123456-" + std::to_string(::getpid());
     std::ofstream(token_path) << token << "\n";
     hourglass::server::server_options o;
     o.listen = "127.0.0.1:0";

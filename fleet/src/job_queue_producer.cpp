@@ -3,7 +3,9 @@
 // a round trip, and a daemon pipelines every client's calls on one
 // connection. The blocking forms wait for the same chains.
 #include <algorithm>
+#include <charconv>
 #include <condition_variable>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -63,8 +65,14 @@ std::string_view index_of(std::string_view state) noexcept {
   return "";
 }
 
-bool digits(std::string_view s) noexcept {
-  return !s.empty() && s.size() <= 20 && s.find_first_not_of("0123456789") == std::string_view::npos;
+// Digits of a number the broker takes as one: within 64 bits (SCAN's
+// cursor, a stream id's halves) and, for a score (a delayed entry's due ms),
+// within the 2^53 a double holds exactly. Past that the broker answered an
+// error, which read as an outage (503) and was logged per request.
+bool digits(std::string_view s, std::uint64_t max = UINT64_MAX) noexcept {
+  std::uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  return !s.empty() && ec == std::errc() && end == s.data() + s.size() && n <= max;
 }
 
 // A cursor of the walk `index` ("" for SCAN) could have made.
@@ -73,7 +81,9 @@ bool valid_cursor(std::string_view index, std::string_view c) noexcept {
   if (index.empty()) return digits(c);
   const char sep = index == "delayed" ? ':' : '-';
   const auto at = c.find(sep);
-  if (at == std::string_view::npos || !digits(c.substr(0, at))) return false;
+  if (at == std::string_view::npos || !digits(c.substr(0, at), sep == ':' ? std::uint64_t{1} << 53 : UINT64_MAX)) {
+    return false;
+  }
   return sep == ':' ? valid_job_id(c.substr(at + 1)) : digits(c.substr(at + 1));
 }
 

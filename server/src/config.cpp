@@ -302,11 +302,13 @@ struct command_line_parser::impl {
     t_.scheduling("policy", o_.scheduling, "hourglass, or fifo: every deadline check off (for comparisons)")
         ->type_name("POLICY");
     t_.text("auth-token-file", o_.auth_token_file,
-            "file holding the bearer token every request but /healthz must carry")
+            "file holding the bearer token every request but /healthz must carry (at least 16 characters)")
         ->type_name("FILE")
         ->always_capture_default(false);
     t_.text("admin-token-file", o_.admin_token_file,
-            "file holding the bearer token the admin actions (pause, resume) must carry; without it they are refused")
+            "file holding the bearer token the admin actions must carry (pausing and resuming queues; replaying, "
+            "deleting and purging dead jobs); it also reads what the access token reads. At least 16 characters, "
+            "not the access token. Without it, admin actions are refused")
         ->type_name("FILE")
         ->always_capture_default(false);
     t_.texts("allowed-host", o_.allowed_hosts,

@@ -6,6 +6,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -208,10 +209,22 @@ void http_server::add_stream_handler(const std::string& name, std::string conten
 
 namespace {
 
-std::string read_token(const std::string& path, const std::string& option) {
+// A bearer token: one word of at least min_token_length characters (a
+// short one is guessed, not stolen), from a file nobody else should read.
+constexpr std::size_t min_token_length = 16;
+
+std::string read_token(const std::string& path, const std::string& option, spdlog::logger& log) {
   std::string t = support::read_secret_file(path, option);
   if (t.find_first_of(" \t\r\n") != std::string::npos) {
     throw std::runtime_error(option + " " + path + ": the token must be one word");
+  }
+  if (t.size() < min_token_length) {
+    throw std::runtime_error(option + " " + path + ": the token must be at least " + std::to_string(min_token_length) +
+                             " characters (e.g. openssl rand -hex 16)");
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    log.warn("{} {}: readable by others than its owner (mode {:o}): chmod 600 it", option, path, st.st_mode & 0777);
   }
   return t;
 }
@@ -226,8 +239,13 @@ void http_server::start() {
     if (m.drain_started) throw std::logic_error("http_server::start after drain");
   }
   auto& c = m.c;
-  if (!c.opts.auth_token_file.empty()) c.token = read_token(c.opts.auth_token_file, "--auth-token-file");
-  if (!c.opts.admin_token_file.empty()) c.admin_token = read_token(c.opts.admin_token_file, "--admin-token-file");
+  if (!c.opts.auth_token_file.empty()) c.token = read_token(c.opts.auth_token_file, "--auth-token-file", *c.log);
+  if (!c.opts.admin_token_file.empty()) {
+    c.admin_token = read_token(c.opts.admin_token_file, "--admin-token-file", *c.log);
+    // The admin token pauses, resumes and purges: one that also submits jobs is no separate key.
+    if (c.admin_token == c.token)
+      throw std::runtime_error("--admin-token-file: the admin token equals the access token");
+  }
   c.schedules->check_handlers();  // before anything runs: a schedule of no handler is a configuration error
   for (const auto& [name, policy] : c.opts.handler_retries) {  // --retry: over the registered policy
     const auto it = c.handlers.find(name);

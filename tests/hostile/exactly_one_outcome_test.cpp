@@ -130,7 +130,8 @@ void send_one(std::uint16_t port, client& c, int i, tally& t) {
       // cancelled/caller_gone. Nobody sees the answer.
       raw_socket s(port);
       s.send(
-          "POST /v1/jobs/sleep HTTP/1.1\r\nHost: localhost\r\nRequest-Timeout: 20S\r\nContent-Length: 13\r\n\r\n{\"ms\": "
+          "POST /v1/jobs/sleep HTTP/1.1\r\nHost: localhost\r\nRequest-Timeout: 20S\r\nContent-Length: "
+          "13\r\n\r\n{\"ms\": "
           "60000}");
       s.close();
       ++t.disconnects;

@@ -45,11 +45,11 @@ struct fleet_front : ::testing::Test {
     broker({"PEXPIRE", key, "600000"});
   }
   reply admin_call(const std::string& method, const std::string& target) {
-    return client(front.port()).request(method, target, "", {{"Authorization", "Bearer adm1n"}});
+    return client(front.port()).request(method, target, "", {{"Authorization", "Bearer adm1n-token-0123"}});
   }
 
   fleet::testing::redis_server redis;
-  token_file admin{"adm1n"};
+  token_file admin{"adm1n-token-0123"};
   test_server front{front_options()};
 };
 

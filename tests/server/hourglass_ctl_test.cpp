@@ -137,7 +137,7 @@ TEST(CtlCommand, AJobsWalkFollowsTheCursorToItsLimit) {
 }
 
 TEST(CtlCommand, RefusalsUnreachableDaemonsAndTokens) {
-  token_file tok("s3cret");
+  token_file tok("s3cret-token-2026");
   server_options o = test_options();
   o.auth_token_file = tok.path();
   test_server srv(o);

@@ -456,8 +456,8 @@ TEST(SkewedCluster, EachQueueAndEachShardIsJudgedOnItsOwnMastersClockAndDecidesA
     for (const std::string& tag : {q, q + ":1", q + ":2"}) on.insert(&cluster.master_of("hg:{" + tag + "}:stream"));
     if (on.size() == 3) sharded = q;
   }
-  token_file admin("adm1n");
-  const headers as_admin{{"Authorization", "Bearer adm1n"}};
+  token_file admin("adm1n-token-0123");
+  const headers as_admin{{"Authorization", "Bearer adm1n-token-0123"}};
   server_options o = test_options();
   o.broker = cluster.url();
   o.queue = sharded;

@@ -105,6 +105,15 @@ TEST_F(FleetList, ScheduledAndFinishedJobsAndAClearRefusalOfAForeignCursor) {
   const reply foreign = get(front.port(), "/v1/jobs?state=queued&cursor=1733400000123:" + later);
   EXPECT_EQ(foreign.status, 400u) << "a delayed set's cursor is no stream position";
   EXPECT_EQ(json_string(foreign.body, "error"), "invalid_cursor");
+  // Numbers past what the broker takes were its errors, answered 503 as an outage.
+  for (const std::string& q :
+       std::vector<std::string>{"/v1/jobs?cursor=99999999999999999999999", "/v1/jobs?cursor=18446744073709551616",
+                                "/v1/jobs?state=queued&cursor=99999999999999999999-0",
+                                "/v1/jobs?state=scheduled&cursor=9007199254740993:" + later}) {
+    const reply r = get(front.port(), q);
+    EXPECT_EQ(r.status, 400u) << q << ": " << r.body;
+    EXPECT_EQ(json_string(r.body, "error"), "invalid_cursor") << q;
+  }
 }
 
 }  // namespace

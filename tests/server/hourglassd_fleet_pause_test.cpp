@@ -45,8 +45,8 @@ struct FleetPause : ::testing::Test {
   }
 
   redis_server redis;
-  token_file admin{"adm1n"};
-  const headers as_admin{{"Authorization", "Bearer adm1n"}};
+  token_file admin{"adm1n-token-0123"};
+  const headers as_admin{{"Authorization", "Bearer adm1n-token-0123"}};
 };
 
 TEST_F(FleetPause, APausedQueueRunsNothingAcrossTheFleetAndResumesWithItsStaleJobsExpired) {

@@ -22,7 +22,7 @@ struct HttpServerQueue : ::testing::Test {
     return o;
   }
   manual_clock clk;
-  token_file admin{"adm1n"};
+  token_file admin{"adm1n-token-0123"};
   test_server srv{
       with_admin(admin.path()),
       [](http_server& s) {
@@ -60,24 +60,25 @@ TEST_F(HttpServerQueue, TheDaemonsQueueWithItsCounts) {
 TEST_F(HttpServerQueue, PauseNeedsTheAdminTokenAndMemoryCannotPause) {
   EXPECT_EQ(c.post("/v1/queues/default/pause", "").status, 401u) << "no token";
   EXPECT_EQ(c.post("/v1/queues/default/pause", "", {{"Authorization", "Bearer wrong"}}).status, 401u);
-  const reply r = c.post("/v1/queues/default/pause", "", {{"Authorization", "Bearer adm1n"}});
+  const reply r = c.post("/v1/queues/default/pause", "", {{"Authorization", "Bearer adm1n-token-0123"}});
   EXPECT_EQ(r.status, 409u) << r.body;
   EXPECT_EQ(json_string(r.body, "error"), "pause_unsupported");
   EXPECT_EQ(c.get("/v1/queues/default/pause").status, 405u);
   EXPECT_EQ(c.get("/v1/queues/default/pause").header("allow"), "POST");
-  EXPECT_EQ(c.post("/v1/queues/default/drop", "", {{"Authorization", "Bearer adm1n"}}).status, 404u);
+  EXPECT_EQ(c.post("/v1/queues/default/drop", "", {{"Authorization", "Bearer adm1n-token-0123"}}).status, 404u);
 }
 
 TEST_F(HttpServerQueue, MemoryHasNoDeadLetterToReplayOrPurge) {
   const std::string id(32, 'a');
-  const reply replay = c.post("/v1/jobs/" + id + "/replay", "", {{"Authorization", "Bearer adm1n"}});
+  const reply replay = c.post("/v1/jobs/" + id + "/replay", "", {{"Authorization", "Bearer adm1n-token-0123"}});
   EXPECT_EQ(replay.status, 409u) << replay.body;
   EXPECT_EQ(json_string(replay.body, "error"), "dead_letter_unsupported");
   EXPECT_EQ(c.post("/v1/jobs/" + id + "/replay", "").status, 401u) << "admin only";
   const reply purge = c.request("DELETE", "/v1/queues/default/dead?confirm=yes", "",
-                                {{"Authorization", "Bearer adm1n"}});
+                                {{"Authorization", "Bearer adm1n-token-0123"}});
   EXPECT_EQ(purge.status, 409u);
-  EXPECT_EQ(c.request("DELETE", "/v1/queues/default/dead", "", {{"Authorization", "Bearer adm1n"}}).status, 400u)
+  EXPECT_EQ(c.request("DELETE", "/v1/queues/default/dead", "", {{"Authorization", "Bearer adm1n-token-0123"}}).status,
+            400u)
       << "no confirm=yes";
   EXPECT_EQ(c.get("/v1/jobs/" + id + "/replay").status, 405u);
   EXPECT_EQ(c.get("/v1/queues/default/dead").header("allow"), "DELETE");
@@ -87,32 +88,36 @@ TEST_F(HttpServerQueue, MemoryHasNoDeadLetterToReplayOrPurge) {
 // submits nothing (it never reaches a handler or a job's record); the
 // access token still cannot act as admin.
 TEST(HttpServerQueueAdmin, TheAdminTokenAlsoReadsButSubmitsNothing) {
-  token_file access{"acc3ss"};
-  token_file admin{"adm1n"};
+  token_file access{"acc3ss-token-0123"};
+  token_file admin{"adm1n-token-0123"};
   server_options o = test_options();
   o.auth_token_file = access.path();
   o.admin_token_file = admin.path();
   test_server srv(o);
   EXPECT_EQ(get(srv.port(), "/v1/queues").status, 401u) << "no token";
   EXPECT_EQ(get(srv.port(), "/v1/queues", {{"Authorization", "Bearer wrong"}}).status, 401u);
-  EXPECT_EQ(get(srv.port(), "/v1/queues", {{"Authorization", "Bearer acc3ss"}}).status, 200u);
-  EXPECT_EQ(get(srv.port(), "/v1/queues", {{"Authorization", "Bearer adm1n"}}).status, 200u);
-  EXPECT_EQ(get(srv.port(), "/metrics", {{"Authorization", "Bearer adm1n"}}).status, 200u);
-  const reply job = post(srv.port(), "/v1/jobs/echo", "hi", {{"Authorization", "Bearer acc3ss"}});
+  EXPECT_EQ(get(srv.port(), "/v1/queues", {{"Authorization", "Bearer acc3ss-token-0123"}}).status, 200u);
+  EXPECT_EQ(get(srv.port(), "/v1/queues", {{"Authorization", "Bearer adm1n-token-0123"}}).status, 200u);
+  EXPECT_EQ(get(srv.port(), "/metrics", {{"Authorization", "Bearer adm1n-token-0123"}}).status, 200u);
+  const reply job = post(srv.port(), "/v1/jobs/echo", "hi", {{"Authorization", "Bearer acc3ss-token-0123"}});
   EXPECT_EQ(job.status, 200u) << job.body;
   EXPECT_EQ(job.body, "hi");
-  EXPECT_EQ(post(srv.port(), "/v1/jobs/echo", "hi", {{"Authorization", "Bearer adm1n"}}).status, 401u)
+  EXPECT_EQ(post(srv.port(), "/v1/jobs/echo", "hi", {{"Authorization", "Bearer adm1n-token-0123"}}).status, 401u)
       << "a submit takes the access token only";
-  const std::string id = json_string(
-      post(srv.port(), "/v1/jobs/echo", "hi", {{"Authorization", "Bearer acc3ss"}, {"Prefer", "respond-async"}}).body,
-      "id");
-  EXPECT_EQ(get(srv.port(), "/v1/jobs/" + id, {{"Authorization", "Bearer adm1n"}}).status, 200u);
-  EXPECT_EQ(client(srv.port()).request("DELETE", "/v1/jobs/" + id, "", {{"Authorization", "Bearer adm1n"}}).status,
-            401u)
+  const std::string id = json_string(post(srv.port(), "/v1/jobs/echo", "hi",
+                                          {{"Authorization", "Bearer acc3ss-token-0123"}, {"Prefer", "respond-async"}})
+                                         .body,
+                                     "id");
+  EXPECT_EQ(get(srv.port(), "/v1/jobs/" + id, {{"Authorization", "Bearer adm1n-token-0123"}}).status, 200u);
+  EXPECT_EQ(
+      client(srv.port()).request("DELETE", "/v1/jobs/" + id, "", {{"Authorization", "Bearer adm1n-token-0123"}}).status,
+      401u)
       << "a cancel too";
-  EXPECT_EQ(post(srv.port(), "/v1/queues/default/pause", "", {{"Authorization", "Bearer acc3ss"}}).status, 401u)
+  EXPECT_EQ(post(srv.port(), "/v1/queues/default/pause", "", {{"Authorization", "Bearer acc3ss-token-0123"}}).status,
+            401u)
       << "the access token is not the admin's";
-  EXPECT_EQ(post(srv.port(), "/v1/queues/default/pause", "", {{"Authorization", "Bearer adm1n"}}).status, 409u)
+  EXPECT_EQ(post(srv.port(), "/v1/queues/default/pause", "", {{"Authorization", "Bearer adm1n-token-0123"}}).status,
+            409u)
       << "admitted (memory cannot pause)";
 }
 

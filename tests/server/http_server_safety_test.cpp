@@ -19,7 +19,7 @@ namespace hourglass::server::testing {
 namespace {
 
 TEST(HttpServerSafety, BearerTokenIsRequiredExceptForHealthz) {
-  token_file tok("s3cret-token");
+  token_file tok("s3cret-token-2026");
   server_options o = test_options();
   o.auth_token_file = tok.path();
   test_server srv(o);
@@ -29,15 +29,32 @@ TEST(HttpServerSafety, BearerTokenIsRequiredExceptForHealthz) {
   EXPECT_EQ(none.header("www-authenticate"), "Bearer");
   EXPECT_EQ(post(srv.port(), "/v1/jobs/echo", "x", {{"Authorization", "Bearer s3cret-tokem"}}).status, 401u);
   EXPECT_EQ(post(srv.port(), "/v1/jobs/echo", "x", {{"Authorization", "Bearer s3cret"}}).status, 401u);
-  EXPECT_EQ(post(srv.port(), "/v1/jobs/echo", "x", {{"Authorization", "Basic s3cret-token"}}).status, 401u);
+  EXPECT_EQ(post(srv.port(), "/v1/jobs/echo", "x", {{"Authorization", "Basic s3cret-token-2026"}}).status, 401u);
   EXPECT_EQ(get(srv.port(), "/metrics").status, 401u);
   EXPECT_EQ(get(srv.port(), "/readyz").status, 401u);
   EXPECT_EQ(post(srv.port(), "/v1/jobs/nope", "x").status, 401u) << "nothing is revealed before auth";
-  const reply ok = post(srv.port(), "/v1/jobs/echo", "x", {{"Authorization", "Bearer s3cret-token"}});
+  const reply ok = post(srv.port(), "/v1/jobs/echo", "x", {{"Authorization", "Bearer s3cret-token-2026"}});
   EXPECT_EQ(ok.status, 200u);
   EXPECT_EQ(ok.body, "x");
-  EXPECT_EQ(get(srv.port(), "/metrics", {{"Authorization", "Bearer s3cret-token"}}).status, 200u);
+  EXPECT_EQ(get(srv.port(), "/metrics", {{"Authorization", "Bearer s3cret-token-2026"}}).status, 200u);
   EXPECT_EQ(srv.handler("echo").admitted, 1u) << "refused requests never reach the queue";
+}
+
+// A one-byte token is guessed, not stolen; an admin token equal to the
+// access token is no separate key. Both refuse to start.
+TEST(HttpServerSafety, ATokenShorterThan16OrAnAdminTokenEqualToTheAccessTokenIsRefusedAtStart) {
+  token_file short_token("fifteen-chars-x");
+  server_options o = test_options();
+  o.auth_token_file = short_token.path();
+  http_server too_short(o);
+  EXPECT_THROW(too_short.start(), std::runtime_error);
+  token_file just_long_enough("sixteen-chars-xx");
+  o.auth_token_file = just_long_enough.path();
+  http_server fine(o);
+  EXPECT_NO_THROW(fine.start());
+  o.admin_token_file = just_long_enough.path();
+  http_server same(o);
+  EXPECT_THROW(same.start(), std::runtime_error);
 }
 
 TEST(HttpServerSafety, NonLoopbackWithoutATokenIsRefused) {

@@ -19,7 +19,7 @@ struct HttpServerUi : ::testing::Test {
     o.auth_token_file = tok.path();
     return o;
   }
-  token_file tok{"s3cret-token"};
+  token_file tok{"s3cret-token-2026"};
   test_server srv{with_token()};
 };
 
@@ -74,7 +74,7 @@ TEST_F(HttpServerUi, OtherPathsAreNotFoundAndTheBareFolderRedirects) {
 }
 
 TEST_F(HttpServerUi, AChangeFromAnotherSitesPageIsRefusedBeforeItIsRead) {
-  const headers auth = {{"Authorization", "Bearer s3cret-token"}};
+  const headers auth = {{"Authorization", "Bearer s3cret-token-2026"}};
   headers evil = auth;
   evil.emplace_back("Origin", "http://evil.example");
   const reply refused = post(srv.port(), "/v1/jobs/echo", "x", evil);

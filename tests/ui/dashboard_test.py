@@ -30,8 +30,8 @@ import urllib.error
 import urllib.request
 
 SKIP = 77
-READ_TOKEN = "r3ad-token"
-ADMIN_TOKEN = "adm1n-token"
+READ_TOKEN = "r3ad-token-0123456"
+ADMIN_TOKEN = "adm1n-token-0123456"
 HOSTILE = '<img src=x onerror="document.title=\'pwned\'"><script>document.title=\'pwned\'</script>&amp; "quoted"'
 
 
