@@ -112,7 +112,9 @@ class memory_job_store final : public job_store {
 
   void cancel(std::string id, cancel_cause cause, callback<found> done) override {
     const time_point now = c_.clk.now();
-    const std::optional<async_record> r = jobs_.cancel(id, now, cause);
+    std::vector<memory_jobs::ended_in_table> ended;
+    const std::optional<async_record> r = jobs_.cancel(id, now, cause, &ended);
+    count_ended_in_table(ended);
     forget_ended_waits();
     resume_woken();  // a child cancelled on its own may end its parent's wait
     done(found_of(r, now));
@@ -436,8 +438,31 @@ class memory_job_store final : public job_store {
       if (!jobs_.wake(run->id, at)) return;
       timers->by_job.erase(run->id);
       waiting_.erase(run->id);
+      cancel_unfinished_children(run->id, at);
       (void)submit_attempt(run, at);
     });
+  }
+
+  // Jobs a cancel ended in the table (scheduled, waiting): no executor run
+  // ends them, so their outcomes are counted and logged here.
+  void count_ended_in_table(const std::vector<memory_jobs::ended_in_table>& ended) {
+    for (const memory_jobs::ended_in_table& e : ended) {
+      if (const handler_entry* h = c_.find_handler(e.handler)) {
+        c_.jobs->stats().on_recorded(*h->metrics, e.st);
+        c_.log_job({h->name, "async", duration::max(), {}, e.st, 0});
+      }
+    }
+  }
+
+  // A parent's wait is over (its rule met, or its wake time come): children
+  // still unfinished are cancelled now, cause parent. Nobody waits for them,
+  // and one holding a worker would hold back the resumed run that needs it.
+  void cancel_unfinished_children(const std::string& parent, time_point now) {
+    const std::optional<async_record> p = jobs_.find(parent, now);
+    if (!p) return;
+    std::vector<memory_jobs::ended_in_table> ended;
+    for (const std::string& child : p->children) (void)jobs_.cancel(child, now, cancel_cause::parent, &ended);
+    count_ended_in_table(ended);
   }
 
   // Submits the parents whose children's outcomes ended their wait.
@@ -456,6 +481,7 @@ class memory_job_store final : public job_store {
         c_.clk.cancel(t->second);
         timers_->by_job.erase(t);
       }
+      cancel_unfinished_children(id, now);  // (first n, first success: the rest are not waited for)
       (void)submit_attempt(run, now);
     }
   }

@@ -308,7 +308,8 @@ bool memory_jobs::wait_satisfied_locked(const async_record& parent) const {
   return fan_in_satisfied(*parent.wait, parent.children.size(), parent.children_done, parent.children_ok);
 }
 
-std::optional<async_record> memory_jobs::cancel(const std::string& id, time_point now, cancel_cause cause) {
+std::optional<async_record> memory_jobs::cancel(const std::string& id, time_point now, cancel_cause cause,
+                                                std::vector<ended_in_table>* ended) {
   std::vector<std::pair<job_ref, cancel_cause>> running;  // each before its descendants
   std::optional<async_record> ended_here;
   {
@@ -333,6 +334,7 @@ std::optional<async_record> memory_jobs::cancel(const std::string& id, time_poin
         e.rec.finished_at = now;
         finished_.emplace_back(now, job);
         wake_parent_locked(e.rec);
+        if (ended != nullptr) ended->push_back({job, e.rec.handler, e.rec.st});
         if (job == id) ended_here = e.rec;
       } else {
         e.rec.cancel_requested = true;

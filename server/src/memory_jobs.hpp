@@ -205,8 +205,16 @@ class memory_jobs {
   // family limits allow) and marked under one lock, then the executor's
   // jobs are cancelled deepest first, so a queued descendant has ended
   // before a running ancestor's cancel frees a worker that could take it.
+  // The jobs it ended in the table, which no executor run ends (scheduled
+  // or waiting, the whole family's), are added to *ended_here when given:
+  // their outcomes are the caller's to count and log.
+  struct ended_in_table {
+    std::string id, handler;
+    status st;
+  };
   std::optional<async_record> cancel(const std::string& id, time_point now,
-                                     cancel_cause cause = cancel_cause::requested);
+                                     cancel_cause cause = cancel_cause::requested,
+                                     std::vector<ended_in_table>* ended_here = nullptr);
   // nullopt for an unknown or expired id.
   std::optional<async_record> find(const std::string& id, time_point now);
   // Up to `limit` jobs whose state matches `state` ("" any, "finished", or a

@@ -128,6 +128,7 @@ TEST_F(HttpServerFanIn, CancellingAWaitingParentEndsItAndItsChildrenAndNothingRe
   clk.advance(10s);
   EXPECT_EQ(state(parent), "cancelled");
   EXPECT_EQ(g.runs.load(), 1) << "never resumed";
+  EXPECT_EQ(srv.handler("gather").finished_cancelled, 1u) << "a waiting parent's end is counted, once";
 }
 
 TEST_F(HttpServerFanIn, ASyncJobCannotWaitItIsAnError) {
@@ -142,6 +143,32 @@ TEST_F(HttpServerFanIn, ASyncJobCannotWaitItIsAnError) {
 // A fanout keeps its children's results only while they fit its own
 // (--max-result): past that each is left out with its size, so fanouts of
 // fanouts do not grow a level at a time.
+// One worker: the parent ran on it, then a child took it and holds it;
+// the others queue behind. At the wait's end by its deadline the children
+// are cancelled at once, so the resumed run gets the worker now, not once
+// the child has run on to its own deadline.
+TEST(HttpServerFanInOneWorker, TheWaitsEndCancelsTheChildrenAtOnceSoTheResumedRunGetsTheWorker) {
+  manual_clock clk;
+  gatherers g;
+  server_options o = test_options();
+  o.workers = 1;
+  test_server srv(
+      o, [&g](http_server& s) { g.setup(s); }, clk);
+  const reply r = post(srv.port(), "/v1/jobs/gather", "p", {{"Prefer", "respond-async"}, {"Job-Deadline", "10S"}});
+  ASSERT_EQ(r.status, 202u) << r.body;
+  const std::string parent = json_string(r.body, "id");
+  ASSERT_TRUE(wait_until([&] { return g.working.load() == 1 && job_state(srv.port(), parent) == "waiting"; }));
+  ASSERT_TRUE(clk.wait_for_timer_at(clk.now() + 9900ms));
+  clk.advance(9900ms);  // its wake time; the children's own deadlines are 95 ms later
+  ASSERT_TRUE(wait_until([&] { return job_state(srv.port(), parent) == "ok"; }))
+      << "the resumed run waited for the worker: " << job_object(srv.port(), parent);
+  for (const std::string& child : g.sent()) {
+    ASSERT_TRUE(wait_until([&] { return job_state(srv.port(), child) == "cancelled"; })) << child;
+    EXPECT_EQ(json_string(get(srv.port(), "/v1/jobs/" + child).body, "cause"), "parent");
+  }
+  EXPECT_EQ(srv.handler("work").finished_cancelled, 3u) << "each child's end counted once, queued or running";
+}
+
 TEST(HttpServerFanInBound, AFanoutCollectsResultsWithinMaxResult) {
   server_options o = test_options();
   o.max_result = 4096;

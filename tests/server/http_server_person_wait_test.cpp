@@ -129,6 +129,8 @@ TEST_F(HttpServerPersonWait, CancellingAJobWaitingForAPersonEndsItAtOnce) {
   EXPECT_EQ(d.status, 200u) << d.body;
   EXPECT_EQ(state(id), "cancelled");
   EXPECT_EQ(send_signal(id, "approve", "").status, 409u);
+  // No executor run ends a waiting job: the store counts its outcome, as the fleet's totals do.
+  EXPECT_EQ(srv.handler("approval").finished_cancelled, 1u);
 }
 
 // docs/guards.md's curl example, as written, on a daemon of real time: the
