@@ -97,21 +97,21 @@ route route_request(http::verb m, std::string_view target) noexcept {
   }
   if (path.substr(0, jobs_path.size()) == jobs_path) {
     const std::string_view rest = path.substr(jobs_path.size());
-    constexpr std::string_view replay = "/replay";
-    if (rest.size() > replay.size() && rest.substr(rest.size() - replay.size()) == replay) {
-      const std::string_view id = rest.substr(0, rest.size() - replay.size());
-      if (id.find('/') != std::string_view::npos) return {};
-      if (m != http::verb::post) return {route_kind::method_not_allowed, id, "POST"};
-      return {route_kind::replay_job, id, {}, false, true};
-    }
-    constexpr std::string_view signals = "/signals/";
-    if (const auto at = rest.find(signals); at != std::string_view::npos) {
-      const std::string_view id = rest.substr(0, at);
-      const std::string_view name = rest.substr(at + signals.size());
-      if (id.empty() || id.find('/') != std::string_view::npos || name.empty() ||
-          name.find('/') != std::string_view::npos) {
-        return {};
+    // By whole segments: {id}/replay, {id}/signals/{name}. A signal's name
+    // is any name (it may be "replay"): matched by position, never by suffix.
+    const auto slash = rest.find('/');
+    if (slash != std::string_view::npos) {
+      const std::string_view id = rest.substr(0, slash);
+      const std::string_view action = rest.substr(slash + 1);
+      if (id.empty()) return {};
+      if (action == "replay") {
+        if (m != http::verb::post) return {route_kind::method_not_allowed, id, "POST"};
+        return {route_kind::replay_job, id, {}, false, true};
       }
+      constexpr std::string_view signals = "signals/";
+      if (action.substr(0, signals.size()) != signals) return {};
+      const std::string_view name = action.substr(signals.size());
+      if (name.empty() || name.find('/') != std::string_view::npos) return {};
       if (m != http::verb::post) return {route_kind::method_not_allowed, id, "POST"};
       route r{route_kind::signal_job, id};
       r.item = name;

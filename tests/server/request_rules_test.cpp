@@ -60,6 +60,24 @@ TEST(RouteRequest, EveryPathAndMethod) {
   }
 }
 
+// A signal's name is any name, "replay" and "signals" too: routed by
+// segment, never taken for another route by its suffix.
+TEST(RouteRequest, ASignalNamedLikeARouteIsStillASignal) {
+  const std::string id(32, 'a');
+  for (const std::string name : {"replay", "signals", "approve", "dead"}) {
+    const std::string target = "/v1/jobs/" + id + "/signals/" + name;  // the route's views are into it
+    const route r = route_request(http::verb::post, target);
+    EXPECT_EQ(r.kind, route_kind::signal_job) << name;
+    EXPECT_EQ(r.name, id) << name;
+    EXPECT_EQ(r.item, name);
+  }
+  EXPECT_EQ(route_request(http::verb::post, "/v1/jobs/" + id + "/replay").kind, route_kind::replay_job);
+  EXPECT_EQ(route_request(http::verb::post, "/v1/jobs/" + id + "/signals/a/replay").kind, route_kind::not_found);
+  EXPECT_EQ(route_request(http::verb::post, "/v1/jobs/" + id + "/x/replay").kind, route_kind::not_found);
+  EXPECT_EQ(route_request(http::verb::post, "/v1/jobs//replay").kind, route_kind::not_found);
+  EXPECT_EQ(route_request(http::verb::get, "/v1/jobs/" + id + "/signals/replay").kind, route_kind::method_not_allowed);
+}
+
 TEST(JudgeFraming, OneLengthOrChunkedLastAndAlone) {
   struct row {
     std::vector<std::pair<http::field, const char*>> fields;
