@@ -17,7 +17,12 @@
 namespace hourglass::server::detail {
 
 namespace http = boost::beast::http;
-using boost::beast::iequals;
+
+bool iequals(std::string_view a, std::string_view b) noexcept {
+  const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [&](char x, char y) { return lower(x) == lower(y); });
+}
 
 namespace {
 

@@ -86,6 +86,11 @@ enum class framing {
 };
 framing judge_framing(const boost::beast::http::fields& req);
 
+// ASCII case-insensitive equality. Not Beast's iequals: Boost 1.81's reads
+// one byte past both strings when they differ only in the case of their
+// last character (request_rules_fuzz found it on a Host "localHost").
+bool iequals(std::string_view a, std::string_view b) noexcept;
+
 // ---- auth ---------------------------------------------------------------------
 
 // `Authorization: Bearer <token>` (scheme case-insensitive, spaces trimmed),

@@ -241,7 +241,7 @@ void session::start_job(std::string_view name) {
   facts.max_body = core_.opts.max_body;
   facts.budget_ok = budget.ok;
   facts.draining = core_.draining.load();
-  facts.expects_continue = beast::iequals(req[http::field::expect], "100-continue");
+  facts.expects_continue = iequals(req[http::field::expect], "100-continue");
   facts.body_complete = header_parser_->is_done();
 
   switch (gate_job_request(facts)) {
@@ -271,7 +271,7 @@ void session::start_signal() {
   if (const auto len = header_parser_->content_length()) facts.content_length = *len;
   facts.max_body = std::min<std::uint64_t>(core_.opts.max_body, max_signal_payload);
   facts.budget_ok = true;
-  facts.expects_continue = beast::iequals(req[http::field::expect], "100-continue");
+  facts.expects_continue = iequals(req[http::field::expect], "100-continue");
   facts.body_complete = header_parser_->is_done();
   switch (gate_job_request(facts)) {
     case job_gate::body_too_large:

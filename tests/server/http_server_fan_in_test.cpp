@@ -4,6 +4,7 @@
 // the first success) or when its deadline less its keep comes first, with
 // what has finished; children still unfinished then are cancelled (cause
 // parent). Time is the manual clock's.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -85,7 +86,9 @@ TEST_F(HttpServerFanIn, WhenAChildIsTooSlowTheDeadlineEndsTheWaitWithThePartialR
   EXPECT_EQ(state(parent), "waiting") << "1 ms before its wake time";
   clk.advance(1ms);
   ASSERT_TRUE(wait_until([&] { return state(parent) == "ok"; })) << job(parent);
-  EXPECT_EQ(job(parent).at("result").as_string(), "deadline ok=r0 ok=r1 running");
+  // The slow child is cancelled at the wake: still stopping, or stopped, when the resumed run reads it.
+  EXPECT_THAT(std::string(job(parent).at("result").as_string()),
+              ::testing::AnyOf("deadline ok=r0 ok=r1 running", "deadline ok=r0 ok=r1 cancelled"));
   const std::string slow = g.sent().at(2);
   ASSERT_TRUE(wait_until([&] { return state(slow) == "cancelled"; })) << job(slow);
   EXPECT_EQ(job(slow).at("cause").as_string(), "parent");
@@ -101,7 +104,8 @@ TEST_F(HttpServerFanIn, FirstSuccessResumesOnTheFirstChildThatSucceedsNotTheFirs
   EXPECT_EQ(state(parent), "waiting") << "a failure is not a success";
   g.release[1] = true;
   ASSERT_TRUE(wait_until([&] { return state(parent) == "ok"; })) << job(parent);
-  EXPECT_EQ(job(parent).at("result").as_string(), "children error ok=r1 running");
+  EXPECT_THAT(std::string(job(parent).at("result").as_string()),
+              ::testing::AnyOf("children error ok=r1 running", "children error ok=r1 cancelled"));
   const std::string rest = g.sent().at(2);
   ASSERT_TRUE(wait_until([&] { return state(rest) == "cancelled"; })) << job(rest);
 }
@@ -116,7 +120,8 @@ TEST_F(HttpServerFanIn, FirstNResumesOnceNChildrenHaveEndedWhateverTheirOutcomes
   EXPECT_EQ(state(parent), "waiting");
   g.release[0] = true;
   ASSERT_TRUE(wait_until([&] { return state(parent) == "ok"; })) << job(parent);
-  EXPECT_EQ(job(parent).at("result").as_string(), "children ok=r0 running error");
+  EXPECT_THAT(std::string(job(parent).at("result").as_string()),
+              ::testing::AnyOf("children ok=r0 running error", "children ok=r0 cancelled error"));
 }
 
 TEST_F(HttpServerFanIn, CancellingAWaitingParentEndsItAndItsChildrenAndNothingResumesIt) {

@@ -132,6 +132,22 @@ TEST(RequestAuthorized, TheAccessTokenOpensEverythingTheAdminTokenOnlyReads) {
   EXPECT_TRUE(request_authorized("", false, "", "admin")) << "no access token configured: open";
 }
 
+// Exact-size heap copies: Beast 1.81's iequals read one byte past both when
+// only the last character's case differed (ASan shows it under the asan preset).
+TEST(Iequals, AsciiCaseOnlyAndNeverPastEitherEnd) {
+  const auto heap = [](std::string_view s) {
+    auto p = std::make_unique<char[]>(s.size());
+    std::copy(s.begin(), s.end(), p.get());
+    return p;
+  };
+  const auto a = heap("localhost"), b = heap("localHosT");
+  EXPECT_TRUE(iequals({a.get(), 9}, {b.get(), 9}));
+  EXPECT_FALSE(iequals({a.get(), 9}, {b.get(), 8}));
+  EXPECT_FALSE(iequals("localhosu", "localhost"));
+  EXPECT_FALSE(iequals("\xc3\xa9", "\xc3\x89")) << "ASCII only: no locale folds bytes";
+  EXPECT_TRUE(iequals("", ""));
+}
+
 TEST(HostAllowed, AddressesAndLocalhostAlwaysOtherNamesOnlyWhenAllowed) {
   const std::vector<std::string> none, allowed{"hourglass.internal", ".jobs.example", "HOST.Example"};
   struct row {
