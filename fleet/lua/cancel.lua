@@ -15,7 +15,9 @@
 -- ARGV[3] cause           the job's own cause: 'requested' (DELETE), 'parent' (its parent's wait
 --                         ended without it); '' requested
 --
--- Reply: a status string, the job's own (its children are not told)
+-- Reply: {the job's own status, then the handler of each descendant
+-- cancelled here (not marked): no daemon's run ends those, so the daemon
+-- that asked counts their outcomes}
 --   'cancelled'  it was queued, scheduled or waiting: state cancelled, its cause, payload dropped, TTL
 --   'marked'     it is running: cancel_requested = 1, nothing else
 --   'finished'   an outcome is recorded already: nothing written, no child touched
@@ -70,6 +72,7 @@ end
 local cause = ARGV[3]
 if not cause or cause == '' then cause = 'requested' end
 local result = cancel_one(job_key, cause)
+local reply = {result}
 if result == 'cancelled' or result == 'marked' then
   -- its children, then theirs, each once
   local walk, seen, i = {string.sub(job_key, #prefix + #'job:' + 1)}, {}, 1
@@ -77,11 +80,13 @@ if result == 'cancelled' or result == 'marked' then
     for _, child in ipairs(redis.call('ZRANGE', prefix .. 'children:' .. walk[i], 0, -1)) do
       if not seen[child] then
         seen[child] = true
-        cancel_one(prefix .. 'job:' .. child, 'parent')
+        if cancel_one(prefix .. 'job:' .. child, 'parent') == 'cancelled' then
+          reply[#reply + 1] = redis.call('HGET', prefix .. 'job:' .. child, 'handler') or ''
+        end
         walk[#walk + 1] = child
       end
     end
     i = i + 1
   end
 end
-return result
+return reply

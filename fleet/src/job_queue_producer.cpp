@@ -248,10 +248,12 @@ void job_queue::async_cancel(const context& ctx, std::string id, answer_fn<cance
                const detail::cancel_reply c = detail::decode_cancel(r.value);
                if (c == detail::cancel_reply::unknown) return done(answer(cancelled_job{}));
                const bool here = c == detail::cancel_reply::cancelled;
-               async_find(ctx, std::move(id), [here, done = std::move(done)](async_answer<std::optional<fleet_job>> j) {
-                 if (j.error) return done(failed<cancelled_job>(j.error));
-                 done(answer(cancelled_job{std::move(j.value), here}));
-               });
+               async_find(ctx, std::move(id),
+                          [here, family = detail::decode_cancelled_family(r.value),
+                           done = std::move(done)](async_answer<std::optional<fleet_job>> j) mutable {
+                            if (j.error) return done(failed<cancelled_job>(j.error));
+                            done(answer(cancelled_job{std::move(j.value), here, std::move(family)}));
+                          });
              });
 }
 

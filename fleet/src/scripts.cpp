@@ -130,10 +130,18 @@ signal_answer decode_signal(const redis_reply& r) {
 }
 
 cancel_reply decode_cancel(const redis_reply& r) noexcept {
-  if (r.str == "cancelled") return cancel_reply::cancelled;
-  if (r.str == "marked") return cancel_reply::marked;
-  if (r.str == "unknown") return cancel_reply::unknown;
+  const std::string& v = r.is_array() && !r.elements.empty() ? r.elements[0].str : r.str;
+  if (v == "cancelled") return cancel_reply::cancelled;
+  if (v == "marked") return cancel_reply::marked;
+  if (v == "unknown") return cancel_reply::unknown;
   return cancel_reply::finished;
+}
+
+std::vector<std::string> decode_cancelled_family(const redis_reply& r) {
+  std::vector<std::string> handlers;
+  if (!r.is_array()) return handlers;
+  for (std::size_t i = 1; i < r.elements.size(); ++i) handlers.push_back(r.elements[i].str);
+  return handlers;
 }
 
 namespace {

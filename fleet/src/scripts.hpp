@@ -53,8 +53,11 @@ std::vector<finish_result> decode_finish(const redis_reply& r, std::size_t jobs)
 
 // ---- cancel_script: a queued job cancelled on the spot, a running one marked ----
 enum class cancel_reply { cancelled, marked, finished, unknown };
-// "cancelled", "marked", "unknown"; anything else reads as finished.
+// {"cancelled" | "marked" | "unknown", handlers...} (or the status alone);
+// anything else reads as finished.
 cancel_reply decode_cancel(const redis_reply& r) noexcept;
+// The handlers of the descendants that reply says were cancelled on the spot.
+std::vector<std::string> decode_cancelled_family(const redis_reply& r);
 // signal.lua's reply (the job itself is read after).
 signal_answer decode_signal(const redis_reply& r);
 

@@ -138,6 +138,12 @@ class fleet_job_store final : public job_store {
             // This daemon recorded its outcome: counted here, as the consumers count theirs.
             c_.jobs->stats().on_recorded(c_.jobs->handler(a.value.job->field("handler")), status::cancelled(cause));
           }
+          if (!a.error) {  // and those of the family its cancel ended on the spot
+            for (const std::string& h : a.value.family_cancelled_here) {
+              c_.jobs->stats().on_recorded(c_.jobs->handler(h.empty() ? "default" : h),
+                                           status::cancelled(cancel_cause::parent));
+            }
+          }
           done(found_of(a.error, a.value.job, "cancel", id));
         }),
         cause);

@@ -350,15 +350,15 @@ TEST_F(DelayedSet, AChildCancelledOnTheSpotPutsItsWaitingParentDueAndPromoteResu
             finish_result::waiting);
   const double wake = score(parent);
   const auto cancel = [&](const std::string& id) {
-    return eval(detail::cancel_script, {stream, job(id), delayed}, {group, "60000", ""}).str;
+    return detail::decode_cancel(eval(detail::cancel_script, {stream, job(id), delayed}, {group, "60000", ""}));
   };
-  ASSERT_EQ(cancel(children[0]), "cancelled");
+  ASSERT_EQ(cancel(children[0]), detail::cancel_reply::cancelled);
   EXPECT_EQ(field(job(parent), "children_done"), "1");
   EXPECT_EQ(score(parent), 0) << "put due at once";
   EXPECT_EQ(promote({parent}).moved, 0u) << "one of two: not yet";
   EXPECT_EQ(field(job(parent), "state"), "waiting");
   EXPECT_EQ(score(parent), wake) << "back at its wake time";
-  ASSERT_EQ(cancel(children[1]), "cancelled");
+  ASSERT_EQ(cancel(children[1]), detail::cancel_reply::cancelled);
   EXPECT_EQ(promote({parent}).moved, 1u);
   EXPECT_EQ(field(job(parent), "state"), "queued");
   EXPECT_EQ(field(job(parent), "woke_by"), "children");

@@ -96,6 +96,11 @@ inline void family_bounds_hold(std::uint16_t port) {
   EXPECT_TRUE(wait_until([&] {
     return json_string(get(port, "/v1/jobs/" + json_string(grandchild.body, "id")).body, "state") == "cancelled";
   })) << "the cancel reaches the deepest";
+  // No run ends a scheduled job: the daemon whose cancel ended them counts
+  // each, the root and its three descendants.
+  EXPECT_EQ(
+      metric_value(get(port, "/metrics").body, R"(hourglass_jobs_finished_total{handler="echo",outcome="cancelled"})"),
+      4.0);
 }
 
 }  // namespace hourglass::server::testing

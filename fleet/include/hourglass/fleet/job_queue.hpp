@@ -149,6 +149,9 @@ using answer_fn = std::function<void(async_answer<T>)>;
 struct cancelled_job {
   std::optional<fleet_job> job;
   bool cancelled_here = false;
+  // The handler of each descendant the cancel ended on the spot (queued,
+  // scheduled or waiting, cause parent): no daemon's run ends those.
+  std::vector<std::string> family_cancelled_here;
 };
 
 // One page of jobs by state. Queued and running jobs are walked along the
