@@ -216,7 +216,8 @@ TEST(FanInDocs, TheGuardsCurlExampleRunsAsWritten) {
   ASSERT_EQ(children.size(), 3u) << done;
   EXPECT_EQ(children[0].at("state").as_string(), "ok");
   EXPECT_EQ(children[1].at("state").as_string(), "ok");
-  EXPECT_EQ(children[2].at("state").as_string(), "running") << "as it was when the wait ended";
+  // Cancelled at the wait's end: still stopping, or stopped, when the resumed run reads it.
+  EXPECT_THAT(std::string(children[2].at("state").as_string()), ::testing::AnyOf("running", "cancelled"));
   const std::string slow(children[2].at("id").as_string());
   std::string stopped;
   EXPECT_TRUE(wait_until([&] {
