@@ -97,11 +97,12 @@ void job_queue::submit_enqueues(std::vector<std::shared_ptr<enqueue_call>> calls
   for (auto& call : calls) {
     call->began = clk.now();
     call->id = new_job_id();
-    if (options_.shards > 1) {  // the id names its shard: its last two hex digits
-      static constexpr char hex[] = "0123456789abcdef";
-      call->id[30] = hex[options_.shard >> 4];
-      call->id[31] = hex[options_.shard & 0xf];
-    }
+    // The id names its shard, its last two hex digits: a queue of one shard
+    // writes 00 too, so its jobs are still found (in shard 0, whose keys do
+    // not change) once --queue-shards grows.
+    static constexpr char hex[] = "0123456789abcdef";
+    call->id[30] = hex[options_.shard >> 4];
+    call->id[31] = hex[options_.shard & 0xf];
     detail::answer_when_stopped(call);
   }
   if (auto batch = enqueue_lane_->push(std::move(calls))) send_enqueues(std::move(*batch), false);

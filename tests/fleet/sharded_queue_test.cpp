@@ -66,6 +66,24 @@ TEST_F(ShardedQueue, EachShardHasItsOwnKeysAndEachIdNamesItsShard) {
   EXPECT_EQ(shard_of_job("0123456789abcdef0123456789abcdff", 3), 0u) << "digits naming no shard: shard 0";
 }
 
+// A queue of one shard grown to 64: its jobs (in shard 0, whose keys are
+// the unsharded queue's) are found by their ids, as a signal or a
+// Job-Parent naming them looks them up. (With random last digits a quarter
+// of them named another shard.)
+TEST_F(ShardedQueue, JobsOfAQueueOfOneShardAreFoundOnceItHasMore) {
+  job_queue one(redis, {.name = "grown"});
+  one.ensure_group(context());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 20; ++i) ids.push_back(one.enqueue(context(), {.handler = "echo"}).id);
+  sharded_queue grown(redis, {.name = "grown", .shards = 64});
+  for (const std::string& id : ids) {
+    EXPECT_EQ(shard_of_job(id, 64), 0u) << id;
+    const auto j = waited<std::optional<fleet_job>>([&](auto done) { grown.async_find(context(), id, done); });
+    ASSERT_TRUE(j) << "lost after the queue grew: " << id;
+    EXPECT_EQ(j->state(), "queued");
+  }
+}
+
 TEST_F(ShardedQueue, AnIdempotencyKeyAlwaysGoesToOneShardSoARepeatFindsTheFirstJob) {
   queue.ensure_groups(context());
   const enqueued first = enqueue({.handler = "echo", .idempotency_key = "order-17"});

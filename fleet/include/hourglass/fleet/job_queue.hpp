@@ -75,8 +75,9 @@ struct queue_options {
   duration replica_timeout = std::chrono::seconds(1);
   // One shard of a queue spread over `shards` streams (1 to 64): shard 0's
   // keys carry the hash tag {name}, shard i's {name:i}, so a Redis Cluster
-  // spreads them over its masters; with shards > 1 a new job's id ends in
-  // its shard's number (two hex digits: shard_of_job).
+  // spreads them over its masters. A new job's id ends in its shard's
+  // number (two hex digits: shard_of_job), 00 in a queue of one shard, so
+  // its jobs are found in shard 0 after the queue grows.
   unsigned shard = 0;
   unsigned shards = 1;
   // What a parent keeps back from its child jobs' deadline (--call-reserve):
