@@ -146,10 +146,12 @@ end
 
 -- A job's first outcome counts down its parent's wait (when it has one);
 -- the child that meets the parent's rule resumes it.
-local function child_finished(parent, ok)
+local function child_finished(job_key, parent, ok)
   if not parent or parent == '' then return end
   local parent_key = job_prefix .. parent
   if redis.call('EXISTS', parent_key) == 0 then return end
+  -- once per child, whatever ends it again (a dead child replayed): the parent's counts stay true
+  if redis.call('HSETNX', job_key, 'counted_down', '1') == 0 then return end
   redis.call('HINCRBY', parent_key, 'children_done', 1)
   if ok then redis.call('HINCRBY', parent_key, 'children_ok', 1) end
   if redis.call('HGET', parent_key, 'state') == 'waiting' and wait_over(parent_key) then
@@ -242,7 +244,7 @@ for i = 4, #KEYS do
       if retry then list_attempt(job_key, attempts, retry[3]) end
       out[i - 3] = 'cancelled'
       count('finished:cancelled')
-      child_finished(f[9], false)
+      child_finished(job_key, f[9], false)
     elseif wait then
       out[i - 3] = start_wait(job_key, wait[1], wait[2])
     elseif retry and schedule_retry(job_key, retry[1], retry[2], retry[3]) then
@@ -266,7 +268,7 @@ for i = 4, #KEYS do
       if st == 'cancelled' and f[8] then redis.call('HSET', job_key, 'cause', f[8]) end
       redis.call('PEXPIRE', job_key, result_ttl_ms)
       expire_children(job_key, f[10])
-      child_finished(f[9], st == 'ok')
+      child_finished(job_key, f[9], st == 'ok')
       if max_attempts and max_attempts ~= '1' and run_us >= 0 then
         local last = {run_ms = run_us / 1000}
         for k = first_field, a - 2, 2 do

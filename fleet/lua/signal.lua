@@ -32,6 +32,8 @@ local function count_down_parent(job_key, job_prefix, delayed_key, ok)
   if not parent or parent == '' then return end
   local parent_key = job_prefix .. parent
   if redis.call('EXISTS', parent_key) == 0 then return end
+  -- once per child, whatever ends it again (a dead child replayed): the parent's counts stay true
+  if redis.call('HSETNX', job_key, 'counted_down', '1') == 0 then return end
   redis.call('HINCRBY', parent_key, 'children_done', 1)
   if ok then redis.call('HINCRBY', parent_key, 'children_ok', 1) end
   if redis.call('HGET', parent_key, 'state') == 'waiting' then redis.call('ZADD', delayed_key, 0, parent) end

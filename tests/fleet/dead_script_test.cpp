@@ -57,6 +57,25 @@ TEST_F(DeadLetter, StartKeepsADeadJobWholeAndTheListBounded) {
   EXPECT_EQ(field(stats, "dead_dropped"), "2");
 }
 
+// A dead child counts down its parent; replayed, it may end again (here:
+// dead again): the parent's counts must not see it twice.
+TEST_F(DeadLetter, AReplayedDeadChildCountsDownItsParentOnce) {
+  const std::string parent = new_job_id(), child = new_job_id();
+  call({"HSET", job(parent), "id", parent, "state", "running"});
+  const std::string e = enqueue(child, "p");
+  call({"HSET", job(child), "parent", parent});
+  deliver("c1", 1);
+  (void)start_twice(child, e);
+  ASSERT_EQ(field(job(child), "state"), "dead");
+  EXPECT_EQ(field(job(parent), "children_done"), "1");
+  ASSERT_EQ(run(child, {"replay", group, "-1", "0", "0"}).verdict, dead_answer::kind::done);
+  ASSERT_EQ(field(job(child), "state"), "queued");
+  deliver("c1", 1);
+  (void)start_twice(child, field(job(child), "entry"));
+  ASSERT_EQ(field(job(child), "state"), "dead") << "dead again";
+  EXPECT_EQ(field(job(parent), "children_done"), "1") << "counted once";
+}
+
 TEST_F(DeadLetter, AReplayIsAdmittedOnlyWhenItCanStartInTimeAndQueuesTheJobAgain) {
   const std::string id = new_job_id();
   ASSERT_EQ(make_dead(id), "dead");
