@@ -463,6 +463,7 @@ class memory_job_store final : public job_store {
     std::vector<memory_jobs::ended_in_table> ended;
     for (const std::string& child : p->children) (void)jobs_.cancel(child, now, cancel_cause::parent, &ended);
     count_ended_in_table(ended);
+    if (!ended.empty()) forget_ended_waits();  // a child that waited itself (a fanout of fanouts) waits no more
   }
 
   // Submits the parents whose children's outcomes ended their wait.

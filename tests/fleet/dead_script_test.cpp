@@ -27,8 +27,8 @@ struct DeadLetter : LuaScript {
     start_twice(id, e, dead_max);
     return field(job(id), "state");
   }
-  dead_answer run(const std::string& id, std::vector<std::string> args) {
-    return detail::decode_dead(eval(detail::dead_script, {stream, slots, stats, dead, job(id)}, std::move(args)));
+  dead_answer run(const std::string& id, const std::vector<std::string>& args) {
+    return detail::decode_dead(eval(detail::dead_script, {stream, slots, stats, dead, job(id)}, args));
   }
 };
 
