@@ -28,7 +28,7 @@
 -- ARGV[4] parent_reserve_us what a parent keeps back from its children's deadline (--call-reserve)
 -- ARGV[5] max_depth         how deep a family may grow: a parent at this depth may have no children
 -- ARGV[6] max_children      the children one parent may have (--max-children)
--- ARGV[7 + 15(i-1)] ...     job i's fifteen fields:
+-- ARGV[7 + 16(i-1)] ...     job i's sixteen fields:
 --   job_id           32 hex digits
 --   handler
 --   payload
@@ -49,6 +49,7 @@
 --                    parent's children (a sorted set, kept idem_ttl_ms, scored by the parent's 'children' count)
 --                    and its 'depth' is its parent's + 1. A parent at max_depth, or with
 --                    max_children already, takes no more.
+--   retry_jitter     'full' or 'none': whether the consumer draws each backoff below its ceiling
 --
 -- Reply: {'nostream'} (no stream: nothing written), {'paused'} (refuse_paused
 -- and the queue is paused: nothing written), or n three-element
@@ -72,7 +73,7 @@ local parent_reserve_us = tonumber(ARGV[4])
 local max_depth, max_children = tonumber(ARGV[5]), tonumber(ARGV[6])
 local job_prefix = string.sub(stream_key, 1, #stream_key - #'stream') .. 'job:'
 if ARGV[3] == '1' and redis.call('EXISTS', paused_key) == 1 then return {'paused'} end
-local fields_per_job = 15
+local fields_per_job = 16
 
 local now_us  -- the broker's TIME, read on first need
 local function broker_now_us()
@@ -114,7 +115,7 @@ for i = 1, n do
   local admission, max_attempts, retry_base_us, retry_cap_us = ARGV[a + 7], ARGV[a + 8], ARGV[a + 9], ARGV[a + 10]
   local deadline_left_us, delay_us, not_before_us = tonumber(ARGV[a + 11]), tonumber(ARGV[a + 12]),
     tonumber(ARGV[a + 13])
-  local parent = ARGV[a + 14]
+  local parent, retry_jitter = ARGV[a + 14], ARGV[a + 15]
   local due_us = 0
   if delay_us > 0 or not_before_us > 0 then due_us = math.max(broker_now_us() + delay_us, not_before_us) end
   local delayed = due_us > 0 and due_us > broker_now_us()  -- a time already past: at once
@@ -191,7 +192,7 @@ for i = 1, n do
         state, 'deliveries', '0', 'idempotency_key', idempotency_key, 'accepted_ms', accepted_ms)
       if max_attempts ~= '1' or deadline_us ~= '' then
         redis.call('HSET', job_key, 'attempt', '1', 'max_attempts', max_attempts, 'retry_base_us', retry_base_us,
-          'retry_cap_us', retry_cap_us, 'deadline_us', deadline_us)
+          'retry_cap_us', retry_cap_us, 'retry_jitter', retry_jitter, 'deadline_us', deadline_us)
       end
       if idempotency_key ~= '' then redis.call('SET', idem_key, job_id, 'PX', idem_ttl_ms) end
       if parent ~= '' then

@@ -36,10 +36,11 @@
 -- broker's TIME); taken, answer i is {entry id, {field, value, ...}, start
 -- answer} (n: the entries read, 0 when none is new); given, the start answer.
 -- A start answer is {verdict, deliveries} with verdict
---   'not_owner' | 'gone' | 'finished' | 'cancelled' | 'dead' | 'late' (taken only), or fourteen elements
+--   'not_owner' | 'gone' | 'finished' | 'cancelled' | 'dead' | 'late' (taken only), or fifteen elements
 --   {'run', deliveries, handler, payload, content_type, idempotency_key,
 --    attempt, max_attempts, retry_base_us, retry_cap_us, deadline_us, woke_by,
---    wait_rule, signal_payload} (the last three '' unless it resumes after a wait)
+--    wait_rule, signal_payload, retry_jitter} (woke_by, wait_rule, signal_payload
+--    '' unless it resumes after a wait)
 -- deliveries an integer (starts so far in this attempt, this one included),
 -- the rest strings ('' when missing: a job without a retry policy).
 -- A job that ran out of deliveries is dead-lettered whatever attempts its
@@ -147,12 +148,12 @@ for i, job in ipairs(jobs) do
   else
     local f = redis.call('HMGET', job_key, 'state', 'deliveries', 'handler', 'payload', 'content_type',
       'idempotency_key', 'cancel_requested', 'start_token', 'attempt', 'max_attempts', 'retry_base_us',
-      'retry_cap_us', 'deadline_us', 'starts', 'woke_by', 'wait_rule', 'signal_payload')
+      'retry_cap_us', 'deadline_us', 'starts', 'woke_by', 'wait_rule', 'signal_payload', 'retry_jitter')
     local state, deliveries, handler, payload = f[1], f[2], f[3], f[4]
     local content_type, idempotency_key, cancel_requested, last_start_token = f[5], f[6], f[7], f[8]
     local function run(d)
       return {'run', d, handler or '', payload or '', content_type or '', idempotency_key or '', f[9] or '',
-        f[10] or '', f[11] or '', f[12] or '', f[13] or '', f[15] or '', f[16] or '', f[17] or ''}
+        f[10] or '', f[11] or '', f[12] or '', f[13] or '', f[15] or '', f[16] or '', f[17] or '', f[18] or ''}
     end
     local d = tonumber(deliveries or '0') or 0
     if not state then

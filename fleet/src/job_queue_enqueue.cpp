@@ -128,7 +128,7 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
                                 std::to_string(options_.max_job_depth),
                                 std::to_string(options_.max_children)};
   keys.reserve(5 + 3 * batch.size());
-  args.reserve(6 + 15 * batch.size());
+  args.reserve(6 + 16 * batch.size());
   for (const auto& c : batch) {
     const job_spec& job = c->job;
     // Its wait for this batch, counted twice: once spent, once for the trip ahead.
@@ -152,6 +152,7 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
     args.push_back(micros_up(std::max(job.delay, duration::zero())));
     args.push_back(std::to_string(std::max<std::int64_t>(job.not_before_us, 0)));
     args.push_back(job.parent);
+    args.emplace_back(job.retry.jitter ? "full" : "none");
   }
   // A completion holds the queue's liveness lock: a caller answered early
   // may have destroyed the queue, and then its calls are only answered.

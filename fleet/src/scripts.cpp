@@ -165,7 +165,7 @@ std::optional<job_queue::start_answer> start_answer_of(const redis_reply& j, con
   if (a.v == verdict::dead && j.elements.size() >= 3)
     a.dead_dropped = static_cast<unsigned>(at_least_zero(j.elements[2]));
   if (a.v == verdict::run) {
-    if (j.elements.size() != 14) broker_error("start", whole);
+    if (j.elements.size() != 15) broker_error("start", whole);
     a.handler = j.elements[2].str;
     a.payload = j.elements[3].str;
     a.content_type = j.elements[4].str;
@@ -178,6 +178,7 @@ std::optional<job_queue::start_answer> start_answer_of(const redis_reply& j, con
     a.woke_by = j.elements[11].str;
     a.wait_rule = j.elements[12].str;
     a.signal_payload = j.elements[13].str;
+    a.retry.jitter = j.elements[14].str != "none";  // '': a job enqueued before the field existed
   }
   return a;
 }

@@ -20,6 +20,7 @@ duration job_retry_backoff(const job_retry_policy& p, int retry, double jitter_s
   // The ceiling is retry.hpp's exponential backoff without its jitter.
   const retry_policy ceiling{.initial_backoff = p.base, .max_backoff = p.cap, .backoff_multiplier = 2.0, .jitter = 0.0};
   const duration b = retry_backoff(ceiling, retry, 0.0);
+  if (!p.jitter) return b;
   const double ns = static_cast<double>(b.count()) * unit_interval(jitter_sample);
   if (!(ns < 9223372036854775808.0)) return duration::max();  // 2^63: saturate
   return duration(std::llround(ns));

@@ -189,16 +189,17 @@ class option_table {
         ->default_str("");
   }
 
-  // Repeatable NAME=ATTEMPTS[,BASE[,CAP]] on the command line; in the file a
-  // table NAME = "ATTEMPTS[,BASE[,CAP]]". A later one of a name wins.
+  // Repeatable NAME=ATTEMPTS[,BASE[,CAP]][;jitter=none] on the command line; in the file a
+  // table NAME = "ATTEMPTS[,BASE[,CAP]][;jitter=none]". A later one of a name wins.
   CLI::Option* retries(const std::string& key, std::vector<std::string>& from_command_line,
                        std::map<std::string, job_retry_policy>& field, const std::string& help) {
     readers_[key] = [key, &field](const toml::node& n) {
       const auto* tbl = n.as_table();
-      if (tbl == nullptr) throw type_error(key, "a table NAME = \"ATTEMPTS[,BASE[,CAP]]\"", n);
+      if (tbl == nullptr) throw type_error(key, "a table NAME = \"ATTEMPTS[,BASE[,CAP]][;jitter=none]\"", n);
       for (const auto& [name, value] : *tbl) {
         const auto* s = value.as_string();
-        if (s == nullptr) throw std::invalid_argument("table '" + key + "': values must be \"ATTEMPTS[,BASE[,CAP]]\"");
+        if (s == nullptr)
+          throw std::invalid_argument("table '" + key + "': values must be \"ATTEMPTS[,BASE[,CAP]][;jitter=none]\"");
         field[std::string(name.str())] = detail::retry_from_text(std::string(name.str()), s->get());
       }
     };
@@ -334,7 +335,8 @@ struct command_line_parser::impl {
                  "NAME|CRON|HANDLER[|BODY]: a periodic job (repeatable; CRON five fields, @hourly or @every 30s)")
         ->type_name("SCHEDULE");
     t_.retries("retry", retries_, o_.handler_retries,
-               "NAME=ATTEMPTS[,BASE[,CAP]]: async jobs of handler NAME are retried (repeatable; e.g. call=5,200ms,30s)")
+               "NAME=ATTEMPTS[,BASE[,CAP]][;jitter=none]: async jobs of handler NAME are retried (repeatable; e.g. "
+               "call=5,200ms,30s)")
         ->type_name("NAME=POLICY");
     t_.count("async-max-jobs", o_.async_max_jobs, "async jobs remembered at once (finished or not)", 1, 100'000'000);
     t_.count("async-max-scheduled", o_.async_max_scheduled,
@@ -417,7 +419,7 @@ command_line_result command_line_parser::parse(int argc, const char* const* argv
     for (const auto& r : p.retries_) {
       const auto eq = r.find('=');
       if (eq == std::string::npos || eq == 0)
-        throw std::invalid_argument("--retry must be NAME=ATTEMPTS[,BASE[,CAP]], got '" + r + "'");
+        throw std::invalid_argument("--retry must be NAME=ATTEMPTS[,BASE[,CAP]][;jitter=none], got '" + r + "'");
       p.o_.handler_retries[r.substr(0, eq)] = detail::retry_from_text(r.substr(0, eq), r.substr(eq + 1));
     }
     validate(p.o_);

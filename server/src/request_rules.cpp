@@ -275,6 +275,16 @@ budget_reading read_budget(const http::fields& req, const budget_limits& limits,
   return r;
 }
 
+std::optional<bool> read_jitter_parameter(std::string_view text) noexcept {
+  text = trim(text);
+  const auto eq = text.find('=');
+  if (eq == std::string_view::npos || !iequals(trim(text.substr(0, eq)), "jitter")) return std::nullopt;
+  const std::string_view value = trim(text.substr(eq + 1));
+  if (iequals(value, "full")) return true;
+  if (iequals(value, "none")) return false;
+  return std::nullopt;
+}
+
 job_retry_reading read_job_retry(const http::fields& req, const job_retry_policy& handler_policy,
                                  duration max_backoff) {
   job_retry_reading r;
@@ -305,14 +315,23 @@ job_retry_reading read_job_retry(const http::fields& req, const job_retry_policy
     r.policy.max_attempts = n;
   }
   if (backoff) {
-    const std::string_view text = *backoff;
+    const auto semicolon = backoff->find(';');
+    const std::string_view text = backoff->substr(0, semicolon);
+    if (semicolon != std::string_view::npos) {
+      const std::optional<bool> jitter = read_jitter_parameter(backoff->substr(semicolon + 1));
+      if (!jitter)
+        return refuse("invalid_retry_policy", job_backoff_header, "parameter must be jitter=full or jitter=none");
+      r.policy.jitter = *jitter;
+    }
     const auto comma = text.find(',');
     const std::optional<duration> base = parse_grpc_timeout(trim(text.substr(0, comma)));
     const std::optional<duration> cap = comma == std::string_view::npos
                                             ? std::optional<duration>(
                                                   std::max(r.policy.cap, base.value_or(duration::zero())))
                                             : parse_grpc_timeout(trim(text.substr(comma + 1)));
-    if (!base || !cap) return refuse("invalid_retry_policy", job_backoff_header, "must be BASE[, CAP] (30S, 500m)");
+    if (!base || !cap) {
+      return refuse("invalid_retry_policy", job_backoff_header, "must be BASE[, CAP][; jitter=none] (30S, 500m)");
+    }
     if (*cap < *base) return refuse("invalid_retry_policy", job_backoff_header, "has its cap below its base");
     if (*cap > max_backoff) return refuse("invalid_retry_policy", job_backoff_header, "is past --max-delay");
     r.policy.base = *base;

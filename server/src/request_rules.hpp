@@ -172,10 +172,13 @@ bool is_job_id(std::string_view s) noexcept;
 // An async job's retry policy and overall deadline, from its headers over
 // its handler's policy:
 //   Job-Attempts: N             attempts, the first included (1 to 100)
-//   Job-Backoff: BASE[, CAP]    the backoff's base and cap, each as a grpc-timeout
+//   Job-Backoff: BASE[, CAP][; jitter=none]
+//                               the backoff's base and cap, each as a grpc-timeout
 //                               value ("500m", "30S"); CAP defaults to the handler's,
 //                               raised to BASE; neither past `max_backoff` (a retry
-//                               is a delay: --max-delay bounds it as it bounds Job-Delay)
+//                               is a delay: --max-delay bounds it as it bounds Job-Delay).
+//                               jitter=none: each wait is its ceiling; jitter=full
+//                               (what the handler says when left out): uniform below it
 //   Job-Deadline: DURATION      the whole job's deadline across attempts, counted from
 //                               the request's arrival (grpc-timeout syntax)
 struct job_retry_reading {
@@ -185,6 +188,10 @@ struct job_retry_reading {
   job_retry_policy policy;
   duration deadline = duration::max();  // max: none stated
 };
+// `jitter=full` (true) or `jitter=none` (false), spaces and case aside; else
+// nullopt. The parameter of Job-Backoff and of --retry.
+std::optional<bool> read_jitter_parameter(std::string_view text) noexcept;
+
 job_retry_reading read_job_retry(const boost::beast::http::fields& headers, const job_retry_policy& handler_policy,
                                  duration max_backoff = duration::max());
 

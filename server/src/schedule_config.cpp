@@ -1,11 +1,13 @@
 #include "schedule_config.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <string_view>
 #include <vector>
 
 #include "hourglass/budget_codec.hpp"
+#include "request_rules.hpp"
 
 namespace hourglass::server::detail {
 
@@ -78,17 +80,25 @@ schedule_options schedule_from_toml(const toml::table& t) {
 job_retry_policy retry_from_text(const std::string& handler, const std::string& text) {
   const std::string which = "retry policy of '" + handler + "': ";
   job_retry_policy p;
+  const std::size_t semicolon = text.find(';');
+  if (semicolon != std::string::npos) {
+    const std::optional<bool> jitter = read_jitter_parameter(std::string_view(text).substr(semicolon + 1));
+    if (!jitter) throw std::invalid_argument(which + "its parameter must be jitter=full or jitter=none");
+    p.jitter = *jitter;
+  }
+  const std::string policy = text.substr(0, semicolon);
   std::vector<std::string> parts;
   for (std::size_t at = 0;;) {
-    const std::size_t comma = text.find(',', at);
-    std::string part = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    const std::size_t comma = policy.find(',', at);
+    std::string part = policy.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
     const auto first = part.find_first_not_of(" \t");
     part = first == std::string::npos ? "" : part.substr(first, part.find_last_not_of(" \t") - first + 1);
     parts.push_back(part);
     if (comma == std::string::npos) break;
     at = comma + 1;
   }
-  if (parts.size() > 3) throw std::invalid_argument(which + "must be ATTEMPTS[,BASE[,CAP]], got '" + text + "'");
+  if (parts.size() > 3)
+    throw std::invalid_argument(which + "must be ATTEMPTS[,BASE[,CAP]][;jitter=none], got '" + text + "'");
   try {
     std::size_t end = 0;
     p.max_attempts = std::stoi(parts[0], &end);

@@ -32,8 +32,8 @@ struct LuaScript : ::testing::Test {
   std::string enqueue(const std::string& id, const std::string& payload = "p") {
     const redis_reply r = eval(detail::enqueue_script,
                                {stream, slots, stats, delayed, paused, job(id), "hg:{t}:idem:", "hg:{t}:children:"},
-                               {group, "60000", "0", "0", "64", "1000", id,  "echo", payload, "text/plain", "-1", "0",
-                                "",    "1",     "1", "0", "0",  "-1",   "0", "0",    ""});
+                               {group, "60000", "0", "0", "64", "1000", id,   "echo", payload, "text/plain", "-1",
+                                "0",   "",      "1", "1", "0",  "0",    "-1", "0",    "0",     "",           "full"});
     return detail::decode_enqueue(r, 1).jobs.at(0).id;
   }
   // enqueue.lua's keys and arguments for these jobs, each {id, freshness_ms, min_budget_ms, idempotency_key}.
@@ -42,6 +42,7 @@ struct LuaScript : ::testing::Test {
     std::string max_attempts = "1", retry_base_us = "0", retry_cap_us = "0", deadline_us = "-1", delay_us = "0";
     std::string not_before_us = "0";
     std::string parent;
+    std::string retry_jitter = "full";
   };
   std::string refuse_paused = "0";                      // enqueue_batch's: '1' refuses every job while `paused` exists
   std::string max_depth = "64", max_children = "1000";  // enqueue_batch's family bounds
@@ -55,7 +56,7 @@ struct LuaScript : ::testing::Test {
       for (const std::string& a :
            {j.id, std::string("echo"), std::string("body"), std::string("text/plain"), j.freshness_ms, j.min_budget_ms,
             j.idempotency_key, j.admission, j.max_attempts, j.retry_base_us, j.retry_cap_us, j.deadline_us, j.delay_us,
-            j.not_before_us, j.parent})
+            j.not_before_us, j.parent, j.retry_jitter})
         args.push_back(a);
     }
     return detail::decode_enqueue(eval(detail::enqueue_script, keys, args), jobs.size());

@@ -126,12 +126,12 @@ TEST(ScriptReplies, StartReadsTheBrokersTimeAndEachJobsVerdict) {
   const std::vector<row> rows{
       {"run",
        arr({str("run"), num(2), str("echo"), str("body"), str("text/plain"), str("k"), str("3"), str("5"),
-            str("1000000"), str("60000000"), str("1700000009000000"), str("signal"), str("signal:approve"),
-            str("yes")}),
+            str("1000000"), str("60000000"), str("1700000009000000"), str("signal"), str("signal:approve"), str("yes"),
+            str("none")}),
        verdict::run, 2, "body"},
       {"run without a retry policy",
        arr({str("run"), num(1), str("echo"), str(""), str(""), str(""), str(""), str(""), str(""), str(""), str(""),
-            str(""), str(""), str("")}),
+            str(""), str(""), str(""), str("")}),
        verdict::run, 1, ""},
       {"not_owner", short_answer("not_owner", 0), verdict::not_owner, 0, ""},
       {"finished", short_answer("finished", 0), verdict::finished, 0, ""},
@@ -161,6 +161,8 @@ TEST(ScriptReplies, StartReadsTheBrokersTimeAndEachJobsVerdict) {
   EXPECT_EQ(b.jobs[0].retry.max_attempts, 5);
   EXPECT_EQ(b.jobs[0].retry.base, 1s);
   EXPECT_EQ(b.jobs[0].retry.cap, 60s);
+  EXPECT_FALSE(b.jobs[0].retry.jitter) << "'none' turns the jitter off";
+  EXPECT_TRUE(b.jobs[1].retry.jitter) << "a job enqueued before the field existed keeps full jitter";
   EXPECT_EQ(b.jobs[0].deadline_us, std::optional<std::int64_t>(1'700'000'009'000'000));
   EXPECT_EQ(b.jobs[1].attempt, 1) << "no policy: attempt 1 of 1, no deadline";
   EXPECT_EQ(b.jobs[1].retry.max_attempts, 1);
@@ -427,7 +429,7 @@ TEST_F(LuaScript, StartRunsAHeldJobOnceAndDeadLettersOneStartedTooOften) {
   ASSERT_TRUE(run.is_array());
   ASSERT_EQ(run.elements.size(), 5u);
   EXPECT_TRUE(run.elements[0].is_string() && run.elements[1].is_string());
-  ASSERT_EQ(run.elements[2].elements.size(), 14u);
+  ASSERT_EQ(run.elements[2].elements.size(), 15u);
   EXPECT_TRUE(run.elements[2].elements[1].is_integer());
   const start_batch_reply b = decode_start(run, 3);
   EXPECT_GT(b.broker_now_us, 0);
@@ -501,6 +503,35 @@ TEST_F(LuaScript, RenewAnswersTwelveElementsOrFenced) {
   ASSERT_EQ(fenced.elements.size(), 1u);
   EXPECT_TRUE(decode_renew(fenced).fenced);
   EXPECT_EQ(call({"GET", lease}).str, "tok:3") << "nothing written";
+}
+
+TEST_F(LuaScript, AJobsRetryPolicyReachesTheConsumerWholeJitterIncluded) {
+  const std::string fixed = new_job_id(), jittered = new_job_id();
+  const enqueue_batch_reply r = enqueue_batch(
+      {{.id = fixed,
+        .max_attempts = "4",
+        .retry_base_us = "2000000",
+        .retry_cap_us = "2000000",
+        .retry_jitter = "none"},
+       {.id = jittered, .max_attempts = "2", .retry_base_us = "100000", .retry_cap_us = "800000"}});
+  ASSERT_EQ(r.jobs.size(), 2u);
+  EXPECT_EQ(field(job(fixed), "retry_jitter"), "none");
+  deliver("c1", 2);
+  const auto start = [&](const std::string& id, const std::string& entry) {
+    return decode_start(eval(start_script, {stream, dead, stats, job(id)},
+                             {group, "c1", "5", "60000", "600000", "100", entry, id, "life-1/" + entry}),
+                        1)
+        .jobs.at(0);
+  };
+  const job_queue::start_answer a = start(fixed, r.jobs[0].id), b = start(jittered, r.jobs[1].id);
+  ASSERT_EQ(a.v, job_queue::start_answer::verdict::run);
+  EXPECT_EQ(a.retry.max_attempts, 4);
+  EXPECT_EQ(a.retry.base, 2s);
+  EXPECT_EQ(a.retry.cap, 2s);
+  EXPECT_FALSE(a.retry.jitter) << "a fixed backoff stays fixed on the consumer that settles it";
+  ASSERT_EQ(b.v, job_queue::start_answer::verdict::run);
+  EXPECT_EQ(b.retry.cap, 800ms);
+  EXPECT_TRUE(b.retry.jitter);
 }
 
 TEST_F(LuaScript, HandBackUncountsThisLifesStartsAndMakesTheEntriesIdle) {

@@ -41,6 +41,30 @@ TEST(JobRetryBackoff, FullJitterUnderAnExponentialCeiling) {
   EXPECT_EQ(job_retry_backoff(huge, 3, 1.0), duration::max()) << "saturates";
 }
 
+TEST(JobRetryBackoff, WithoutJitterEveryWaitIsItsCeiling) {
+  const job_retry_policy p{.max_attempts = 10, .base = 100ms, .cap = 1s, .jitter = false};
+  for (const double sample : {0.0, 0.5, 0.999, std::nan("")}) {
+    EXPECT_EQ(job_retry_backoff(p, 1, sample), 100ms) << "the sample is ignored: " << sample;
+    EXPECT_EQ(job_retry_backoff(p, 2, sample), 200ms);
+    EXPECT_EQ(job_retry_backoff(p, 4, sample), 800ms);
+    EXPECT_EQ(job_retry_backoff(p, 5, sample), 1s) << "capped";
+  }
+  const job_retry_policy fixed{.max_attempts = 5, .base = 2s, .cap = 2s, .jitter = false};
+  EXPECT_EQ(job_retry_backoff(fixed, 1, 0.1), 2s) << "base == cap: a fixed wait";
+  EXPECT_EQ(job_retry_backoff(fixed, 4, 0.9), 2s);
+  const job_retry_policy huge{.max_attempts = 2, .base = duration::max(), .cap = duration::max(), .jitter = false};
+  EXPECT_EQ(job_retry_backoff(huge, 3, 0.0), duration::max()) << "saturates";
+}
+
+TEST(PlanJobRetry, WithoutJitterTheDueTimeIsExact) {
+  const job_retry_policy p{.max_attempts = 3, .base = 1s, .cap = 1s, .jitter = false};
+  const job_retry_plan plan = plan_job_retry(p, failed(1), t0, 0.0);
+  EXPECT_EQ(plan.verdict, job_retry_verdict::scheduled);
+  EXPECT_EQ(plan.due, t0 + 1s);
+  EXPECT_EQ(plan_job_retry(p, failed(1, t0 + 1s), t0, 0.0).verdict, job_retry_verdict::no_budget)
+      << "a fixed wait landing on the deadline does not fit, whatever a jitter sample would have drawn";
+}
+
 TEST(PlanJobRetry, OnlyARetryableErrorIsRetried) {
   const job_retry_policy p{.max_attempts = 5, .base = 1s, .cap = 10s};
   for (const status st : {status::ok(), status::expired(expiry_stage::run), status::cancelled(cancel_cause::requested),

@@ -139,6 +139,25 @@ TEST_F(FleetRetry, AFlakyJobIsRetriedThroughRedisAndEndsOkOnAttemptThree) {
   EXPECT_EQ(a.handler("flaky").finished_error + b.handler("flaky").finished_error, 0u);
 }
 
+// jitter=none reaches the consumer that plans the retry: each of five jobs
+// waits its whole 3 s backoff. With full jitter all five would be due past
+// 2 s about once in 250 runs.
+TEST_F(FleetRetry, WithoutJitterEveryRetryIsDueItsWholeBackoffLater) {
+  failing_handler f;
+  f.failures = 1000;
+  test_server a(fleet_options("a"), [&](http_server& s) { s.add_handler("flaky", f.fn()); });
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    ids.push_back(submit(a.port(), "flaky", {{"Job-Attempts", "2"}, {"Job-Backoff", "3S, 3S; jitter=none"}}));
+  }
+  for (const std::string& id : ids) {
+    const json::value waiting = wait_job(a.port(), id, "scheduled");
+    ASSERT_EQ(state_of(waiting), "scheduled") << support::serialize_json(waiting);
+    EXPECT_GT(waiting.at("due_in_ms").to_number<double>(), 2000.0) << support::serialize_json(waiting);
+    EXPECT_LE(waiting.at("due_in_ms").to_number<double>(), 3000.0);
+  }
+}
+
 TEST_F(FleetRetry, ARetryThatWouldEndPastTheJobsDeadlineIsNotScheduled) {
   // The attempt fails 2 s in; a retry at once (no backoff) would still need
   // its 1.5 s minimum budget: 3.5 s > the 3 s the job was given.

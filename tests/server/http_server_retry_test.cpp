@@ -94,6 +94,34 @@ TEST(HttpServerRetry, AFlakyJobIsRetriedWithinItsBackoffAndEndsOkOnAttemptThree)
   EXPECT_EQ(metric(srv, "flaky", "exhausted"), 0.0);
 }
 
+// jitter=none: each wait is its ceiling, to the millisecond, and nothing runs
+// a microsecond before it.
+TEST(HttpServerRetry, WithoutJitterEachRetryWaitsItsWholeBackoff) {
+  manual_clock clk;
+  flaky f;
+  f.failures = 2;
+  test_server srv(
+      test_options(), [&](http_server& s) { s.add_handler("flaky", f.fn()); }, clk);
+  client c(srv.port());
+  const std::string loc = submit_job(c, "flaky", {{"Job-Attempts", "3"}, {"Job-Backoff", "100m, 150m; jitter=none"}});
+  for (const auto& [attempt_no, backoff] : {std::pair{1, 100ms}, std::pair{2, 150ms}}) {
+    const int attempt = attempt_no;  // a lambda may not capture a structured binding in C++20
+    const auto wait = backoff;
+    SCOPED_TRACE(attempt);
+    ASSERT_TRUE(wait_until([&] { return retry_state(c, loc) == "scheduled"; })) << c.get(loc).body;
+    EXPECT_EQ(job_of(c, loc).at("due_in_ms").to_number<double>(), static_cast<double>(wait.count()))
+        << "100 ms, then 200 ms capped at 150 ms: no draw below them";
+    ASSERT_TRUE(clk.wait_for_timers(1)) << "the retry's timer";
+    clk.advance(wait - 1us);
+    EXPECT_EQ(retry_state(c, loc), "scheduled") << "not a microsecond early";
+    EXPECT_EQ(f.calls.load(), attempt);
+    clk.advance(1us);
+    ASSERT_TRUE(wait_until([&] { return f.calls.load() == attempt + 1; }));
+  }
+  ASSERT_TRUE(wait_until([&] { return retry_state(c, loc) == "ok"; }));
+  EXPECT_EQ(f.calls.load(), 3);
+}
+
 TEST(HttpServerRetry, ARetryThatWouldComeTooLateForTheJobsDeadlineEndsItAtOnce) {
   manual_clock clk;
   flaky f;

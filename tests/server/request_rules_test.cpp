@@ -286,6 +286,32 @@ TEST(ReadJobRetry, TheHandlersPolicyUnlessTheRequestSaysOtherwise) {
   EXPECT_EQ(base_only.policy.cap, 60s) << "the handler's cap";
   EXPECT_EQ(read_job_retry(fields({{"Job-Backoff", "2M"}}), handler).policy.cap, 2min) << "raised to the base";
   EXPECT_EQ(read_job_retry(fields({{"Job-Attempts", " 1 "}}), handler).policy.max_attempts, 1) << "no retries";
+  EXPECT_TRUE(all.policy.jitter) << "full jitter unless asked";
+}
+
+TEST(ReadJobRetry, AParameterTurnsTheJitterOffOrBackOn) {
+  const job_retry_policy handler{.max_attempts = 3, .base = 1s, .cap = 60s};
+  const auto fixed = read_job_retry(fields({{"Job-Backoff", "2S, 2S; jitter=none"}}), handler);
+  ASSERT_TRUE(fixed.ok) << fixed.message;
+  EXPECT_FALSE(fixed.policy.jitter);
+  EXPECT_EQ(fixed.policy.base, 2s);
+  EXPECT_EQ(fixed.policy.cap, 2s);
+  const auto spaced = read_job_retry(fields({{"Job-Backoff", "500m ;  Jitter = NONE "}}), handler);
+  ASSERT_TRUE(spaced.ok) << spaced.message;
+  EXPECT_FALSE(spaced.policy.jitter) << "spaces and case aside";
+  EXPECT_EQ(spaced.policy.base, 500ms);
+  const job_retry_policy unjittered{.max_attempts = 3, .base = 1s, .cap = 60s, .jitter = false};
+  EXPECT_FALSE(read_job_retry(fields({{"Job-Backoff", "3S"}}), unjittered).policy.jitter) << "the handler's, left out";
+  EXPECT_TRUE(read_job_retry(fields({{"Job-Backoff", "3S; jitter=full"}}), unjittered).policy.jitter);
+}
+
+TEST(ReadJitterParameter, OnlyJitterFullOrNone) {
+  EXPECT_EQ(read_jitter_parameter("jitter=full"), std::optional<bool>(true));
+  EXPECT_EQ(read_jitter_parameter(" jitter = none "), std::optional<bool>(false));
+  for (const char* bad :
+       {"", "jitter", "jitter=", "=none", "jitter=none;", "jitter=0", "jitters=none", "jitter=nonee"}) {
+    EXPECT_EQ(read_jitter_parameter(bad), std::nullopt) << bad;
+  }
 }
 
 TEST(ReadJobRetry, MalformedHeadersAreRefusedNamingTheHeader) {
@@ -299,9 +325,24 @@ TEST(ReadJobRetry, MalformedHeadersAreRefusedNamingTheHeader) {
       {{{"Job-Attempts", "0"}}, "invalid_retry_policy", "Job-Attempts must be an integer from 1 to 100"},
       {{{"Job-Attempts", "101"}}, "invalid_retry_policy", "Job-Attempts must be an integer from 1 to 100"},
       {{{"Job-Attempts", "3x"}}, "invalid_retry_policy", "Job-Attempts must be an integer from 1 to 100"},
-      {{{"Job-Backoff", "soon"}}, "invalid_retry_policy", "Job-Backoff must be BASE[, CAP] (30S, 500m)"},
-      {{{"Job-Backoff", "1S, x"}}, "invalid_retry_policy", "Job-Backoff must be BASE[, CAP] (30S, 500m)"},
+      {{{"Job-Backoff", "soon"}}, "invalid_retry_policy", "Job-Backoff must be BASE[, CAP][; jitter=none] (30S, 500m)"},
+      {{{"Job-Backoff", "1S, x"}},
+       "invalid_retry_policy",
+       "Job-Backoff must be BASE[, CAP][; jitter=none] (30S, 500m)"},
       {{{"Job-Backoff", "2S, 1S"}}, "invalid_retry_policy", "Job-Backoff has its cap below its base"},
+      {{{"Job-Backoff", "1S; jitter=some"}},
+       "invalid_retry_policy",
+       "Job-Backoff parameter must be jitter=full or jitter=none"},
+      {{{"Job-Backoff", "1S; spread=none"}},
+       "invalid_retry_policy",
+       "Job-Backoff parameter must be jitter=full or jitter=none"},
+      {{{"Job-Backoff", "1S; jitter=none; jitter=full"}},
+       "invalid_retry_policy",
+       "Job-Backoff parameter must be jitter=full or jitter=none"},
+      {{{"Job-Backoff", "1S;"}}, "invalid_retry_policy", "Job-Backoff parameter must be jitter=full or jitter=none"},
+      {{{"Job-Backoff", "; jitter=none"}},
+       "invalid_retry_policy",
+       "Job-Backoff must be BASE[, CAP][; jitter=none] (30S, 500m)"},
       {{{"Job-Deadline", "1 hour"}},
        "invalid_timeout",
        "Job-Deadline is not a duration (grpc-timeout syntax: 30S, 500m)"},

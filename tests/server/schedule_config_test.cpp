@@ -98,10 +98,10 @@ TEST(ScheduleConfig, AWrongScheduleIsRefusedNamingIt) {
 
 TEST(RetryConfig, HandlersPoliciesFromTheFileAndTheCommandLine) {
   const auto p = parse_schedules({"--retry", "call=5,200ms,30s", "--retry", "echo=3"},
-                                 "[retry]\nsleep = \"2,1s\"\ncall = \"9\"\n");
+                                 "[retry]\nsleep = \"2,1s\"\ncall = \"9\"\nstream = \"4,2s,2s;jitter=none\"\n");
   ASSERT_TRUE(p.result.options) << p.err;
   const auto& r = p.result.options->handler_retries;
-  ASSERT_EQ(r.size(), 3u);
+  ASSERT_EQ(r.size(), 4u);
   EXPECT_EQ(r.at("call").max_attempts, 5) << "the command line wins";
   EXPECT_EQ(r.at("call").base, 200ms);
   EXPECT_EQ(r.at("call").cap, 30s);
@@ -109,8 +109,15 @@ TEST(RetryConfig, HandlersPoliciesFromTheFileAndTheCommandLine) {
   EXPECT_EQ(r.at("echo").base, 1s) << "the default base";
   EXPECT_EQ(r.at("sleep").base, 1s);
   EXPECT_EQ(r.at("sleep").cap, 5min);
+  EXPECT_TRUE(r.at("sleep").jitter) << "full jitter by default";
+  EXPECT_FALSE(r.at("stream").jitter) << "a fixed 2 s backoff";
+  EXPECT_EQ(r.at("stream").base, 2s);
+  const auto flag = parse_schedules({"--retry", "call=3,1s;jitter=none"});
+  ASSERT_TRUE(flag.result.options) << flag.err;
+  EXPECT_FALSE(flag.result.options->handler_retries.at("call").jitter);
+  EXPECT_EQ(flag.result.options->handler_retries.at("call").cap, 5min);
   for (const char* bad : {"call", "call=", "call=many", "call=0", "call=101", "call=3,soon", "call=3,2s,1s",
-                          "call=3,1s,2s,4s", "=3", "a b=3"}) {
+                          "call=3,1s,2s,4s", "=3", "a b=3", "call=3;jitter=some", "call=3;", "call=3,1s;none"}) {
     SCOPED_TRACE(bad);
     const auto refused = parse_schedules({"--retry", bad});
     EXPECT_FALSE(refused.result.options);

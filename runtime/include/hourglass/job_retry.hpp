@@ -25,14 +25,17 @@
 
 namespace hourglass {
 
-// Attempts (the first included) and an exponential backoff with full jitter:
-// the wait before retry n is uniform in [0, min(cap, base * 2^(n-1))), so
-// retries of many jobs failing together spread out instead of returning in
-// step (AWS's "Exponential Backoff And Jitter").
+// Attempts (the first included) and an exponential backoff, by default with
+// full jitter: the wait before retry n is uniform in [0, min(cap, base *
+// 2^(n-1))), so retries of many jobs failing together spread out instead of
+// returning in step (AWS's "Exponential Backoff And Jitter"). Without jitter
+// it is min(cap, base * 2^(n-1)) exactly: what a partner's rate limit or a
+// test needs (base == cap: a fixed wait).
 struct job_retry_policy {
   int max_attempts = 1;  // 1: never retried
   duration base = std::chrono::seconds(1);
   duration cap = std::chrono::minutes(5);
+  bool jitter = true;  // false: every wait is its ceiling
 };
 
 // What ends a job's attempts.
@@ -72,7 +75,8 @@ struct job_attempt_end {
 
 // The backoff before retry number `retry` (1 = the first): jitter_sample in
 // [0, 1) (clamped; NaN counts as 0) times min(cap, base * 2^(retry - 1)),
-// saturating; negative policy durations count as zero.
+// saturating; negative policy durations count as zero. Without the policy's
+// jitter the sample is ignored and the wait is the ceiling itself.
 duration job_retry_backoff(const job_retry_policy& policy, int retry, double jitter_sample) noexcept;
 
 // The next attempt of a job whose attempt just ended at `now`. Checks, in order:
