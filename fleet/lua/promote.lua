@@ -10,7 +10,10 @@
 -- it is, woke_by 'deadline' ('children' when its rule is met: a child that
 -- ended outside finish.lua puts its parent due at once, and one whose rule
 -- is not yet met goes back to its wake time): its resumed run answers with
--- what has finished.
+-- what has finished. Its children still unfinished then are cancelled at
+-- once, cause 'parent', and theirs with them (a running one marked, as
+-- cancel.lua marks it): nobody waits for them, and one holding a worker
+-- would hold back the resumed run that needs it.
 -- A job waiting for a person's signal whose wait's limit has come ends
 -- deadline_exceeded, stage human_wait (its machine budget was not charged
 -- for the wait: human_waited_us says how long it was).
@@ -20,18 +23,22 @@
 -- KEYS[2 + i]             job i's hg:{Q}:job:<id> (i = 1..n)
 -- ARGV[1] wait_us         the fleet's predicted wait; '-1' unbounded; '' no admission (--policy fifo)
 -- ARGV[2] result_ttl_ms   how long an outcome recorded here is kept
--- ARGV[2 + i]             job i's id
+-- ARGV[3] group           the consumer group, 'hourglass' (a cancelled queued child's entry is acknowledged)
+-- ARGV[3 + i]             job i's id
 --
 -- Reply: {'nostream'} (no stream: nothing moved, the set as it was), or
--- {moved, expired, next_due_ms, TIME s, TIME us, human_wait}
+-- {moved, expired, next_due_ms, TIME s, TIME us, human_wait, cancelled}
 --   moved        integer: jobs added to the stream
 --   expired      array of the handlers of jobs recorded deadline_exceeded/admission
 --   next_due_ms  integer: the earliest due time left in the set; -1 when it is empty
 --   human_wait   array of the handlers of jobs recorded deadline_exceeded/human_wait
+--   cancelled    array of the handlers of children recorded cancelled/parent here (not marked):
+--                no daemon's run ends those, so the daemon that moved their parent counts them
 local stream_key = KEYS[1]
 local delayed_key = KEYS[2]
 local wait_arg = ARGV[1]
 local result_ttl_ms = ARGV[2]
+local group = ARGV[3]
 
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -85,10 +92,44 @@ local function wait_over(job_key)
   return done >= total
 end
 
-local moved, expired, human_expired = 0, {}, {}
+-- The children of a parent whose wait ended, unfinished, and theirs: cancelled
+-- (queued, scheduled, waiting) or marked (running), as cancel.lua does. The
+-- handlers of those cancelled here join `into`.
+local function cancel_unfinished_children(parent_id, into)
+  local walk, seen, i = {parent_id}, {}, 1
+  while i <= #walk do
+    for _, child in ipairs(redis.call('ZRANGE', queue_prefix .. 'children:' .. walk[i], 0, -1)) do
+      local key = job_prefix .. child
+      local state = seen[child] == nil and redis.call('HGET', key, 'state')
+      seen[child] = true
+      if state == 'running' then
+        redis.call('HSET', key, 'cancel_requested', '1', 'cancel_cause', 'parent')
+        walk[#walk + 1] = child
+      elseif state == 'queued' or state == 'scheduled' or state == 'waiting' then
+        if state == 'queued' then
+          local entry = redis.call('HGET', key, 'entry')
+          redis.call('XACK', stream_key, group, entry)
+          redis.call('XDEL', stream_key, entry)
+        else
+          redis.call('ZREM', delayed_key, child)
+        end
+        redis.call('HSET', key, 'state', 'cancelled', 'cause', 'parent', 'cancel_requested', '1')
+        redis.call('HDEL', key, 'payload', 'wake_ms', 'human_since_us')
+        redis.call('PEXPIRE', key, result_ttl_ms)
+        redis.call('PEXPIRE', queue_prefix .. 'children:' .. child, result_ttl_ms)
+        count_down_parent(key, job_prefix, delayed_key, false)
+        into[#into + 1] = redis.call('HGET', key, 'handler') or ''
+        walk[#walk + 1] = child
+      end
+    end
+    i = i + 1
+  end
+end
+
+local moved, expired, human_expired, cancelled = 0, {}, {}, {}
 for i = 3, #KEYS do
   local job_key = KEYS[i]
-  local job_id = ARGV[i]
+  local job_id = ARGV[i + 1]
   local score = redis.call('ZSCORE', delayed_key, job_id)
   if score and tonumber(score) * 1000 <= now_us then
     redis.call('ZREM', delayed_key, job_id)
@@ -129,6 +170,8 @@ for i = 3, #KEYS do
       redis.call('HDEL', job_key, 'wake_ms')
       redis.call('HINCRBY', job_key, 'wakes', 1)
       moved = moved + 1
+      -- after it is queued: their count-downs must not put it back in the delayed set
+      cancel_unfinished_children(job_id, cancelled)
     elseif state == 'scheduled' then
       if admitted(freshness_ms, min_budget_ms, deadline_us, tonumber(score)) then
         local fields = {'id', job_id, 'handler', handler, 'freshness_ms', freshness_ms, 'min_budget_ms', min_budget_ms,
@@ -156,7 +199,8 @@ if #expired > 0 then  -- the fleet's totals (stats, beside the stream: the queue
   redis.call('HINCRBY', stats_key, 'expired:admission', #expired)
 end
 if #human_expired > 0 then redis.call('HINCRBY', stats_key, 'expired:human_wait', #human_expired) end
+if #cancelled > 0 then redis.call('HINCRBY', stats_key, 'finished:cancelled', #cancelled) end
 local first = redis.call('ZRANGE', delayed_key, 0, 0, 'WITHSCORES')
 local next_due = -1
 if #first == 2 then next_due = tonumber(first[2]) end
-return {moved, expired, next_due, t[1], t[2], human_expired}
+return {moved, expired, next_due, t[1], t[2], human_expired, cancelled}

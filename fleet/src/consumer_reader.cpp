@@ -258,6 +258,7 @@ time_point consumer::impl::promote_due(const context& ctx) {
     }
     for (const std::string& h : p.expired_handlers) count_recorded(h, status::expired(expiry_stage::admission));
     for (const std::string& h : p.human_wait_handlers) count_recorded(h, status::expired(expiry_stage::human_wait));
+    for (const std::string& h : p.cancelled_handlers) count_recorded(h, status::cancelled(cancel_cause::parent));
     if (due.size() == batch) return now;  // more may be due
   }
   if (!next_due_ms) return now + promote_every;

@@ -204,7 +204,8 @@ job_queue::promoted job_queue::promote(const context& ctx, const std::vector<std
   std::vector<std::string> args{!predicted_wait                      ? std::string()
                                 : *predicted_wait == duration::max() ? std::string("-1")
                                                                      : detail::micros_up(*predicted_wait),
-                                millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1)))};
+                                millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1))),
+                                std::string(group)};
   for (const std::string& id : job_ids) {
     keys.push_back(key("job:" + id));
     args.push_back(id);

@@ -246,14 +246,15 @@ promote_reply decode_promote(const redis_reply& r) {
     p.nostream = true;
     return p;
   }
-  if (!r.is_array() || r.elements.size() != 6 || !r.elements[0].is_integer() || !r.elements[1].is_array() ||
-      !r.elements[2].is_integer() || !r.elements[5].is_array())
+  if (!r.is_array() || r.elements.size() != 7 || !r.elements[0].is_integer() || !r.elements[1].is_array() ||
+      !r.elements[2].is_integer() || !r.elements[5].is_array() || !r.elements[6].is_array())
     broker_error("promote", r);
   p.moved = static_cast<std::size_t>(at_least_zero(r.elements[0]));
   for (const redis_reply& h : r.elements[1].elements) p.expired_handlers.push_back(h.str);
   if (r.elements[2].integer >= 0) p.next_due_ms = r.elements[2].integer;
   p.broker_now_us = broker_us(r.elements[3], r.elements[4]);
   for (const redis_reply& h : r.elements[5].elements) p.human_wait_handlers.push_back(h.str);
+  for (const redis_reply& h : r.elements[6].elements) p.cancelled_handlers.push_back(h.str);
   return p;
 }
 

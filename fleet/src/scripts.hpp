@@ -91,7 +91,8 @@ struct promote_reply : job_queue::promoted {
   bool nostream = false;  // no stream: nothing moved
 };
 // {"nostream"}, or {moved, expired handlers, next_due_ms (-1: none), TIME s,
-// TIME us}; any other shape: "promote".
+// TIME us, human-wait handlers, cancelled children's handlers}; any other
+// shape: "promote".
 promote_reply decode_promote(const redis_reply& r);
 
 // ---- schedule_script: a periodic job's record (job_queue.cpp reads its replies) ----

@@ -30,7 +30,7 @@ struct DelayedSet : LuaScript {
     return detail::decode_finish(eval(detail::finish_script, {stream, stats, delayed, job(id)}, a), 1).at(0);
   }
   detail::promote_reply promote(const std::vector<std::string>& ids, const std::string& wait_us = "0") {
-    std::vector<std::string> keys{stream, delayed}, args{wait_us, "60000"};
+    std::vector<std::string> keys{stream, delayed}, args{wait_us, "60000", group};
     for (const std::string& id : ids) {
       keys.push_back(job(id));
       args.push_back(id);
@@ -362,6 +362,57 @@ TEST_F(DelayedSet, AChildCancelledOnTheSpotPutsItsWaitingParentDueAndPromoteResu
   EXPECT_EQ(promote({parent}).moved, 1u);
   EXPECT_EQ(field(job(parent), "state"), "queued");
   EXPECT_EQ(field(job(parent), "woke_by"), "children");
+}
+
+// The wait ends at its wake time with children unfinished: promote cancels
+// them as it queues the parent (cause parent, and their own children with
+// them; a running one marked for its daemon to stop), so none holds a worker
+// the resumed run needs. Cancelled here, they are counted here.
+TEST_F(DelayedSet, PromoteCancelsTheChildrenStillUnfinishedWhenAParentWakes) {
+  const std::string parent = new_job_id();
+  ASSERT_EQ(enqueue_batch({{.id = parent, .admission = "0", .deadline_us = "60000000"}}).jobs.at(0).verdict,
+            detail::enqueue_reply::kind::accepted);
+  call({"HSET", job(parent), "state", "running"});
+  const auto child_of = [&](const std::string& p) {
+    const std::string id = new_job_id();
+    EXPECT_EQ(enqueue_batch({{.id = id, .admission = "0", .parent = p}}).jobs.at(0).verdict,
+              detail::enqueue_reply::kind::accepted);
+    return id;
+  };
+  const std::string queued = child_of(parent), running = child_of(parent), done = child_of(parent);
+  const std::string waiting = child_of(parent);
+  call({"HSET", job(waiting), "state", "running"});
+  const std::string grandchild = child_of(waiting);
+  call({"HSET", job(running), "state", "running"});
+  call({"HSET", job(done), "state", "ok"});
+  ASSERT_EQ(finish_one(waiting, {field(job(waiting), "entry"), "1000", "wait", "all", "0", "0"}),
+            finish_result::waiting);
+  ASSERT_EQ(finish_one(parent, {field(job(parent), "entry"), "1000", "wait", "all", "1000000", "0"}),
+            finish_result::waiting);
+  const std::string past = std::to_string(broker_ms() - 1);  // its wake time has come
+  call({"HSET", job(parent), "wake_ms", past});
+  call({"ZADD", delayed, past, parent});
+  const std::string queued_entry = field(job(queued), "entry");
+
+  const detail::promote_reply p = promote({parent});
+  EXPECT_EQ(p.moved, 1u);
+  EXPECT_EQ(field(job(parent), "state"), "queued");
+  EXPECT_EQ(field(job(parent), "woke_by"), "deadline");
+  EXPECT_EQ(score(parent), -1) << "its children's count-downs did not put it back in the delayed set";
+  for (const std::string& id : {queued, waiting, grandchild}) {
+    EXPECT_EQ(field(job(id), "state"), "cancelled") << id;
+    EXPECT_EQ(field(job(id), "cause"), "parent") << id;
+    EXPECT_GT(call({"PTTL", job(id)}).integer, 0) << "kept for --result-ttl";
+  }
+  EXPECT_EQ(score(waiting), -1) << "a waiting child waits no more";
+  EXPECT_EQ(call({"XRANGE", stream, queued_entry, queued_entry}).elements.size(), 0u) << "its entry is gone";
+  EXPECT_EQ(field(job(running), "state"), "running") << "its daemon ends it";
+  EXPECT_EQ(field(job(running), "cancel_requested"), "1");
+  EXPECT_EQ(field(job(running), "cancel_cause"), "parent");
+  EXPECT_EQ(field(job(done), "state"), "ok") << "a finished child is left as it is";
+  EXPECT_EQ(p.cancelled_handlers, (std::vector<std::string>{"echo", "echo", "echo"}));
+  EXPECT_EQ(field(stats, "finished:cancelled"), "3") << "the fleet's totals";
+  EXPECT_EQ(field(job(parent), "children_done"), "2") << "the two of its own cancelled here";
 }
 
 // A signal that comes after the wait's limit, before promote has ended the

@@ -91,6 +91,34 @@ TEST_F(FleetFanIn, AtItsWakeTimeTheParentResumesWithThePartialResultsAndTheRestA
   EXPECT_LT(job(a.port(), slow).at("run_ms").to_number<double>(), 3900.0) << "stopped, not run to its deadline";
 }
 
+// One worker: the parent ran on it and waits in the broker; child 0 took
+// the worker and holds it, children 1 and 2 queue behind it. At the wake
+// time (3 s in) promote cancels the queued two and marks child 0, which its
+// daemon stops at its next renewal: the resumed run gets the worker then,
+// not when child 0 has worked on to its own deadline (5 s in).
+TEST_F(FleetFanIn, OnOneWorkerTheWaitsEndStopsTheChildHoldingItSoTheResumedRunGetsIt) {
+  g.rule.keep = 2s;
+  test_server a(fan_in_daemon(redis, 1), [this](http_server& s) { g.setup(s); });
+  const auto sent_at = std::chrono::steady_clock::now();
+  const reply r = post(a.port(), "/v1/jobs/gather", "p", {{"Prefer", "respond-async"}, {"Job-Deadline", "5S"}});
+  ASSERT_EQ(r.status, 202u) << r.body;
+  const std::string parent = json_string(r.body, "id");
+  ASSERT_TRUE(wait_until([&] { return g.working.load() == 1 && state(a.port(), parent) == "waiting"; }, 5s))
+      << job(a.port(), parent);
+  ASSERT_TRUE(wait_until([&] { return state(a.port(), parent) == "ok"; }, 10s)) << job(a.port(), parent);
+  const auto resumed_after = std::chrono::steady_clock::now() - sent_at;
+  EXPECT_GE(resumed_after, 2900ms) << "not before its wake time";
+  EXPECT_LT(resumed_after, 4500ms) << "the resumed run waited for child 0's deadline";
+  EXPECT_EQ(job(a.port(), parent).at("result").as_string().subview().substr(0, 9), "deadline ")
+      << job(a.port(), parent);
+  for (const std::string& child : g.sent()) {
+    ASSERT_TRUE(wait_until([&] { return state(a.port(), child) == "cancelled"; }, 5s)) << job(a.port(), child);
+    EXPECT_EQ(job(a.port(), child).at("cause").as_string(), "parent");
+  }
+  EXPECT_TRUE(wait_until([&] { return a.handler("work").finished_cancelled == 3u; }))
+      << "each child's end counted once by the daemon that recorded it: " << a.handler("work").finished_cancelled;
+}
+
 // The parent ran on daemon a, which stops while it waits (its children
 // handed back and taken by b): b resumes it when the children finish.
 TEST_F(FleetFanIn, TheWaitIsTheBrokersSoAnotherDaemonResumesIt) {

@@ -417,6 +417,7 @@ class job_queue {
     std::size_t moved = 0;
     std::vector<std::string> expired_handlers;     // recorded deadline_exceeded/admission
     std::vector<std::string> human_wait_handlers;  // recorded deadline_exceeded/human_wait
+    std::vector<std::string> cancelled_handlers;   // children recorded cancelled/parent as their parent woke
     std::optional<std::int64_t> next_due_ms;       // the set's earliest left
     std::int64_t broker_now_us = 0;
   };
