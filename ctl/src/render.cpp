@@ -198,7 +198,7 @@ std::string jobs_text(const std::vector<json::object>& jobs) {
 std::string job_text(const json::object& job) {
   text_table t;
   for (const auto& [key, value] : job) {
-    if (key == "attempts" || key == "result" || key == "result_base64") continue;
+    if (key == "attempts" || key == "result" || key == "result_base64" || key == "payload") continue;
     const bool ms = key.size() > 3 && std::string_view(key).substr(key.size() - 3) == "_ms";
     t.row({terminal_safe(key) + ":", ms ? human_ms(&value) : text_of(&value)});
   }
@@ -220,6 +220,21 @@ std::string job_text(const json::object& job) {
               human_ms(member(ao, "run_ms"))});
     }
     out += '\n' + at.str();
+  }
+  if (const auto* p = member(job, "payload"); p != nullptr && p->is_object()) {
+    const auto& po = p->get_object();
+    const auto* text = member(po, "text");
+    const auto* base64 = member(po, "base64");
+    const auto* truncated = member(po, "truncated");
+    const bool cut = truncated != nullptr && truncated->is_bool() && truncated->get_bool();
+    std::string shown = text != nullptr && text->is_string()       ? std::string(text->get_string())
+                        : base64 != nullptr && base64->is_string() ? std::string(base64->get_string())
+                                                                   : std::string();
+    out += fmt::format("\npayload ({} bytes, {}{}{}):\n", text_of(po, "bytes"),
+                       text_of(po, "content_type").empty() ? "no content type" : text_of(po, "content_type"),
+                       base64 != nullptr ? ", base64" : "", cut ? ", the first of them" : "");
+    out += terminal_safe(shown, text != nullptr);
+    if (out.back() != '\n') out += '\n';
   }
   if (const auto* r = member(job, "result"); r != nullptr && r->is_string()) {
     out += "\nresult:\n" + terminal_safe(r->get_string(), true);

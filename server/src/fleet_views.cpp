@@ -54,6 +54,8 @@ job_view view_of(const fleet::fleet_job& j, std::int64_t broker_now_ms) {
   v.consumer = std::string(j.field("consumer"));  // the daemon that started it last
   v.parent = std::string(j.field("parent"));
   v.children = j.children;
+  // Held until an outcome empties it; a dead job keeps it whole for replay.
+  if (!v.finished() || v.state == "dead") v.payload = shown_payload(j.field("payload"), j.field("content_type"));
   if (const int max_attempts = static_cast<int>(millis_field(j.field("max_attempts"))); max_attempts > 1) {
     // Attempts started so far: the broker's `attempt` is the current one's
     // number, not started yet while its deliveries are 0 (scheduled, queued).

@@ -21,7 +21,42 @@ job_timings job_view::timings() const {
   return t;
 }
 
+payload_view shown_payload(std::string_view payload, std::string_view content_type) {
+  payload_view p;
+  p.bytes = payload.size();
+  p.content_type = std::string(content_type);
+  const std::size_t limit = std::min(payload.size(), payload_shown_bytes);
+  // Text cut inside a character leaves that character out whole; bytes
+  // that are not UTF-8 are shown as they are (base64 in the JSON).
+  std::size_t at = 0;
+  while (at < limit) {
+    const std::size_t n = utf8_sequence_length(payload, at);
+    if (n == 0) {
+      at = limit;
+      break;
+    }
+    if (at + n > limit) break;
+    at += n;
+  }
+  const std::string_view shown = payload.substr(0, at);
+  p.shown = std::string(shown);
+  return p;
+}
+
 namespace {
+
+// "payload": {"bytes": N, "content_type": ..., "text"|"base64": ..., ["truncated": true]}
+std::string payload_json(const payload_view& p) {
+  support::json_object o;
+  o.add("bytes", p.bytes).add("content_type", p.content_type);
+  if (valid_utf8(p.shown)) {
+    o.add("text", p.shown);
+  } else {
+    o.add("base64", support::base64(p.shown));
+  }
+  if (p.shown.size() < p.bytes) o.add("truncated", true);
+  return o.str();
+}
 
 // "attempts": [{"outcome": "error", "error": ..., "message": ..., "run_ms": ...}, ...]
 std::string attempts_json(const std::vector<attempt_view>& attempts) {
@@ -119,6 +154,8 @@ std::string job_json(const job_view& j, job_detail detail) {
   if (j.machine_left_ms) o.add("machine_left_ms", *j.machine_left_ms);
   if (j.human_wait_used_ms) o.add("human_wait_used_ms", *j.human_wait_used_ms);
   if (j.human_wait_left_ms) o.add("human_wait_left_ms", *j.human_wait_left_ms);
+  if (j.payload && detail == job_detail::listed) o.add("payload_bytes", j.payload->bytes);
+  if (j.payload && detail == job_detail::whole) o.add_raw("payload", payload_json(*j.payload));
   if (!j.finished()) {
     if (j.cancel_requested) o.add("cancel_requested", true);
     if (j.age_ms) o.add("age_ms", *j.age_ms);

@@ -4,14 +4,29 @@
 // an accepted async job. Pure: no store, no clock. Internal to the server.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hourglass/job.hpp"
 #include "responses.hpp"
 
 namespace hourglass::server::detail {
+
+// What a job was sent, as the job object shows it: its size and content
+// type, and at most payload_shown_bytes of it (for display: an operator
+// looking at a dead job, not a way to fetch megabytes through a listing).
+inline constexpr std::size_t payload_shown_bytes = 4096;
+struct payload_view {
+  std::size_t bytes = 0;  // the whole payload's size
+  std::string content_type;
+  std::string shown;  // its first bytes, cut at a UTF-8 boundary when the payload is text
+};
+// The payload as shown: the first payload_shown_bytes, a UTF-8 sequence cut
+// by that bound left out whole (so valid text stays valid text).
+payload_view shown_payload(std::string_view payload, std::string_view content_type);
 
 // An earlier attempt of a retried job.
 struct attempt_view {
@@ -40,6 +55,9 @@ struct job_view {
   std::optional<double> age_ms;             // since it was accepted (memory store: its clock)
   bool committed = false;
   std::string content_type, result;  // ok
+  // What it was sent, while its store holds it: an unfinished job's, and a
+  // dead job's (kept for replay). Dropped with any other outcome.
+  std::optional<payload_view> payload;
   // With a retry policy of more than one attempt:
   std::optional<int> attempt, attempts_left;  // attempts started so far; attempts it may still make
   std::vector<attempt_view> attempts;         // earlier attempts (the most recent ones), oldest first
@@ -80,9 +98,11 @@ struct job_view {
 };
 
 // The JSON body: fields that do not apply to the job's state are left out.
-// `whole`: with its result (GET of the job); `listed`: the result's size
-// only, as `result_bytes` (a page of jobs, where results would be as large
-// as all of them together: GET the job for its result).
+// `whole`: with its result and its payload as shown (GET of the job);
+// `listed`: the sizes only, as `result_bytes` and `payload_bytes` (a page of
+// jobs, where results would be as large as all of them together: GET the
+// job for its result). A payload shown is `text` when it is UTF-8, else
+// `base64`, with `truncated` when it was longer than shown.
 enum class job_detail { whole, listed };
 std::string job_json(const job_view& j, job_detail detail = job_detail::whole);
 

@@ -134,6 +134,15 @@ bool memory_jobs::retry_scheduled(const std::string& id, attempt_summary ended, 
   return true;
 }
 
+void memory_jobs::hold_payload(const std::string& id, std::shared_ptr<const std::string> payload,
+                               std::string content_type) {
+  std::lock_guard lock(mu_);
+  const auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second.rec.state == async_state::finished) return;
+  it->second.rec.payload = std::move(payload);
+  it->second.rec.payload_type = std::move(content_type);
+}
+
 bool memory_jobs::retry_due(const std::string& id) {
   std::lock_guard lock(mu_);
   const auto it = jobs_.find(id);
@@ -150,6 +159,7 @@ void memory_jobs::finish(const std::string& id, async_outcome o, time_point now)
   async_record& r = it->second.rec;
   if (r.state == async_state::scheduled) --scheduled_;
   r.state = async_state::finished;
+  r.payload.reset();  // what it was sent goes with its outcome, as in a fleet
   r.st = o.st;
   r.timings = o.timings;
   r.finished_at = now;
@@ -277,6 +287,7 @@ std::optional<async_record> memory_jobs::human_wait_over(const std::string& id, 
   r.human_waited += elapsed(r.human_since, now);
   r.human_limit_at = time_point::max();
   r.state = async_state::finished;
+  r.payload.reset();
   r.st = status::expired(expiry_stage::human_wait);
   r.finished_at = now;
   finished_.emplace_back(now, id);
@@ -329,6 +340,7 @@ std::optional<async_record> memory_jobs::cancel(const std::string& id, time_poin
       if (e.rec.state == async_state::scheduled || e.rec.state == async_state::waiting) {  // nothing runs: it ends here
         if (e.rec.state == async_state::scheduled) --scheduled_;
         e.rec.state = async_state::finished;
+        e.rec.payload.reset();
         e.rec.st = status::cancelled(why);
         e.rec.timings = {};
         e.rec.finished_at = now;
@@ -456,6 +468,7 @@ job_view view_of(const async_record& r, time_point now) {
   if (r.deadline != time_point::max()) j.deadline_at_ms = since_accepted(r.deadline);
   j.parent = r.parent;
   j.children = r.children;
+  if (r.payload) j.payload = shown_payload(*r.payload, r.payload_type);
   if (r.due > r.created) j.due_at_ms = since_accepted(r.due);
   if (r.started != time_point{}) j.started_at_ms = since_accepted(r.started);
   if (r.state == async_state::finished) j.finished_at_ms = since_accepted(r.finished_at);

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -64,8 +65,11 @@ struct async_record {
   std::string parent;                       // a child job's parent ("" none)
   std::size_t depth = 0;                    // its parent's + 1 (0: no parent)
   std::vector<std::string> children;        // the child jobs it enqueued
-  std::size_t children_done = 0;            // of them, those with an outcome (kept as each ends: no walk)
-  std::size_t children_ok = 0;              // of those, ok
+  // What it was sent (sharing its request's buffer), until its outcome.
+  std::shared_ptr<const std::string> payload;
+  std::string payload_type;
+  std::size_t children_done = 0;  // of them, those with an outcome (kept as each ends: no walk)
+  std::size_t children_ok = 0;    // of those, ok
   // A parent waiting for its children (handler_result::wait_for): what for,
   // and when the wait ends at the latest (time_point::max(): no deadline).
   std::optional<fan_in> wait;
@@ -150,6 +154,8 @@ class memory_jobs {
   // unless an earlier attempt ran or it was delayed (a 202 was given: the
   // refusal is its outcome).
   after_submit submitted(const std::string& id, job_ref ref);
+  // What the job was sent, shown by its view until its outcome drops it.
+  void hold_payload(const std::string& id, std::shared_ptr<const std::string> payload, std::string content_type);
   // queued -> running (the job's function started): attempt one more,
   // unless it resumes after a wait (the same attempt). Its woke_by: "" on
   // an attempt's first run.

@@ -505,7 +505,7 @@
     const queue = (state.queues[0] || {}).name || 'default';
     const fields = el('dl', { class: 'fields' });
     for (const [k, v] of Object.entries(j)) {
-      if (k === 'attempts' || k === 'timeline' || k === 'result' || k === 'result_base64') continue;
+      if (k === 'attempts' || k === 'timeline' || k === 'result' || k === 'result_base64' || k === 'payload') continue;
       fields.append(el('dt', {}, k), el('dd', { 'data-field': k }, typeof v === 'number' && k.endsWith('_ms') ? fmtMs(v) : String(v)));
     }
     // Only the last attempts are kept: number them from the first kept one.
@@ -519,6 +519,12 @@
         el('section', { class: 'card' }, el('h2', {}, j.handler, ' · ', j.state), fields, el('p', {}, jobActions(j, queue))),
         el('section', { class: 'card' }, el('h2', {}, 'Where its time went'), budgetBar(j),
           attempts.length ? el('table', {}, el('tr', {}, ['#', 'outcome', 'stage', 'error', 'run'].map((h) => el('th', {}, h))), attempts) : null)),
+      j.payload
+        ? el('section', { class: 'card' }, el('h2', {}, 'Payload (', j.payload.content_type || 'no content type', ', ',
+          j.payload.bytes + ' bytes', j.payload.base64 !== undefined ? ', base64' : '',
+          j.payload.truncated ? ', the first of them' : '', ')'),
+          el('pre', { class: 'payload', 'data-field': 'payload' }, j.payload.text ?? j.payload.base64))
+        : null,
       j.result !== undefined || j.result_base64 !== undefined
         ? el('section', { class: 'card' }, el('h2', {}, 'Result', j.content_type ? ' (' + j.content_type + ')' : ''),
           el('pre', { class: 'payload', 'data-field': 'result' }, j.result ?? j.result_base64 + ' (base64)'))

@@ -77,6 +77,16 @@ TEST(CtlRender, AJobItsAttemptsAndResultAndARefusal) {
             "id:         j1\nhandler:    flaky\nstate:      ok\nqueued_ms:  12 ms\n"
             "\nATTEMPT  OUTCOME  STAGE  ERROR     RUN\n1        error    -      boom: no  2.0 s\n"
             "\nresult:\na\nb\n");
+  const auto dead = json::parse(R"({"id": "j2", "handler": "h", "state": "dead",
+      "payload": {"bytes": 9000, "content_type": "text/plain", "text": "line\nnext\u001b[2J", "truncated": true}})");
+  EXPECT_EQ(ctl::job_text(dead.as_object()),
+            "id:       j2\nhandler:  h\nstate:    dead\n"
+            "\npayload (9000 bytes, text/plain, the first of them):\nline\nnext\\x1b[2J\n")
+      << "its lines kept, its escapes made harmless";
+  const auto binary = json::parse(R"({"id": "j3", "handler": "h", "state": "queued",
+      "payload": {"bytes": 2, "content_type": "", "base64": "AP8="}})");
+  EXPECT_EQ(ctl::job_text(binary.as_object()),
+            "id:       j3\nhandler:  h\nstate:    queued\n\npayload (2 bytes, no content type, base64):\nAP8=\n");
   EXPECT_EQ(ctl::refusal_text(504, R"({"error": "deadline_exceeded", "stage": "admission", "message": "too late"})"),
             "504 deadline_exceeded (stage admission): too late");
   EXPECT_EQ(ctl::refusal_text(502, "Bad Gateway\n"), "502 Bad Gateway\\x0a");

@@ -16,7 +16,14 @@
 namespace hourglass::server::testing {
 namespace {
 
-struct FleetDead : fleet_front {};
+using json_value = boost::json::value;
+
+struct FleetDead : fleet_front {
+  json_value job_json_of(const std::string& id) {
+    const auto doc = support::parse_json(get(front.port(), "/v1/jobs/" + id).body);
+    return doc ? *doc : json_value();
+  }
+};
 
 TEST_F(FleetDead, AReplayIsRefusedWhileItCannotStartInTimeAndQueuedAgainWhenItCan) {
   const std::string id = submit();  // no backlog yet: admitted
@@ -42,6 +49,22 @@ TEST_F(FleetDead, AReplayIsRefusedWhileItCannotStartInTimeAndQueuedAgainWhenItCa
   const reply again = admin_call("POST", "/v1/jobs/" + id + "/replay");
   EXPECT_EQ(again.status, 409u);
   EXPECT_EQ(json_string(again.body, "error"), "not_dead");
+}
+
+// What a dead job was sent is the first thing an operator looks at: its
+// job object shows it (bounded, as text), its listing only its size.
+TEST_F(FleetDead, ADeadJobShowsWhatItWasSent) {
+  const std::string id = submit();
+  const json_value queued = job_json_of(id);
+  EXPECT_EQ(queued.at("payload").at("text").as_string(), "keep me") << "while it waits, too";
+  dead_letter(id);
+  const json_value dead = job_json_of(id);
+  ASSERT_EQ(dead.at("state").as_string(), "dead");
+  EXPECT_EQ(dead.at("payload").at("text").as_string(), "keep me");
+  EXPECT_EQ(dead.at("payload").at("bytes").to_number<int>(), 7);
+  const std::string listed = get(front.port(), "/v1/jobs?state=dead").body;
+  EXPECT_NE(listed.find("\"payload_bytes\": 7"), std::string::npos) << listed;
+  EXPECT_EQ(listed.find("keep me"), std::string::npos) << "a listing carries sizes, not payloads";
 }
 
 TEST_F(FleetDead, DeleteOneAndPurgeTheOldestWithConfirmation) {

@@ -68,6 +68,24 @@ TEST_F(HttpServerDelay, ADelayedJobWaitsScheduledAndItsFreshnessCountsFromItsDue
   EXPECT_EQ(json_string(c.get(loc).body, "result"), "ran");
 }
 
+// A job's object shows what it was sent while the store holds it, and its
+// outcome drops it (the memory goes with the request).
+TEST_F(HttpServerDelay, AWaitingJobShowsItsPayloadUntilItsOutcome) {
+  const reply r = c.post("/v1/jobs/count", "<b>bold</b>",
+                         {{"Prefer", "respond-async"}, {"Job-Delay", "2S"}, {"Content-Type", "text/html"}});
+  ASSERT_EQ(r.status, 202u) << r.body;
+  const std::string loc = r.header("location");
+  const json::value waiting = delayed_job(c, loc);
+  ASSERT_TRUE(waiting.as_object().contains("payload")) << waiting;
+  EXPECT_EQ(waiting.at("payload").at("text").as_string(), "<b>bold</b>");
+  EXPECT_EQ(waiting.at("payload").at("content_type").as_string(), "text/html");
+  EXPECT_EQ(waiting.at("payload").at("bytes").to_number<int>(), 11);
+  EXPECT_NE(c.get("/v1/jobs?state=scheduled").body.find("\"payload_bytes\": 11"), std::string::npos);
+  clk.advance(2s);
+  ASSERT_TRUE(wait_until([&] { return delayed_state(c, loc) == "ok"; })) << c.get(loc).body;
+  EXPECT_FALSE(delayed_job(c, loc).as_object().contains("payload")) << "dropped with its outcome";
+}
+
 TEST_F(HttpServerDelay, NotBeforeIsAWallClockTimeAndAPastOneMeansAtOnce) {
   const auto wall = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
   const reply later = submit({{"Job-Not-Before", support::format_rfc3339(wall + std::chrono::seconds(30))}});

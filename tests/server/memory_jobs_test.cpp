@@ -257,6 +257,60 @@ TEST(JobView, FleetFieldsAndTheDeadState) {
   EXPECT_EQ(dead.find("stage"), std::string::npos) << "a stage only for deadline_exceeded";
 }
 
+// A payload is shown bounded, as text when it is UTF-8 (a character the
+// bound cuts left out whole), as base64 when not, and in a listing only by size.
+TEST(JobView, APayloadIsShownBoundedAsTextOrBase64) {
+  const std::string euro = "\xe2\x82\xac";  // three bytes
+  struct row {
+    const char* what;
+    std::string payload;
+    std::size_t shown;
+  };
+  const std::vector<row> rows{
+      {"short text", "{\"ms\": 8000}", 12},
+      {"empty", "", 0},
+      {"long text", std::string(5000, 'a'), payload_shown_bytes},
+      {"a character across the bound", std::string(payload_shown_bytes - 1, 'a') + euro, payload_shown_bytes - 1},
+      {"a character ending on the bound", std::string(payload_shown_bytes - 3, 'a') + euro + "b", payload_shown_bytes},
+      {"not UTF-8", std::string("\xff\xfe") + std::string(6000, 'x'), payload_shown_bytes},
+      {"an invalid byte past the bound", std::string(5000, 'a') + "\xff", payload_shown_bytes},
+  };
+  for (const row& r : rows) {
+    SCOPED_TRACE(r.what);
+    const payload_view p = shown_payload(r.payload, "application/json");
+    EXPECT_EQ(p.bytes, r.payload.size());
+    EXPECT_EQ(p.content_type, "application/json");
+    EXPECT_EQ(p.shown, r.payload.substr(0, r.shown));
+  }
+
+  job_view j;
+  j.id = "0123";
+  j.handler = "resize";
+  j.state = "dead";
+  j.cause = "max_deliveries";
+  j.payload = shown_payload("<img src=x onerror=alert(1)>\u2028\"", "text/html");
+  const auto doc = support::parse_json(job_json(j));
+  ASSERT_TRUE(doc.has_value());
+  const boost::json::object& shown = doc->at("payload").as_object();
+  EXPECT_EQ(shown.at("text").as_string(), "<img src=x onerror=alert(1)>\u2028\"") << "the JSON carries it exactly";
+  EXPECT_EQ(shown.at("bytes").to_number<int>(), 32);
+  EXPECT_EQ(shown.at("content_type").as_string(), "text/html");
+  EXPECT_FALSE(shown.contains("truncated"));
+  EXPECT_FALSE(doc->as_object().contains("payload_bytes"));
+
+  j.payload = shown_payload(std::string("\x00\xff", 2) + std::string(5000, 'z'), "application/octet-stream");
+  const auto binary = support::parse_json(job_json(j));
+  ASSERT_TRUE(binary.has_value());
+  const boost::json::object& b = binary->at("payload").as_object();
+  EXPECT_FALSE(b.contains("text"));
+  EXPECT_EQ(b.at("base64").as_string().size(), (payload_shown_bytes + 2) / 3 * 4) << "the bytes shown, encoded";
+  EXPECT_EQ(b.at("truncated").as_bool(), true);
+  const auto listed = support::parse_json(job_json(j, job_detail::listed));
+  ASSERT_TRUE(listed.has_value());
+  EXPECT_FALSE(listed->as_object().contains("payload")) << "a page of jobs carries no payloads";
+  EXPECT_EQ(listed->at("payload_bytes").to_number<int>(), 5002);
+}
+
 TEST(JobView, AnswersCarryStatusServerTimingAndNoStore) {
   job_view j;
   j.id = "abc";

@@ -6,8 +6,8 @@ redis-server, under more load than they can serve in time.
 It checks what an operator relies on: the page shows the numbers the API and
 /metrics report; a dead job (dead-lettered the real way: its daemon was
 killed with -9 while it ran) is replayed by clicking; a queue is paused and
-resumed by clicking, and the API sees it; a hostile payload is shown as text
-and runs nothing; the page breaks no rule of its Content-Security-Policy.
+resumed by clicking, and the API sees it; a hostile result and a hostile
+payload are shown as text and run nothing; the page breaks no rule of its Content-Security-Policy.
 
 Exit 77 (counted as skipped by CTest, never as passed) only when no browser
 is installed; tools/install-deps installs chromium, chromium-driver and
@@ -74,9 +74,9 @@ class Api:
         assert status == 200, (path, status, body)
         return json.loads(body)
 
-    def submit(self, handler, body, freshness="300S"):
+    def submit(self, handler, body, freshness="300S", headers=None):
         status, text = self.call("POST", "/v1/jobs/" + handler, body.encode(),
-                                 {"Prefer": "respond-async", "Job-Freshness": freshness})
+                                 {"Prefer": "respond-async", "Job-Freshness": freshness, **(headers or {})})
         return status, (json.loads(text) if status == 202 else text)
 
     def metric_total(self, name, **labels):
@@ -201,6 +201,9 @@ def main():
         status, hostile = api.submit("echo", HOSTILE)
         assert status == 202, hostile
         wait_for("the hostile job done", lambda: api.json("/v1/jobs/" + hostile["id"])["state"] == "ok")
+        # A job that keeps its hostile payload (scheduled far ahead), sent as markup.
+        status, held = api.submit("echo", HOSTILE, headers={"Job-Delay": "600S", "Content-Type": "text/html"})
+        assert status == 202, held
 
         load = Load(api)
         base = f"http://127.0.0.1:{port}/ui/"
@@ -231,6 +234,8 @@ def main():
         drv.get(base + "#/jobs/" + dead_id)
         wait_for("the dead job's page", lambda: drv.find_element(By.CSS_SELECTOR, '[data-field="state"]').text == "dead")
         wait_for("its cause", lambda: drv.find_element(By.CSS_SELECTOR, '[data-field="cause"]').text == "max_deliveries")
+        wait_for("what it was sent",
+                 lambda: drv.find_element(By.CSS_SELECTOR, '[data-field="payload"]').text == '{"ms": 8000}')
         wait_for("its timeline: started on the daemon that died",
                  lambda: "on a" in drv.find_element(By.CSS_SELECTOR, '[data-event="started"]').text)
         shot(drv, args.screenshots, "dead-job.png")
@@ -258,6 +263,13 @@ def main():
                  lambda: drv.find_element(By.CSS_SELECTOR, '[data-field="result"]').text == HOSTILE)
         assert drv.title == "hourglass", "a script of the payload ran: " + drv.title
         assert not drv.find_elements(By.CSS_SELECTOR, "main img"), "the payload became an element"
+        drv.get(base + "#/jobs/" + held["id"])
+        wait_for("the hostile payload shown as text",
+                 lambda: drv.find_element(By.CSS_SELECTOR, '[data-field="payload"]').text == HOSTILE)
+        assert "text/html" in drv.find_element(By.CSS_SELECTOR, "main").text, "its content type named"
+        assert drv.title == "hourglass", "a script of the payload ran: " + drv.title
+        assert not drv.find_elements(By.CSS_SELECTOR, "main img, main script"), "the payload became an element"
+        shot(drv, args.screenshots, "job-payload.png")
 
         # With the load stopped and the queue drained, the page's numbers are the API's and /metrics'.
         load.end()
