@@ -6,10 +6,12 @@
 #include <boost/url/encode.hpp>
 #include <boost/url/rfc/unreserved_chars.hpp>
 
+#include <chrono>
 #include <cstdlib>
 #include <functional>
 #include <ostream>
 #include <stdexcept>
+#include <thread>
 
 #include "hourglass/budget_codec.hpp"
 #include "hourglass/ctl/api_client.hpp"
@@ -65,7 +67,13 @@ int walk_jobs(api_client& c, const settings& s, std::ostream& out, std::ostream&
     if (!state.empty()) target += "&state=" + encoded(state);
     if (!handler.empty()) target += "&handler=" + encoded(handler);
     if (cursor.is_string()) target += "&cursor=" + encoded(cursor.get_string());
-    const api_reply r = c.call("GET", target);
+    api_reply r = c.call("GET", target);
+    // A fleet daemon paces listings that read the whole broker (429, a
+    // second apart): a long walk waits for its turn rather than failing.
+    for (int waits = 0; r.status == 429 && waits < 60; ++waits) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      r = c.call("GET", target);
+    }
     if (r.status != 200) {
       err << "hourglass: jobs: " << refusal_text(r.status, r.body) << '\n';
       return exit_refused;

@@ -333,6 +333,8 @@ void fetch_page(job_queue& queue, const context& ctx, std::vector<std::string> i
 
 }  // namespace
 
+bool listed_by_scan(std::string_view state) noexcept { return index_of(state).empty(); }
+
 void job_queue::async_list(const context& ctx, list_query q, answer_fn<job_list> done) {
   const std::string_view index = index_of(q.state);
   if (!valid_cursor(index, q.cursor)) return done(answer(job_list{.invalid_cursor = true}));

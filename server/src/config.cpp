@@ -329,6 +329,8 @@ struct command_line_parser::impl {
     t_.count("max-job-depth", o_.max_job_depth,
              "how deep a family of child jobs may grow (a job without a parent is at 0); deeper: 409 too_deep", 0,
              1'000'000);
+    t_.count("max-list-scans", o_.max_list_scans,
+             "fleet: job listings walked by SCAN a second (each reads up to 10,000 keys); more: 429", 1, 100'000);
     t_.count("max-children", o_.max_children, "child jobs one parent may have; more: 409 too_many_children", 0,
              1'000'000);
     t_.schedules("schedule", schedules_, o_.schedules,

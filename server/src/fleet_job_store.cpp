@@ -23,6 +23,7 @@
 #include "hourglass/support/json.hpp"
 #include "hourglass/support/url.hpp"
 #include "job_input.hpp"
+#include "request_bucket.hpp"
 #include "request_rules.hpp"
 #include "schedules.hpp"
 #include "totals_rates.hpp"
@@ -203,6 +204,10 @@ class fleet_job_store final : public job_store {
   }
 
   void list(list_request q, callback<job_page> done) override {
+    if (fleet::listed_by_scan(q.state)) {
+      std::lock_guard lock(scans_mu_);
+      if (!scans_.take(c_.clk.now())) return done(job_page{.too_many = true});
+    }
     queue_.async_list(
         context(),
         {.state = std::move(q.state), .cursor = std::move(q.cursor), .count = q.limit, .handler = std::move(q.handler)},
@@ -499,6 +504,8 @@ class fleet_job_store final : public job_store {
   fleet_dead_letter dead_letter_{c_, queue_, calls_, lookup_errors_};
   std::mutex totals_mu_;  // queue reads answer on the I/O threads
   totals_history totals_;
+  std::mutex scans_mu_;  // listings start on any I/O thread
+  request_bucket scans_{static_cast<double>(c_.opts.max_list_scans)};
 };
 
 }  // namespace

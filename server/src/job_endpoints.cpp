@@ -190,6 +190,12 @@ void answer_job_list(core& c, std::string_view target, answer_fn done) {
       return done(std::move(res));
     }
     if (page.invalid_cursor) return done(error_response(400, "invalid_cursor", "not a cursor of this state's walk"));
+    if (page.too_many) {
+      response res = error_response(429, "too_many_listings",
+                                    "listings of this state read the whole broker; past --max-list-scans a second");
+      res.set(http::field::retry_after, "1");
+      return done(std::move(res));
+    }
     response res = make_response(200, job_page_json(page), json_type);
     res.set(http::field::cache_control, "no-store");
     done(std::move(res));

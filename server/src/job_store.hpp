@@ -105,6 +105,7 @@ struct list_request {
 struct job_page {
   bool unavailable = false;     // the store could not be read: no page
   bool invalid_cursor = false;  // not a cursor this store's walk for the state makes: no page
+  bool too_many = false;        // past the store's rate of costly listings (--max-list-scans): no page
   std::vector<job_view> jobs;
   std::string next_cursor;  // "" when there is nothing after this page
 };

@@ -94,6 +94,30 @@ TEST_F(FleetList, QueuedJobsAreListedOnceEachWhileOthersComeAndGoBetweenPages) {
   EXPECT_EQ(seen_stayed, stayed_in_order) << "in the order they were enqueued";
 }
 
+// Listings walked by SCAN read up to 10,000 keys each: a daemon starts at
+// most --max-list-scans of them a second, a listing along an index is not
+// counted. (Real time: a burst of requests well inside one second.)
+TEST_F(FleetList, ListingsThatScanTheBrokerArePacedThoseAlongAnIndexAreNot) {
+  server_options o = front_options();
+  o.max_list_scans = 2;
+  test_server paced(o);
+  int ok = 0, refused = 0;
+  for (int i = 0; i < 6; ++i) {
+    const reply r = get(paced.port(), "/v1/jobs?state=ok");
+    if (r.status == 429u) {
+      ++refused;
+      EXPECT_EQ(json_string(r.body, "error"), "too_many_listings");
+      EXPECT_EQ(r.header("retry-after"), "1");
+    } else {
+      EXPECT_EQ(r.status, 200u) << r.body;
+      ++ok;
+    }
+  }
+  EXPECT_GE(ok, 2) << "a burst of --max-list-scans";
+  EXPECT_GE(refused, 1) << "six within a second, two allowed (and one more if it took half a second)";
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(get(paced.port(), "/v1/jobs?state=queued").status, 200u) << "an index";
+}
+
 TEST_F(FleetList, ScheduledAndFinishedJobsAndAClearRefusalOfAForeignCursor) {
   const std::string later = submit("count", {{"Job-Delay", "60S"}});
   const std::string gone = submit("count");

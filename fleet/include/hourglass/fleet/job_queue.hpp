@@ -480,6 +480,11 @@ class job_queue {
   std::shared_ptr<start_lane> start_lane_;
 };
 
+// Whether a listing of `state` walks the job hashes by SCAN (no index of its
+// own: a final state, "finished", "waiting", "" any), reading up to 10,000
+// keys a call, rather than the stream, the delayed set or the dead letter.
+bool listed_by_scan(std::string_view state) noexcept;
+
 // The shard a job id names in a queue of `shards` shards: its last two hex
 // digits, 0 with one shard, or when they name no shard. (An id made before
 // the queue was sharded may name a wrong one: look in shard 0 too.)

@@ -108,6 +108,10 @@ struct server_options {
   // refused (409 too_deep, too_many_children).
   std::size_t max_job_depth = 64;
   std::size_t max_children = 1000;
+  // Fleet: listings walked by SCAN (a final state, `finished`, `waiting`,
+  // any state) each read up to 10,000 keys of the broker: at most this many
+  // a second per daemon (a burst of as many); more: 429 too_many_listings.
+  std::size_t max_list_scans = 10;
   // Periodic jobs (--schedule; [[schedule]] in the config file).
   std::vector<schedule_options> schedules;
   // Async jobs' retry policies by handler (--retry NAME=ATTEMPTS[,BASE[,CAP]];
