@@ -65,7 +65,9 @@ job_queue::job_queue(redis_client& redis, queue_options options)
     throw std::invalid_argument("queue " + options_.name + ": shard " + std::to_string(options_.shard) + " of " +
                                 std::to_string(options_.shards) + " (1 to 64 shards)");
   }
-  tag_ = options_.shard == 0 ? options_.name : options_.name + ":" + std::to_string(options_.shard);
+  tag_ = !options_.tag.empty() ? options_.tag
+         : options_.shard == 0 ? options_.name
+                               : options_.name + ":" + std::to_string(options_.shard);
 }
 
 unsigned shard_of_job(std::string_view id, unsigned shards) noexcept {
@@ -218,6 +220,19 @@ job_queue::promoted job_queue::promote(const context& ctx, const std::vector<std
     if (p.nostream) throw redis_unavailable("redis: promote: the stream is gone");
   }
   return std::move(static_cast<promoted&>(p));
+}
+
+std::string job_queue::shard_tags(const context& ctx) {
+  const redis_reply r = redis_.call(ctx, {"GET", key("shards")});
+  if (r.is_error()) broker_error("GET shards", r);
+  return r.str;  // nil: ""
+}
+
+std::string job_queue::exchange_shard_tags(const context& ctx, const std::string& expected,
+                                           const std::string& desired) {
+  const redis_reply r = eval(ctx, detail::shards_script, {key("shards")}, {expected, desired});
+  if (!r.is_string()) broker_error("shards", r);
+  return r.str;
 }
 
 job_queue::schedule_record job_queue::look_schedule(const context& ctx, std::string_view name) {

@@ -5,6 +5,9 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "cluster_slots.hpp"
+#include "shard_layout.hpp"
+
 namespace hourglass::fleet {
 
 unsigned shard_of_key(std::string_view idempotency_key, unsigned shards) noexcept {
@@ -17,11 +20,62 @@ unsigned shard_of_key(std::string_view idempotency_key, unsigned shards) noexcep
   return static_cast<unsigned>(h % shards);
 }
 
+namespace {
+
+// The tags of shards 1 .. shards - 1, as the queue's record in shard 0 says,
+// extended (and written) when this daemon is the first with more shards.
+// Before the record, a queue sharded by an earlier version has {name:i}
+// shards (their streams exist from the first XGROUP CREATE): kept, so their
+// jobs are still served; a queue laid out anew gets spread tags.
+std::vector<std::string> shard_tags_of(redis_client& redis, job_queue& first, const std::string& name,
+                                       unsigned shards) {
+  const context ctx;  // each call bounded by the connection's io_timeout
+  std::string record = first.shard_tags(ctx);
+  for (int tries = 0; tries < 5; ++tries) {
+    std::vector<std::string> tags = detail::split_tags(record);
+    if (record.empty()) {
+      unsigned earlier = 0;
+      for (unsigned i = 1; i < 64; ++i) {
+        const std::string legacy = "hg:{" + name + ":" + std::to_string(i) + "}:stream";
+        if (redis.call(ctx, {"EXISTS", legacy}).integer == 1) earlier = i;
+      }
+      for (unsigned i = 1; i <= std::max(earlier, shards - 1) && earlier > 0; ++i) {
+        tags.push_back(name + ":" + std::to_string(i));
+      }
+    }
+    if (tags.size() + 1 > shards) {
+      throw std::invalid_argument("queue " + name + " has " + std::to_string(tags.size() + 1) +
+                                  " shards: --queue-shards must be at least that (shards are never taken away)");
+    }
+    if (tags.size() + 1 < shards) {
+      std::vector<std::uint16_t> placed{detail::key_slot(name)};
+      for (const std::string& t : tags) placed.push_back(detail::key_slot(t));
+      for (const std::uint16_t slot : detail::spread_slots(placed, shards)) {
+        tags.push_back(detail::tag_at_slot(name, static_cast<unsigned>(tags.size() + 1), slot));
+      }
+    }
+    const std::string desired = detail::join_tags(tags);
+    if (desired == record) return tags;
+    const std::string now = first.exchange_shard_tags(ctx, record, desired);
+    if (now == desired) return tags;
+    record = now;  // another daemon wrote first: go by its record
+  }
+  throw redis_unavailable("redis: queue " + name + ": its record of shards kept changing");
+}
+
+}  // namespace
+
 sharded_queue::sharded_queue(redis_client& redis, queue_options options) : options_(std::move(options)) {
   if (options_.shards < 1 || options_.shards > 64) throw std::invalid_argument("a queue has 1 to 64 shards");
-  for (unsigned i = 0; i < options_.shards; ++i) {
+  queue_options first = options_;
+  first.shard = 0;
+  shards_.push_back(std::make_unique<job_queue>(redis, std::move(first)));
+  if (options_.shards == 1) return;
+  const std::vector<std::string> tags = shard_tags_of(redis, *shards_[0], options_.name, options_.shards);
+  for (unsigned i = 1; i < options_.shards; ++i) {
     queue_options o = options_;
     o.shard = i;
+    o.tag = tags[i - 1];
     shards_.push_back(std::make_unique<job_queue>(redis, std::move(o)));
   }
 }

@@ -13,6 +13,7 @@
 #include "consumer_fixture.hpp"
 #include "hourglass/fleet/redis_cluster.hpp"
 #include "redis_cluster_fixture.hpp"
+#include "shard_layout.hpp"
 
 namespace hourglass::fleet::testing {
 namespace {
@@ -45,8 +46,13 @@ struct ShardedQueue : ::testing::Test {
 TEST_F(ShardedQueue, EachShardHasItsOwnKeysAndEachIdNamesItsShard) {
   queue.ensure_groups(context());
   EXPECT_EQ(queue.shard(0).key("stream"), "hg:{orders}:stream") << "shard 0 is the unsharded queue's keys";
-  EXPECT_EQ(queue.shard(1).key("stream"), "hg:{orders:1}:stream");
-  EXPECT_EQ(queue.shard(2).key("job:x"), "hg:{orders:2}:job:x");
+  const std::vector<std::string> tags = detail::split_tags(redis.call(context(), {"GET", "hg:{orders}:shards"}).str);
+  ASSERT_EQ(tags.size(), 2u) << "shard 0 records the others' tags";
+  EXPECT_EQ(queue.shard(1).key("stream"), "hg:{" + tags[0] + "}:stream");
+  EXPECT_EQ(queue.shard(2).key("job:x"), "hg:{" + tags[1] + "}:job:x");
+  EXPECT_EQ(tags[0].rfind("orders:1:", 0), 0u) << tags[0];
+  sharded_queue again(redis, {.name = "orders", .shards = 3});
+  EXPECT_EQ(again.shard(2).key("stream"), queue.shard(2).key("stream")) << "every daemon reads the same tags";
   std::vector<std::string> ids;
   for (int i = 0; i < 6; ++i) ids.push_back(enqueue({.handler = "echo", .payload = std::to_string(i)}).id);
   std::set<unsigned> shards;
@@ -82,6 +88,31 @@ TEST_F(ShardedQueue, JobsOfAQueueOfOneShardAreFoundOnceItHasMore) {
     ASSERT_TRUE(j) << "lost after the queue grew: " << id;
     EXPECT_EQ(j->state(), "queued");
   }
+}
+
+// A queue sharded before shard tags were chosen keeps its {name:i} shards
+// (their jobs are served where they are) and records them; fewer shards
+// than recorded are refused; more are added into the widest gaps, the
+// shards placed earlier unmoved.
+TEST_F(ShardedQueue, AnEarlierLayoutIsKeptFewerShardsAreRefusedMoreAreAdded) {
+  redis.call(context(), {"XGROUP", "CREATE", "hg:{old:1}:stream", "hourglass", "0", "MKSTREAM"});
+  redis.call(context(), {"XGROUP", "CREATE", "hg:{old:2}:stream", "hourglass", "0", "MKSTREAM"});
+  sharded_queue old(redis, {.name = "old", .shards = 3});
+  EXPECT_EQ(old.shard(1).key("stream"), "hg:{old:1}:stream") << "its jobs stay where they are";
+  EXPECT_EQ(old.shard(2).key("stream"), "hg:{old:2}:stream");
+  EXPECT_EQ(redis.call(context(), {"GET", "hg:{old}:shards"}).str, "old:1 old:2");
+  EXPECT_THROW(sharded_queue(redis, {.name = "old", .shards = 2}), std::invalid_argument) << "shards never go";
+
+  sharded_queue two(redis, {.name = "grows", .shards = 2});
+  const std::string first = two.shard(1).key("stream");
+  sharded_queue four(redis, {.name = "grows", .shards = 4});
+  EXPECT_EQ(four.shard(1).key("stream"), first) << "a shard with jobs never moves";
+  std::vector<unsigned> slots;
+  for (std::size_t s = 0; s < four.size(); ++s) slots.push_back(detail::key_slot(four.shard(s).key("stream")));
+  EXPECT_EQ((slots[1] - slots[0] + 16384) % 16384, 8192u) << "two: half the ring apart";
+  EXPECT_EQ((slots[2] - slots[0] + 16384) % 16384 % 8192, 4096u) << "the added ones in the gaps' middles";
+  EXPECT_EQ((slots[3] - slots[0] + 16384) % 16384 % 8192, 4096u);
+  EXPECT_NE(slots[2], slots[3]);
 }
 
 TEST_F(ShardedQueue, AnIdempotencyKeyAlwaysGoesToOneShardSoARepeatFindsTheFirstJob) {
@@ -261,13 +292,20 @@ TEST(ShardedQueueOnACluster, ShardsSpreadOverTheMastersByTheirHashTags) {
   io_thread io;
   auto redis = std::make_unique<redis_cluster>(io.io, cluster.seeds());
   {
-    // Shards' tags land where CRC16 puts them: with enough shards, on every master.
+    // Eight shards over three masters: every master serves some.
     sharded_queue queue(*redis, {.name = "orders", .shards = 8});
     queue.ensure_groups(context());
     std::set<std::uint16_t> masters;
     for (std::size_t s = 0; s < queue.size(); ++s)
       masters.insert(cluster.master_of(queue.shard(s).key("stream")).port());
     EXPECT_EQ(masters.size(), 3u);
+    // Three shards on three masters, for any name: each its own master.
+    for (const char* name : {"billing", "emails", "q", "resize-images", "x7"}) {
+      sharded_queue three(*redis, {.name = name, .shards = 3});
+      std::set<std::uint16_t> own;
+      for (std::size_t s = 0; s < three.size(); ++s) own.insert(cluster.master_of(three.shard(s).key("stream")).port());
+      EXPECT_EQ(own.size(), 3u) << name;
+    }
     std::vector<std::string> ids;
     for (int i = 0; i < 16; ++i) {
       const enqueued e = waited<enqueued>(

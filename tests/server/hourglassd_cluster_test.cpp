@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -133,12 +134,14 @@ struct produced {
   }
 };
 
-// A queue whose two shards live on two masters: {Q} and {Q:1}.
-std::string queue_over_two_masters(const redis_cluster_servers& cluster) {
-  for (int i = 0;; ++i) {
-    const std::string q = "split" + std::to_string(i);
-    if (&cluster.master_of("hg:{" + q + "}:stream") != &cluster.master_of("hg:{" + q + ":1}:stream")) return q;
-  }
+// The hash tags of a sharded queue's shards, shard 0's first, as the record
+// in shard 0 lists the others (written by the first daemon to start).
+std::vector<std::string> shard_tags(const redis_cluster_servers& cluster, const std::string& queue) {
+  const std::string record = "hg:{" + queue + "}:shards";
+  std::vector<std::string> tags{queue};
+  std::istringstream words(cluster.on(cluster.master_of(record), {"GET", record}).str);
+  for (std::string t; words >> t;) tags.push_back(t);
+  return tags;
 }
 
 // An Idempotency-Key of a queue of `shards` that lands on `shard`.
@@ -165,7 +168,7 @@ struct failover_run {
 // is followed to its end.
 void fail_over_under_load(ClusterDaemon& t, std::size_t replicas, failover_run& run) {
   redis_cluster_servers& cluster = t.cluster;
-  const std::string queue = queue_over_two_masters(cluster);
+  const std::string queue = "split";  // two shards: on two masters of three, whatever the name
   fleet::testing::redis_server& master = cluster.master_of("hg:{" + queue + "}:stream");
   server_options o = t.cluster_options("a");
   o.queue = queue;
@@ -375,16 +378,16 @@ TEST_F(ClusterDaemon, AQueueOverShardsRunsEveryJobAndShowsAsOneQueue) {
     shards.insert(ids[i].substr(30));
   }
   EXPECT_EQ(shards, (std::set<std::string>{"00", "01", "02"})) << "ids name their shards";
-  // Each shard's keys on the master of its own slot.
+  // Each shard on a master of its own (the tags recorded in shard 0 put
+  // them an even step apart), each job's keys on its shard's master.
+  const std::vector<std::string> tags = shard_tags(cluster, "default");
+  ASSERT_EQ(tags.size(), 3u);
   std::set<std::uint16_t> masters;
-  for (const std::string tag : {"default", "default:1", "default:2"}) {
-    masters.insert(cluster.master_of("hg:{" + tag + "}:stream").port());
-  }
+  for (const std::string& tag : tags) masters.insert(cluster.master_of("hg:{" + tag + "}:stream").port());
+  EXPECT_EQ(masters.size(), 3u) << "three shards on three masters";
   std::size_t found_on_its_master = 0;
   for (const std::string& id : ids) {
-    const std::string shard = id.substr(30) == "00"
-                                  ? "default"
-                                  : "default:" + std::to_string(std::stoi(id.substr(30), nullptr, 16));
+    const std::string& shard = tags.at(static_cast<std::size_t>(std::stoi(id.substr(30), nullptr, 16)));
     const std::string k = "hg:{" + shard + "}:job:" + id;
     found_on_its_master += static_cast<std::size_t>(cluster.on(cluster.master_of(k), {"EXISTS", k}).integer);
   }
@@ -449,13 +452,7 @@ TEST(SkewedCluster, EachQueueAndEachShardIsJudgedOnItsOwnMastersClockAndDecidesA
   // 500 ms job and a 10 s job on every shard; after 1.2 s it resumes: each
   // shard's stale job expires, its fresh job runs. Judged across two
   // clocks 5 minutes apart, one would run stale or expire fresh.
-  std::string sharded;
-  for (int i = 0; sharded.empty(); ++i) {
-    const std::string q = "shards" + std::to_string(i);
-    std::set<const fleet::testing::redis_server*> on;
-    for (const std::string& tag : {q, q + ":1", q + ":2"}) on.insert(&cluster.master_of("hg:{" + tag + "}:stream"));
-    if (on.size() == 3) sharded = q;
-  }
+  const std::string sharded = "shards";  // any name: its three shards sit on three masters
   token_file admin("adm1n-token-0123");
   const headers as_admin{{"Authorization", "Bearer adm1n-token-0123"}};
   server_options o = test_options();
@@ -467,6 +464,12 @@ TEST(SkewedCluster, EachQueueAndEachShardIsJudgedOnItsOwnMastersClockAndDecidesA
   o.lease = 1s;
   o.admin_token_file = admin.path();
   test_server d(o);
+  {
+    std::set<const fleet::testing::redis_server*> on;
+    for (const std::string& tag : shard_tags(cluster, sharded))
+      on.insert(&cluster.master_of("hg:{" + tag + "}:stream"));
+    ASSERT_EQ(on.size(), 3u) << "one shard on each master";
+  }
   ASSERT_EQ(post(d.port(), "/v1/queues/" + sharded + "/pause", "", as_admin).status, 200u);
   ASSERT_TRUE(wait_until([&] { return metric_value(get(d.port(), "/metrics").body, "hourglass_fleet_paused") == 1; }));
   wait_until([] { return false; }, 700ms);  // a read already blocking when the pause came ends

@@ -80,6 +80,9 @@ struct queue_options {
   // its jobs are found in shard 0 after the queue grows.
   unsigned shard = 0;
   unsigned shards = 1;
+  // This shard's hash tag as sharded_queue chose it (shard_layout.hpp); "":
+  // {name} for shard 0, {name:shard} otherwise (the layout before tags were chosen).
+  std::string tag;
   // What a parent keeps back from its child jobs' deadline (--call-reserve):
   // a child's whole deadline is at most its parent's, less this.
   duration parent_reserve = std::chrono::milliseconds(5);
@@ -442,7 +445,13 @@ class job_queue {
                        std::uint64_t missed);
   void schedule_ran(const context& ctx, std::string_view name, std::string_view job_id);
 
-  // "hg:{name}:suffix" ("hg:{name:shard}:suffix"): every key of this queue (shard), in one hash slot.
+  // ---- a sharded queue's record of its shards' tags (fleet/lua/shards.lua), in shard 0 ----
+  // The record ("" none); and `desired` written in place of `expected`
+  // only while the record still is that: the record in force afterwards.
+  std::string shard_tags(const context& ctx);
+  std::string exchange_shard_tags(const context& ctx, const std::string& expected, const std::string& desired);
+
+  // "hg:{tag}:suffix": every key of this queue (shard), in one hash slot.
   std::string key(std::string_view suffix) const;
   const queue_options& options() const noexcept { return options_; }
   redis_client& connection() const noexcept { return redis_; }

@@ -1,7 +1,8 @@
 // One queue spread over several shards (docs/fleet.md, "A hot queue over
 // shards"): each shard a job_queue of its own (its own stream, group,
-// delayed set and dead set under its own hash tag, {name} and {name:i}), so
-// a Redis Cluster spreads them over its masters.
+// delayed set and dead set under its own hash tag: {name} for shard 0, a
+// chosen one for each other, recorded in shard 0), so a Redis Cluster
+// sliced evenly serves them from different masters.
 //
 //   hourglass::fleet::sharded_queue q(redis, {.name = "orders", .shards = 4});
 //   q.async_enqueue(ctx, {.handler = "ship", .idempotency_key = "order-17"}, done);
@@ -29,7 +30,14 @@ namespace hourglass::fleet {
 
 class sharded_queue {
  public:
-  // options.shards shards (1 to 64), all on `redis`.
+  // options.shards shards (1 to 64), all on `redis`. With more than one,
+  // reads the queue's record of its shards' tags (hg:{name}:shards), and
+  // the first daemon with more shards than it lists extends it: the tags of
+  // a queue laid out anew put its shards an even step apart in the slot
+  // space (shard_layout.hpp); shards added later go into the widest gaps;
+  // a queue sharded before the record keeps its {name:i} tags. Throws
+  // redis_unavailable when the broker cannot be read, std::invalid_argument
+  // for fewer shards than the record lists.
   sharded_queue(redis_client& redis, queue_options options);
 
   std::size_t size() const noexcept { return shards_.size(); }
