@@ -5,6 +5,7 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "broker_error.hpp"
 #include "cluster_slots.hpp"
 #include "shard_layout.hpp"
 
@@ -37,7 +38,11 @@ std::vector<std::string> shard_tags_of(redis_client& redis, job_queue& first, co
       unsigned earlier = 0;
       for (unsigned i = 1; i < 64; ++i) {
         const std::string legacy = "hg:{" + name + ":" + std::to_string(i) + "}:stream";
-        if (redis.call(ctx, {"EXISTS", legacy}).integer == 1) earlier = i;
+        const redis_reply r = redis.call(ctx, {"EXISTS", legacy});
+        // An error (LOADING, CLUSTERDOWN) is no answer: taken for "none", the
+        // record would leave that shard's jobs where no consumer looks.
+        if (r.is_error() || !r.is_integer()) detail::broker_error("EXISTS " + legacy, r);
+        if (r.integer == 1) earlier = i;
       }
       for (unsigned i = 1; i <= std::max(earlier, shards - 1) && earlier > 0; ++i) {
         tags.push_back(name + ":" + std::to_string(i));
