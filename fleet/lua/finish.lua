@@ -64,6 +64,9 @@
 --   'resumed'    a wait already over: back on the stream
 --   'duplicate'  an outcome (or a retry) is recorded already: counted, nothing else
 --   'unknown'    no job hash: nothing written
+-- then, when a parent this finish resumed had children still unfinished,
+-- one more element: the handlers of those cancelled here (cause parent;
+-- running ones are only marked: their daemons record them)
 local stream_key = KEYS[1]
 local stats_key = KEYS[2]
 local delayed_key = KEYS[3]
@@ -118,8 +121,15 @@ local function wait_over(job_key)
   return done >= total
 end
 
+-- Children cancelled here because their parent's wait ended without them
+-- (their handlers, for the reply: no daemon's run ends them).
+local cancelled_here = {}
+local cancel_unfinished_children  -- below: it counts down as a child's finish does
+
 -- A waiting parent back on the stream, as promote moves a due job (promote
--- resumes it so at its wake time).
+-- resumes it so at its wake time). Its children still unfinished are
+-- cancelled as it goes: nobody waits for them, and one holding a worker
+-- would hold back the resumed run.
 local function resume(job_key, woke_by)
   local f = redis.call('HMGET', job_key, 'id', 'handler', 'freshness_ms', 'min_budget_ms', 'deadline_us')
   local due_ms = string.format('%.0f', math.floor(broker_now_us() / 1000))
@@ -134,6 +144,7 @@ local function resume(job_key, woke_by)
     'due_ms', due_ms)
   redis.call('HDEL', job_key, 'wake_ms')
   redis.call('HINCRBY', job_key, 'wakes', 1)
+  cancel_unfinished_children(f[1])  -- after it is queued: their count-downs do not resume it again
 end
 
 -- A job with children (`children`: its count of them) keeps them listed as
@@ -156,6 +167,40 @@ local function child_finished(job_key, parent, ok)
   if ok then redis.call('HINCRBY', parent_key, 'children_ok', 1) end
   if redis.call('HGET', parent_key, 'state') == 'waiting' and wait_over(parent_key) then
     resume(parent_key, 'children')
+  end
+end
+
+-- As promote.lua's: queued, scheduled and waiting ones cancelled (cause
+-- parent), running ones marked for their daemons to stop, theirs with them.
+cancel_unfinished_children = function(parent_id)
+  local queue_prefix = string.sub(job_prefix, 1, #job_prefix - #'job:')
+  local walk, seen, i = {parent_id}, {}, 1
+  while i <= #walk do
+    for _, child in ipairs(redis.call('ZRANGE', queue_prefix .. 'children:' .. walk[i], 0, -1)) do
+      local key = job_prefix .. child
+      local state = seen[child] == nil and redis.call('HGET', key, 'state')
+      seen[child] = true
+      if state == 'running' then
+        redis.call('HSET', key, 'cancel_requested', '1', 'cancel_cause', 'parent')
+        walk[#walk + 1] = child
+      elseif state == 'queued' or state == 'scheduled' or state == 'waiting' then
+        if state == 'queued' then
+          local entry = redis.call('HGET', key, 'entry')
+          redis.call('XACK', stream_key, group, entry)
+          redis.call('XDEL', stream_key, entry)
+        else
+          redis.call('ZREM', delayed_key, child)
+        end
+        redis.call('HSET', key, 'state', 'cancelled', 'cause', 'parent', 'cancel_requested', '1')
+        redis.call('HDEL', key, 'payload', 'wake_ms', 'human_since_us')
+        redis.call('PEXPIRE', key, result_ttl_ms)
+        redis.call('PEXPIRE', queue_prefix .. 'children:' .. child, result_ttl_ms)
+        child_finished(key, redis.call('HGET', key, 'parent'), false)
+        cancelled_here[#cancelled_here + 1] = redis.call('HGET', key, 'handler') or ''
+        walk[#walk + 1] = child
+      end
+    end
+    i = i + 1
   end
 end
 
@@ -293,6 +338,7 @@ if #entries > 0 then
   redis.call('XDEL', stream_key, unpack(entries))
 end
 if duplicates > 0 then redis.call('HINCRBY', stats_key, 'duplicate_outcomes', duplicates) end
+for _ = 1, #cancelled_here do count('finished:cancelled') end
 if #runs > 0 or #tally_names > 0 then
   local read = redis.call('HMGET', stats_key, 'mean_run_us', unpack(tally_names))
   local write = {}
@@ -310,4 +356,5 @@ if #runs > 0 or #tally_names > 0 then
   end
   redis.call('HSET', stats_key, unpack(write))
 end
+if #cancelled_here > 0 then out[#out + 1] = cancelled_here end
 return out

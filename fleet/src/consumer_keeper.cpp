@@ -116,8 +116,10 @@ bool consumer::impl::flush(const context& ctx) {
       outcomes.push_back({o.job_id, o.run_time, o.fields, o.entry, o.retry, o.wait});
     }
     std::vector<finish_result> results;
+    std::vector<std::string> cancelled_children;  // of parents these outcomes resumed
     try {
-      results = queue.finish_batch(ctx, outcomes, lease_v.token);  // a batch sent again is answered as before
+      // a batch sent again is answered as before
+      results = queue.finish_batch(ctx, outcomes, lease_v.token, &cancelled_children);
     } catch (const redis_refused& e) {
       std::lock_guard lock(mu);
       ++st.broker_errors;
@@ -134,6 +136,7 @@ bool consumer::impl::flush(const context& ctx) {
       return false;
     }
     std::lock_guard lock(mu);
+    for (const std::string& h : cancelled_children) count_recorded(h, status::cancelled(cancel_cause::parent));
     for (std::size_t i = 0; i < batch.size(); ++i) {
       const outcome_to_write& o = batch[i];
       if (results[i] == finish_result::first || results[i] == finish_result::no_budget) {

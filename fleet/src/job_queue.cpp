@@ -103,7 +103,7 @@ void job_queue::ensure_group(const context& ctx) {
 }
 
 std::vector<finish_result> job_queue::finish_batch(const context& ctx, const std::vector<outcome>& outcomes,
-                                                   std::string_view token) {
+                                                   std::string_view token, std::vector<std::string>* cancelled) {
   if (outcomes.empty()) return {};
   std::vector<std::string> keys{key("stream"), key("stats"), key("delayed")};
   std::vector<std::string> args{std::string(group), millis(options_.result_ttl), std::string(token)};
@@ -140,7 +140,7 @@ std::vector<finish_result> job_queue::finish_batch(const context& ctx, const std
       args.push_back(v);
     }
   }
-  return detail::decode_finish(eval(ctx, detail::finish_script, keys, args), outcomes.size());
+  return detail::decode_finish(eval(ctx, detail::finish_script, keys, args), outcomes.size(), cancelled);
 }
 
 finish_result job_queue::finish(const context& ctx, std::string_view id, std::optional<duration> run_time,

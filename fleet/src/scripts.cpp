@@ -95,11 +95,16 @@ enqueue_batch_reply decode_enqueue(const redis_reply& r, std::size_t jobs) {
   return b;
 }
 
-std::vector<finish_result> decode_finish(const redis_reply& r, std::size_t jobs) {
-  if (!r.is_array() || r.elements.size() != jobs) broker_error("finish", r);
+std::vector<finish_result> decode_finish(const redis_reply& r, std::size_t jobs, std::vector<std::string>* cancelled) {
+  const bool with_cancelled = r.is_array() && r.elements.size() == jobs + 1 && r.elements.back().is_array();
+  if (!r.is_array() || (r.elements.size() != jobs && !with_cancelled)) broker_error("finish", r);
   std::vector<finish_result> out;
   out.reserve(jobs);
-  for (const redis_reply& j : r.elements) {
+  if (with_cancelled && cancelled != nullptr) {
+    for (const redis_reply& h : r.elements.back().elements) cancelled->push_back(h.str);
+  }
+  for (std::size_t i = 0; i < jobs; ++i) {
+    const redis_reply& j = r.elements[i];
     out.push_back(j.str == "first"       ? finish_result::first
                   : j.str == "scheduled" ? finish_result::scheduled
                   : j.str == "no_budget" ? finish_result::no_budget

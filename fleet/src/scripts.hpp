@@ -48,8 +48,11 @@ enqueue_batch_reply decode_enqueue(const redis_reply& r, std::size_t jobs);
 // ---- finish_script: each job's one recorded outcome (or retry), first wins ----
 // One status per job: "first", "scheduled", "no_budget", "duplicate";
 // anything else reads as unknown.
-// Not an array of `jobs`: "finish".
-std::vector<finish_result> decode_finish(const redis_reply& r, std::size_t jobs);
+// Then, when the finish resumed a parent whose children it cancelled, their
+// handlers (into *cancelled, when given). Not an array of `jobs` (or of
+// `jobs` and that array): "finish".
+std::vector<finish_result> decode_finish(const redis_reply& r, std::size_t jobs,
+                                         std::vector<std::string>* cancelled = nullptr);
 
 // ---- cancel_script: a queued job cancelled on the spot, a running one marked ----
 enum class cancel_reply { cancelled, marked, finished, unknown };

@@ -415,6 +415,41 @@ TEST_F(DelayedSet, PromoteCancelsTheChildrenStillUnfinishedWhenAParentWakes) {
   EXPECT_EQ(field(job(parent), "children_done"), "2") << "the two of its own cancelled here";
 }
 
+// A child's finish that meets its parent's rule resumes it in the same
+// script and cancels the siblings still unfinished, answering their
+// handlers after the jobs' answers.
+TEST_F(DelayedSet, AFinishThatEndsAWaitCancelsTheSiblingsAndSaysWhich) {
+  const std::string parent = new_job_id();
+  ASSERT_EQ(enqueue_batch({{.id = parent, .admission = "0", .deadline_us = "60000000"}}).jobs.at(0).verdict,
+            detail::enqueue_reply::kind::accepted);
+  call({"HSET", job(parent), "state", "running"});
+  std::vector<std::string> kids;
+  for (int i = 0; i < 3; ++i) {
+    kids.push_back(new_job_id());
+    ASSERT_EQ(enqueue_batch({{.id = kids.back(), .admission = "0", .parent = parent}}).jobs.at(0).verdict,
+              detail::enqueue_reply::kind::accepted);
+  }
+  ASSERT_EQ(finish_one(parent, {field(job(parent), "entry"), "1000", "wait", "first_success", "100000", "0"}),
+            finish_result::waiting);
+  call({"HSET", job(kids[0]), "state", "running"});
+  call({"HSET", job(kids[1]), "state", "running"});
+  const std::string queued_entry = field(job(kids[2]), "entry");
+  const redis_reply r = eval(detail::finish_script, {stream, stats, delayed, job(kids[0])},
+                             {group, "60000", "", field(job(kids[0]), "entry"), "1000", "final", "2", "state", "ok"});
+  std::vector<std::string> cancelled;
+  EXPECT_EQ(detail::decode_finish(r, 1, &cancelled), std::vector<finish_result>{finish_result::first});
+  EXPECT_EQ(cancelled, std::vector<std::string>{"echo"}) << "the queued sibling, cancelled here";
+  EXPECT_EQ(field(job(parent), "state"), "queued");
+  EXPECT_EQ(field(job(parent), "woke_by"), "children");
+  EXPECT_EQ(field(job(kids[1]), "state"), "running") << "its daemon stops it";
+  EXPECT_EQ(field(job(kids[1]), "cancel_cause"), "parent");
+  EXPECT_EQ(field(job(kids[2]), "state"), "cancelled");
+  EXPECT_EQ(field(job(kids[2]), "cause"), "parent");
+  EXPECT_EQ(call({"XRANGE", stream, queued_entry, queued_entry}).elements.size(), 0u);
+  EXPECT_EQ(field(stats, "finished:cancelled"), "1");
+  EXPECT_EQ(field(stats, "finished:ok"), "1");
+}
+
 // A signal that comes after the wait's limit, before promote has ended the
 // job, is not delivered: the job ends there, human_wait, counted once.
 TEST_F(DelayedSet, ASignalAfterTheWaitsLimitEndsTheJobInsteadOfResumingIt) {

@@ -119,6 +119,33 @@ TEST_F(FleetFanIn, OnOneWorkerTheWaitsEndStopsTheChildHoldingItSoTheResumedRunGe
       << "each child's end counted once by the daemon that recorded it: " << a.handler("work").finished_cancelled;
 }
 
+// One worker, first success: child 0 ends ok and its finish resumes the
+// parent, in the same script, cancelling children 1 and 2 (queued behind
+// it, never released): the resumed run gets the worker next, not after
+// they have each worked on to their deadlines.
+TEST_F(FleetFanIn, OnOneWorkerTheFinishThatEndsTheWaitCancelsTheQueuedSiblings) {
+  g.rule = fan_in::first_success();
+  test_server a(fan_in_daemon(redis, 1), [this](http_server& s) { g.setup(s); });
+  const reply r = post(a.port(), "/v1/jobs/gather", "p", {{"Prefer", "respond-async"}, {"Job-Deadline", "20S"}});
+  ASSERT_EQ(r.status, 202u) << r.body;
+  const std::string parent = json_string(r.body, "id");
+  ASSERT_TRUE(wait_until([&] { return g.working.load() == 1 && state(a.port(), parent) == "waiting"; }, 5s))
+      << job(a.port(), parent);
+  g.release[0] = true;
+  ASSERT_TRUE(wait_until([&] { return state(a.port(), parent) == "ok"; }, 5s)) << job(a.port(), parent);
+  EXPECT_EQ(job(a.port(), parent).at("woke_by").as_string(), "children");
+  const std::vector<std::string> sent = g.sent();
+  ASSERT_EQ(sent.size(), 3u);
+  EXPECT_EQ(state(a.port(), sent[0]), "ok");
+  for (std::size_t i = 1; i < 3; ++i) {
+    EXPECT_EQ(state(a.port(), sent[i]), "cancelled") << job(a.port(), sent[i]);
+    EXPECT_EQ(job(a.port(), sent[i]).at("cause").as_string(), "parent");
+  }
+  EXPECT_EQ(g.runs.load(), 2) << "the parent ran twice; no sibling ran";
+  EXPECT_TRUE(wait_until([&] { return a.handler("work").finished_cancelled == 2u; }))
+      << "the daemon whose finish cancelled them counts them: " << a.handler("work").finished_cancelled;
+}
+
 // The parent ran on daemon a, which stops while it waits (its children
 // handed back and taken by b): b resumes it when the children finish.
 TEST_F(FleetFanIn, TheWaitIsTheBrokersSoAnotherDaemonResumesIt) {

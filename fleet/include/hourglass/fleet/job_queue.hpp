@@ -323,8 +323,11 @@ class job_queue {
     // less wait->keep on the broker's clock (fleet/lua/finish.lua).
     std::optional<wait_request> wait;
   };
+  // A wait a finish ends (a child's outcome met its parent's rule) cancels
+  // the parent's children still unfinished: the handlers of those cancelled
+  // on the spot go into *cancelled (when given), for the caller to count.
   std::vector<finish_result> finish_batch(const context& ctx, const std::vector<outcome>& outcomes,
-                                          std::string_view token = {});
+                                          std::string_view token = {}, std::vector<std::string>* cancelled = nullptr);
 
   // ---- the consumer's side (fleet::consumer) ----
 
