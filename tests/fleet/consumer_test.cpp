@@ -70,7 +70,16 @@ TEST_F(Consumer, PrefetchHoldsEntriesBeyondItsSlotsWhileTheFleetCountsOnlyTheSlo
   EXPECT_EQ(c.stats().held, 3u) << "one running, two waiting for the worker";
   EXPECT_EQ(pending(), 3);
   EXPECT_EQ(raw({"HGET", queue.key("slots"), "a"}).str.substr(0, 2), "1:") << "admission counts its one slot";
-  EXPECT_EQ(state(jobs_added[1].id), "queued") << "a prefetched job is started only when a worker takes it";
+  // Which of the three the worker took first is the executor's choice; the
+  // other two are held, not started.
+  int running = 0, queued = 0;
+  for (int i = 0; i < 3; ++i) {
+    const std::string s = state(jobs_added[static_cast<std::size_t>(i)].id);
+    running += s == "running" ? 1 : 0;
+    queued += s == "queued" ? 1 : 0;
+  }
+  EXPECT_EQ(running, 1);
+  EXPECT_EQ(queued, 2) << "a prefetched job is started only when a worker takes it";
   runner.released = true;
   for (const added& a : jobs_added) ASSERT_TRUE(eventually([&] { return state(a.id) == "ok"; })) << state(a.id);
   c.stop();
