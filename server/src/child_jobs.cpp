@@ -173,7 +173,7 @@ std::vector<child_outcome> children_at_wake(core& c, const std::string& parent) 
       out.push_back({id, "", f.verdict == found::kind::not_found ? "gone" : "unknown"});
       continue;
     }
-    out.push_back(outcome_of_child(f.job));  // as it was when the wait ended
+    out.push_back(outcome_of_child(f.job));  // as found now: a child marked at the wake may have stopped already
     if (!f.job.finished()) (void)found_now(c, id, true);
   }
   return out;

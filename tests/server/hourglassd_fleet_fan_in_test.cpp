@@ -84,7 +84,10 @@ TEST_F(FleetFanIn, AtItsWakeTimeTheParentResumesWithThePartialResultsAndTheRestA
   ASSERT_TRUE(wait_until([&] { return state(a.port(), parent) == "ok"; }, 8s)) << job(a.port(), parent);
   const auto resumed_after = std::chrono::steady_clock::now() - sent_at;
   EXPECT_GE(resumed_after, 1900ms) << "not before its wake time";
-  EXPECT_EQ(job(a.port(), parent).at("result").as_string(), "deadline ok=r0 ok=r1 running");
+  // Child 2 was marked at the wake; its daemon stops it at its next renewal,
+  // which may come before the resumed run reads it.
+  const std::string result(job(a.port(), parent).at("result").as_string());
+  EXPECT_TRUE(result == "deadline ok=r0 ok=r1 running" || result == "deadline ok=r0 ok=r1 cancelled") << result;
   const std::string slow = g.sent().at(2);
   ASSERT_TRUE(wait_until([&] { return state(a.port(), slow) == "cancelled"; }, 5s)) << job(a.port(), slow);
   EXPECT_EQ(job(a.port(), slow).at("cause").as_string(), "parent");
