@@ -26,10 +26,13 @@ consumer::impl::impl(job_queue& q, redis_client& r, executor& ex, job_runner run
 
 // ---- bookkeeping (under mu) ----
 
-std::size_t consumer::impl::busy_locked() const {
-  std::size_t n = taking;
-  for (const auto& [entry, h] : held_entries) n += detail::holds_job(h.state) ? 1 : 0;
-  return n;
+detail::holding consumer::impl::holding_locked() const {
+  detail::holding out{.busy = taking, .takes_in_flight = takes_in_flight, .fenced = self_fenced, .paused = st.paused};
+  for (const auto& [entry, h] : held_entries) {
+    out.busy += detail::holds_job(h.state) ? 1 : 0;
+    out.started_waiting += h.started_by_take && h.state == detail::held_state::queued ? 1 : 0;
+  }
+  return out;
 }
 
 std::vector<job_queue::held_entry> consumer::impl::renewable_locked() const {
@@ -47,6 +50,7 @@ detail::held_action consumer::impl::feed_locked(held_map::iterator it, detail::h
   held& h = it->second;
   const detail::held_step step = detail::on_held_event(h.state, e);
   const bool had_slot = detail::holds_job(h.state);
+  const bool was_started_waiting = h.started_by_take && h.state == detail::held_state::queued;
   h.state = step.next;
   switch (step.action) {
     case act::none:
@@ -88,8 +92,11 @@ detail::held_action consumer::impl::feed_locked(held_map::iterator it, detail::h
   // A slot freed wakes the reader only when it can use it: with its take in
   // flight it waits for the take's answer, which wakes it (about one wake a
   // job fewer, under the lock the worker holds). Drain waits for every slot.
-  if (had_slot && !detail::holds_job(step.next) && (takes_in_flight < max_takes_in_flight || draining))
-    slot_freed.notify_all();
+  // A job a take started that a worker now has (or that ended first) lets
+  // reading go on as well.
+  const bool freed = had_slot && !detail::holds_job(step.next);
+  const bool worker_has_it = was_started_waiting && step.next != detail::held_state::queued;
+  if ((freed || worker_has_it) && (takes_in_flight < max_takes_in_flight || draining)) slot_freed.notify_all();
   return step.action;
 }
 

@@ -22,6 +22,7 @@
 #include "hourglass/fleet/consumer.hpp"
 #include "hourglass/fleet/freshness.hpp"
 #include "hourglass/fleet/lease.hpp"
+#include "reading_room.hpp"
 #include "settlement.hpp"
 #include "stream_reply.hpp"
 
@@ -38,6 +39,9 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
     std::string handler;     // its metrics label
     bool reclaimed = false;  // taken over from a dead holder: expiry is stage reclaim
     bool deleted = false;    // its entry was deleted from the stream (loss alarm): not renewed, nobody can take it
+    // A take's start said run: the broker counts it running before a worker
+    // has it (reading waits until one does; reading_room.hpp).
+    bool started_by_take = false;
     detail::held_state state = detail::held_state::queued;
     job_ref ref;        // while its job is in the executor
     duration queued{};  // the broker's age of the job when it started (or expired)
@@ -121,8 +125,9 @@ struct consumer::impl : std::enable_shared_from_this<impl> {
   }
 
   // ---- bookkeeping (under mu): consumer.cpp ----
-  std::size_t busy_locked() const;
-  std::size_t free_slots_locked() const { return opts.slots - std::min(busy_locked(), opts.slots); }
+  detail::holding holding_locked() const;
+  std::size_t busy_locked() const { return holding_locked().busy; }
+  detail::holding_limits reading_limits() const { return {opts.slots, opts.prefetch, max_takes_in_flight}; }
   std::vector<job_queue::held_entry> renewable_locked() const;
   // Feeds `e` to the entry's state machine and does under mu what it says
   // about the entry: queues `outcome` (for outcome_ready) or its hand-back,

@@ -88,11 +88,14 @@ void consumer::impl::deliver(const std::vector<stream_entry>& entries, bool recl
       h.queued = age.waited;
       ++(reclaimed ? st.reclaimed : st.delivered);
       if (age.negative) ++st.negative_ages;  // the broker's clock stepped back: judged as waited zero
-      if (pre && pre->answer.v == job_queue::start_answer::verdict::run && stop_reading.get().done()) {
-        // Taken as a drain or a fence stopped reading: no worker begins it
-        // now; it goes back with its delivery uncounted (hand_back.lua).
-        feed_locked(it, detail::held_event::refused);
-        continue;
+      if (pre && pre->answer.v == job_queue::start_answer::verdict::run) {
+        if (stop_reading.get().done()) {
+          // Taken as a drain or a fence stopped reading: no worker begins it
+          // now; it goes back with its delivery uncounted (hand_back.lua).
+          feed_locked(it, detail::held_event::refused);
+          continue;
+        }
+        h.started_by_take = true;
       }
       if (!pre && opts.judge_freshness && !worth_starting(t.start_by, t.min_budget, clk.now())) {
         ++(reclaimed ? st.expired_reclaim : st.expired_queue);
@@ -266,20 +269,17 @@ time_point consumer::impl::promote_due(const context& ctx) {
   return now + std::clamp<duration>(until, duration::zero(), promote_every);
 }
 
-// Woken by a slot freed (feed_locked, while no take is in flight: with one,
-// room() is false until its answer, which wakes it), a take's answer
+// Woken by a slot freed or a job a take started reaching a worker
+// (feed_locked, while no take is in flight: with one, room() is 0 until its
+// answer, which wakes it), a take's answer
 // (on_taken), a renewal after a fence or a pause
 // (renew) or the stop (stop_reading_locked); gives up at `until` (0: no
 // room by then, or reading stopped). A paused queue has no room.
 std::size_t consumer::impl::wait_for_room(time_point until) {
   std::unique_lock lock(mu);
-  const std::size_t held_at_most = opts.slots + opts.prefetch;
-  const auto room = [&] {
-    return !self_fenced && !st.paused && busy_locked() < held_at_most && takes_in_flight < max_takes_in_flight;
-  };
-  clk.wait_until(lock, slot_freed, until, [&] { return stop_reading.get().done() || room(); });
-  if (stop_reading.get().done() || !room()) return 0;
-  return held_at_most - busy_locked();
+  const auto room = [&] { return detail::room_to_read(holding_locked(), reading_limits()); };
+  clk.wait_until(lock, slot_freed, until, [&] { return stop_reading.get().done() || room() > 0; });
+  return stop_reading.get().done() ? 0 : room();
 }
 
 void consumer::impl::read_loop() {
@@ -307,7 +307,7 @@ void consumer::impl::read_loop() {
       failed = std::exchange(take_failed, false);
       failed_takes = takes_failed_in_row;
       backlog = backlog_likely;
-      free = std::min(room, free_slots_locked());
+      free = std::min(room, detail::room_to_start(holding_locked(), reading_limits()));
     }
     if (failed) {
       // A take's reply lost on its way may have held entries for us,

@@ -85,6 +85,32 @@ TEST_F(Consumer, PrefetchHoldsEntriesBeyondItsSlotsWhileTheFleetCountsOnlyTheSlo
   c.stop();
 }
 
+TEST_F(Consumer, APrefetchedJobNeverBeginsBeforeOneATakeStartedForItsSlot) {
+  // A manual executor: no worker begins anything until run_pending().
+  executor manual{executor_options{.manual_mode = true}};
+  const long long now = broker_ms();
+  std::vector<added> jobs_added;
+  for (int i = 0; i < 3; ++i) jobs_added.push_back(add_job("echo", now + i));
+  consumer_options o = named("a", 1);
+  o.prefetch = 2;
+  consumer c(queue, reads, manual, runner.get(), o);
+  c.start(context());
+  // The take starts the oldest for the free slot: running on the broker,
+  // waiting for a worker in ours.
+  ASSERT_TRUE(eventually([&] { return state(jobs_added[0].id) == "running"; })) << state(jobs_added[0].id);
+  EXPECT_EQ(c.stats().held, 1u) << "nothing prefetched beside it: a worker could begin that first";
+  EXPECT_EQ(state(jobs_added[1].id), "queued");
+  ASSERT_TRUE(eventually([&] {
+    manual.run_pending();
+    return state(jobs_added[2].id) == "ok";
+  }));
+  const std::vector<std::string> ran = runner.ids();
+  ASSERT_FALSE(ran.empty());
+  EXPECT_EQ(ran.front(), jobs_added[0].id) << "the job started for the slot ran first";
+  EXPECT_EQ(ran.size(), 3u);
+  c.stop();
+}
+
 TEST_F(Consumer, AHandlersFailureIsRecordedAsAnError) {
   const added a = add_job("fail", broker_ms());
   consumer c(queue, reads, jobs, runner.get(), named("a"));
