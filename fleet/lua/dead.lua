@@ -28,6 +28,7 @@
 --   only its entry). Reply {jobs deleted, entries deleted, entries left}.
 local stream_key, slots_key, stats_key, dead_key, job_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local op, group = ARGV[1], ARGV[2]
+-- @include fleet_wait
 
 if op == 'purge' then
   local entries = redis.call('XRANGE', dead_key, '-', '+', 'COUNT', tonumber(ARGV[3]))
@@ -65,22 +66,8 @@ local freshness_ms, min_budget_ms, admission = ARGV[3], ARGV[4], ARGV[5]
 local freshness = tonumber(freshness_ms)
 local wait = 0
 if admission == '1' and freshness >= 0 then
-  -- enqueue.lua's predicted wait: backlog x mean run time / live slots
-  local t = redis.call('TIME')
-  local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local backlog = redis.call('XLEN', stream_key)
-  local ok, p = pcall(redis.call, 'XPENDING', stream_key, group)
-  if ok then backlog = backlog - p[1] end
-  local mean = math.floor(tonumber(redis.call('HGET', stats_key, 'mean_run_us') or '0') or 0)
-  local live = 0
-  local slots = redis.call('HGETALL', slots_key)
-  for i = 1, #slots, 2 do
-    local n, expiry = string.match(slots[i + 1], '^(%d+):(%d+)$')
-    if n and tonumber(expiry) > now_ms then live = live + tonumber(n) end
-  end
-  if backlog > 0 then
-    if live == 0 then wait = -1 else wait = math.floor(backlog * math.max(mean, 0) / live) end
-  end
+  read_fleet_counts(stream_key, group, stats_key, slots_key)  -- enqueue.lua's predicted wait
+  wait = fleet_predicted_wait_us()
   local need = math.max(tonumber(min_budget_ms) * 1000, 1)
   if not (wait >= 0 and freshness * 1000 - wait >= need) then return {'refused', '', wait} end
 end

@@ -75,36 +75,8 @@ local job_prefix = string.sub(stream_key, 1, #stream_key - #'stream') .. 'job:'
 if ARGV[3] == '1' and redis.call('EXISTS', paused_key) == 1 then return {'paused'} end
 local fields_per_job = 16
 
-local now_us  -- the broker's TIME, read on first need
-local function broker_now_us()
-  if not now_us then
-    local t = redis.call('TIME')
-    now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  end
-  return now_us
-end
-local counts  -- {backlog, mean_run_us, live_slots}, read on first need
-local function read_counts()
-  local len = redis.call('XLEN', stream_key)
-  local pending = 0
-  local ok, p = pcall(redis.call, 'XPENDING', stream_key, group)
-  if ok then pending = p[1] end
-  local mean = math.floor(tonumber(redis.call('HGET', stats_key, 'mean_run_us') or '0') or 0)
-  local now_ms = math.floor(broker_now_us() / 1000)
-  local live = 0
-  local slots = redis.call('HGETALL', slots_key)
-  for i = 1, #slots, 2 do
-    local n, expiry = string.match(slots[i + 1], '^(%d+):(%d+)$')
-    if n and tonumber(expiry) > now_ms then live = live + tonumber(n) end
-  end
-  return {math.max(len - pending, 0), math.max(mean, 0), live}
-end
--- The fleet's predicted wait in microseconds; -1: unbounded.
-local function predicted_wait_us()
-  if counts[1] == 0 then return 0 end
-  if counts[3] == 0 then return -1 end
-  return math.floor(counts[1] * counts[2] / counts[3])
-end
+-- @include fleet_wait
+-- @include states
 
 local out = {}
 local n = (#ARGV - 6) / fields_per_job
@@ -131,7 +103,7 @@ for i = 1, n do
     depth = parent_depth + 1
     if not p[1] then
       parent_gone = 'no_parent'
-    elseif p[1] ~= 'queued' and p[1] ~= 'running' and p[1] ~= 'scheduled' and p[1] ~= 'waiting' then
+    elseif not unfinished(p[1]) then
       parent_gone = 'parent_finished'
     elseif parent_depth >= max_depth then
       parent_gone = 'too_deep'
@@ -154,8 +126,8 @@ for i = 1, n do
       freshness = deadline_left_us / 1000
     end
     if admission == '1' and freshness >= 0 and not delayed then
-      counts = counts or read_counts()
-      wait = predicted_wait_us()
+      read_fleet_counts(stream_key, group, stats_key, slots_key)
+      wait = fleet_predicted_wait_us()
       -- freshness >= wait + max(min_budget, 1 us)
       local need = math.max(tonumber(min_budget_ms) * 1000, 1)
       admitted = wait >= 0 and freshness * 1000 - wait >= need
@@ -208,7 +180,7 @@ for i = 1, n do
           redis.call('PEXPIRE', children_key, idem_ttl_ms)
         end
       end
-      if counts and entry ~= '' then counts[1] = counts[1] + 1 end
+      if fleet_counts and entry ~= '' then fleet_counts[1] = fleet_counts[1] + 1 end
       out[i] = {'accepted', entry, wait}
     end
   end

@@ -85,14 +85,9 @@ local function list_attempt(job_key, attempts, attempt)
   redis.call('HSET', job_key, 'attempts', cjson.encode(list))
 end
 
-local now_us  -- the broker's TIME, read on first need
-local function broker_now_us()
-  if not now_us then
-    local t = redis.call('TIME')
-    now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  end
-  return now_us
-end
+-- @include family
+local q = {stream = stream_key, group = group, delayed = delayed_key, result_ttl_ms = result_ttl_ms}
+q.prefix = string.sub(stream_key, 1, #stream_key - #'stream')
 
 -- Schedules job_key's next attempt if it fits before its deadline; false: it does not.
 local function schedule_retry(job_key, delay_us, need_us, ended)
@@ -109,43 +104,9 @@ local function schedule_retry(job_key, delay_us, need_us, ended)
   return true
 end
 
--- Whether a waiting parent's rule is met by its children's outcomes so far.
-local function wait_over(job_key)
-  local f = redis.call('HMGET', job_key, 'wait_rule', 'children', 'children_done', 'children_ok')
-  local rule = f[1] or 'all'
-  if string.sub(rule, 1, 7) == 'signal:' then return false end  -- a person's signal resumes it, not its children
-  local total, done, ok = tonumber(f[2] or '0') or 0, tonumber(f[3] or '0') or 0, tonumber(f[4] or '0') or 0
-  if rule == 'first_success' then return ok >= 1 or done >= total end
-  local n = tonumber(string.match(rule, '^first:(%d+)$') or '')
-  if n then return done >= math.min(n, total) end
-  return done >= total
-end
-
 -- Children cancelled here because their parent's wait ended without them
 -- (their handlers, for the reply: no daemon's run ends them).
 local cancelled_here = {}
-local cancel_unfinished_children  -- below: it counts down as a child's finish does
-
--- A waiting parent back on the stream, as promote moves a due job (promote
--- resumes it so at its wake time). Its children still unfinished are
--- cancelled as it goes: nobody waits for them, and one holding a worker
--- would hold back the resumed run.
-local function resume(job_key, woke_by)
-  local f = redis.call('HMGET', job_key, 'id', 'handler', 'freshness_ms', 'min_budget_ms', 'deadline_us')
-  local due_ms = string.format('%.0f', math.floor(broker_now_us() / 1000))
-  local fields = {'id', f[1], 'handler', f[2], 'freshness_ms', f[3], 'min_budget_ms', '0', 'due_ms', due_ms}
-  if f[5] and f[5] ~= '' then
-    table.insert(fields, 'deadline_us')
-    table.insert(fields, f[5])
-  end
-  redis.call('ZREM', delayed_key, f[1])
-  local entry = redis.call('XADD', stream_key, '*', unpack(fields))
-  redis.call('HSET', job_key, 'state', 'queued', 'entry', entry, 'woke_by', woke_by, 'deliveries', '0',
-    'due_ms', due_ms)
-  redis.call('HDEL', job_key, 'wake_ms')
-  redis.call('HINCRBY', job_key, 'wakes', 1)
-  cancel_unfinished_children(f[1])  -- after it is queued: their count-downs do not resume it again
-end
 
 -- A job with children (`children`: its count of them) keeps them listed as
 -- long as its own outcome: a wait made the set permanent.
@@ -157,50 +118,10 @@ end
 
 -- A job's first outcome counts down its parent's wait (when it has one);
 -- the child that meets the parent's rule resumes it.
-local function child_finished(job_key, parent, ok)
-  if not parent or parent == '' then return end
-  local parent_key = job_prefix .. parent
-  if redis.call('EXISTS', parent_key) == 0 then return end
-  -- once per child, whatever ends it again (a dead child replayed): the parent's counts stay true
-  if redis.call('HSETNX', job_key, 'counted_down', '1') == 0 then return end
-  redis.call('HINCRBY', parent_key, 'children_done', 1)
-  if ok then redis.call('HINCRBY', parent_key, 'children_ok', 1) end
-  if redis.call('HGET', parent_key, 'state') == 'waiting' and wait_over(parent_key) then
-    resume(parent_key, 'children')
-  end
-end
-
--- As promote.lua's: queued, scheduled and waiting ones cancelled (cause
--- parent), running ones marked for their daemons to stop, theirs with them.
-cancel_unfinished_children = function(parent_id)
-  local queue_prefix = string.sub(job_prefix, 1, #job_prefix - #'job:')
-  local walk, seen, i = {parent_id}, {}, 1
-  while i <= #walk do
-    for _, child in ipairs(redis.call('ZRANGE', queue_prefix .. 'children:' .. walk[i], 0, -1)) do
-      local key = job_prefix .. child
-      local state = seen[child] == nil and redis.call('HGET', key, 'state')
-      seen[child] = true
-      if state == 'running' then
-        redis.call('HSET', key, 'cancel_requested', '1', 'cancel_cause', 'parent')
-        walk[#walk + 1] = child
-      elseif state == 'queued' or state == 'scheduled' or state == 'waiting' then
-        if state == 'queued' then
-          local entry = redis.call('HGET', key, 'entry')
-          redis.call('XACK', stream_key, group, entry)
-          redis.call('XDEL', stream_key, entry)
-        else
-          redis.call('ZREM', delayed_key, child)
-        end
-        redis.call('HSET', key, 'state', 'cancelled', 'cause', 'parent', 'cancel_requested', '1')
-        redis.call('HDEL', key, 'payload', 'wake_ms', 'human_since_us')
-        redis.call('PEXPIRE', key, result_ttl_ms)
-        redis.call('PEXPIRE', queue_prefix .. 'children:' .. child, result_ttl_ms)
-        child_finished(key, redis.call('HGET', key, 'parent'), false)
-        cancelled_here[#cancelled_here + 1] = redis.call('HGET', key, 'handler') or ''
-        walk[#walk + 1] = child
-      end
-    end
-    i = i + 1
+local function child_finished(job_key, ok)
+  local parent = count_down_parent(q, job_key, ok)
+  if parent and wait_over(job_prefix .. parent) then
+    resume_waiting(q, job_prefix .. parent, 'children', cancelled_here)
   end
 end
 
@@ -218,14 +139,14 @@ local function start_wait(job_key, rule, keep_us)
     return 'waiting'
   end
   if wait_over(job_key) then
-    resume(job_key, 'children')
+    resume_waiting(q, job_key, 'children', cancelled_here)
     return 'resumed'
   end
   local f = redis.call('HMGET', job_key, 'id', 'deadline_us')
   local deadline_us = tonumber(f[2] or '')
   if deadline_us then
     if deadline_us - keep_us <= broker_now_us() then  -- its wake time has come already
-      resume(job_key, 'deadline')
+      resume_waiting(q, job_key, 'deadline', cancelled_here)
       return 'resumed'
     end
     local wake_ms = string.format('%.0f', math.ceil((deadline_us - keep_us) / 1000))
@@ -289,7 +210,7 @@ for i = 4, #KEYS do
       if retry then list_attempt(job_key, attempts, retry[3]) end
       out[i - 3] = 'cancelled'
       count('finished:cancelled')
-      child_finished(job_key, f[9], false)
+      child_finished(job_key, false)
     elseif wait then
       out[i - 3] = start_wait(job_key, wait[1], wait[2])
     elseif retry and schedule_retry(job_key, retry[1], retry[2], retry[3]) then
@@ -313,7 +234,7 @@ for i = 4, #KEYS do
       if st == 'cancelled' and f[8] then redis.call('HSET', job_key, 'cause', f[8]) end
       redis.call('PEXPIRE', job_key, result_ttl_ms)
       expire_children(job_key, f[10])
-      child_finished(job_key, f[9], st == 'ok')
+      child_finished(job_key, st == 'ok')
       if max_attempts and max_attempts ~= '1' and run_us >= 0 then
         local last = {run_ms = run_us / 1000}
         for k = first_field, a - 2, 2 do

@@ -40,8 +40,10 @@ local wait_arg = ARGV[1]
 local result_ttl_ms = ARGV[2]
 local group = ARGV[3]
 
-local t = redis.call('TIME')
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- @include family
+local q = {stream = stream_key, delayed = delayed_key, group = group, result_ttl_ms = result_ttl_ms}
+q.prefix = string.sub(stream_key, 1, #stream_key - #'stream')
+local now_us = broker_now_us()
 if redis.call('EXISTS', stream_key) == 0 then return {'nostream'} end
 
 -- Whether a job due at due_ms can still start in time, judged now.
@@ -61,71 +63,6 @@ local function admitted(freshness_ms, min_budget_ms, deadline_us, due_ms)
   return true
 end
 
--- A job's first outcome recorded here counts down its parent's wait (as
--- finish.lua does); a waiting parent is put due at once in the delayed set,
--- where promote resumes it if its rule is met (or its wake time came).
-local function count_down_parent(job_key, job_prefix, delayed_key, ok)
-  local parent = redis.call('HGET', job_key, 'parent')
-  if not parent or parent == '' then return end
-  local parent_key = job_prefix .. parent
-  if redis.call('EXISTS', parent_key) == 0 then return end
-  -- once per child, whatever ends it again (a dead child replayed): the parent's counts stay true
-  if redis.call('HSETNX', job_key, 'counted_down', '1') == 0 then return end
-  redis.call('HINCRBY', parent_key, 'children_done', 1)
-  if ok then redis.call('HINCRBY', parent_key, 'children_ok', 1) end
-  if redis.call('HGET', parent_key, 'state') == 'waiting' then redis.call('ZADD', delayed_key, 0, parent) end
-end
-
-local queue_prefix = string.sub(stream_key, 1, #stream_key - #'stream')
-local job_prefix = queue_prefix .. 'job:'
-
--- Whether a waiting parent's rule is met by its children's outcomes so far
--- (as finish.lua judges it).
-local function wait_over(job_key)
-  local f = redis.call('HMGET', job_key, 'wait_rule', 'children', 'children_done', 'children_ok')
-  local rule = f[1] or 'all'
-  if string.sub(rule, 1, 7) == 'signal:' then return false end
-  local total, done, ok = tonumber(f[2] or '0') or 0, tonumber(f[3] or '0') or 0, tonumber(f[4] or '0') or 0
-  if rule == 'first_success' then return ok >= 1 or done >= total end
-  local n = tonumber(string.match(rule, '^first:(%d+)$') or '')
-  if n then return done >= math.min(n, total) end
-  return done >= total
-end
-
--- The children of a parent whose wait ended, unfinished, and theirs: cancelled
--- (queued, scheduled, waiting) or marked (running), as cancel.lua does. The
--- handlers of those cancelled here join `into`.
-local function cancel_unfinished_children(parent_id, into)
-  local walk, seen, i = {parent_id}, {}, 1
-  while i <= #walk do
-    for _, child in ipairs(redis.call('ZRANGE', queue_prefix .. 'children:' .. walk[i], 0, -1)) do
-      local key = job_prefix .. child
-      local state = seen[child] == nil and redis.call('HGET', key, 'state')
-      seen[child] = true
-      if state == 'running' then
-        redis.call('HSET', key, 'cancel_requested', '1', 'cancel_cause', 'parent')
-        walk[#walk + 1] = child
-      elseif state == 'queued' or state == 'scheduled' or state == 'waiting' then
-        if state == 'queued' then
-          local entry = redis.call('HGET', key, 'entry')
-          redis.call('XACK', stream_key, group, entry)
-          redis.call('XDEL', stream_key, entry)
-        else
-          redis.call('ZREM', delayed_key, child)
-        end
-        redis.call('HSET', key, 'state', 'cancelled', 'cause', 'parent', 'cancel_requested', '1')
-        redis.call('HDEL', key, 'payload', 'wake_ms', 'human_since_us')
-        redis.call('PEXPIRE', key, result_ttl_ms)
-        redis.call('PEXPIRE', queue_prefix .. 'children:' .. child, result_ttl_ms)
-        count_down_parent(key, job_prefix, delayed_key, false)
-        into[#into + 1] = redis.call('HGET', key, 'handler') or ''
-        walk[#walk + 1] = child
-      end
-    end
-    i = i + 1
-  end
-end
-
 local moved, expired, human_expired, cancelled = 0, {}, {}, {}
 for i = 3, #KEYS do
   local job_key = KEYS[i]
@@ -143,35 +80,13 @@ for i = 3, #KEYS do
     if state == 'waiting' and string.sub(rule, 1, 7) == 'signal:' and not wake_due then
       if wake_ms then redis.call('ZADD', delayed_key, string.format('%.0f', wake_ms), job_id) end
     elseif state == 'waiting' and string.sub(rule, 1, 7) == 'signal:' then
-      local since = tonumber(redis.call('HGET', job_key, 'human_since_us') or '') or now_us
-      local waited = (tonumber(redis.call('HGET', job_key, 'human_waited_us') or '0') or 0) + math.max(now_us - since, 0)
-      redis.call('HSET', job_key, 'state', 'deadline_exceeded', 'stage', 'human_wait', 'payload', '',
-        'human_waited_us', string.format('%.0f', waited))
-      redis.call('HDEL', job_key, 'human_since_us', 'wake_ms')
-      redis.call('PEXPIRE', job_key, result_ttl_ms)
-      redis.call('PEXPIRE', queue_prefix .. 'children:' .. job_id, result_ttl_ms)
+      end_human_wait(q, job_key)
       table.insert(human_expired, handler or '')
-      count_down_parent(job_key, job_prefix, delayed_key, false)
     elseif state == 'waiting' and not wait_over(job_key) and not wake_due then
       if wake_ms then redis.call('ZADD', delayed_key, string.format('%.0f', wake_ms), job_id) end
     elseif state == 'waiting' then
-      local woke_by = 'deadline'
-      if wait_over(job_key) then woke_by = 'children' end
-      local f2 = redis.call('HMGET', job_key, 'freshness_ms', 'min_budget_ms', 'deadline_us')
-      local due_ms = string.format('%.0f', math.floor(now_us / 1000))
-      local fields = {'id', job_id, 'handler', handler, 'freshness_ms', f2[1], 'min_budget_ms', '0', 'due_ms', due_ms}
-      if f2[3] and f2[3] ~= '' then
-        table.insert(fields, 'deadline_us')
-        table.insert(fields, f2[3])
-      end
-      local entry = redis.call('XADD', stream_key, '*', unpack(fields))
-      redis.call('HSET', job_key, 'state', 'queued', 'entry', entry, 'woke_by', woke_by, 'deliveries', '0',
-        'due_ms', due_ms)
-      redis.call('HDEL', job_key, 'wake_ms')
-      redis.call('HINCRBY', job_key, 'wakes', 1)
+      resume_waiting(q, job_key, wait_over(job_key) and 'children' or 'deadline', cancelled)
       moved = moved + 1
-      -- after it is queued: their count-downs must not put it back in the delayed set
-      cancel_unfinished_children(job_id, cancelled)
     elseif state == 'scheduled' then
       if admitted(freshness_ms, min_budget_ms, deadline_us, tonumber(score)) then
         local fields = {'id', job_id, 'handler', handler, 'freshness_ms', freshness_ms, 'min_budget_ms', min_budget_ms,
@@ -189,12 +104,12 @@ for i = 3, #KEYS do
           string.format('%.3f', waited_ms), 'payload', '')
         redis.call('PEXPIRE', job_key, result_ttl_ms)
         table.insert(expired, handler or '')
-        count_down_parent(job_key, job_prefix, delayed_key, false)
+        count_down_and_wake(q, job_key, false)
       end
     end
   end
 end
-local stats_key = queue_prefix .. 'stats'
+local stats_key = q.prefix .. 'stats'
 if #expired > 0 then  -- the fleet's totals (stats, beside the stream: the queue's hash slot)
   redis.call('HINCRBY', stats_key, 'expired:admission', #expired)
 end
@@ -203,4 +118,5 @@ if #cancelled > 0 then redis.call('HINCRBY', stats_key, 'finished:cancelled', #c
 local first = redis.call('ZRANGE', delayed_key, 0, 0, 'WITHSCORES')
 local next_due = -1
 if #first == 2 then next_due = tonumber(first[2]) end
-return {moved, expired, next_due, t[1], t[2], human_expired, cancelled}
+return {moved, expired, next_due, string.format('%d', math.floor(now_us / 1000000)),
+  string.format('%d', now_us % 1000000), human_expired, cancelled}

@@ -53,8 +53,9 @@ if cur then
   if holder ~= token then return {'fenced'} end
 end
 redis.call('SET', lease_key, token .. ':' .. renewals, 'PX', lease_ms)
-local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- @include fleet_wait
+local now_us = broker_now_us()
+local now_ms = math.floor(now_us / 1000)
 redis.call('HSET', slots_key, consumer, slots .. ':' .. tostring(now_ms + tonumber(lease_ms)))
 local marked, lost, deleted = {}, {}, {}
 for i = first_job_key, #KEYS do
@@ -71,14 +72,7 @@ for i = first_job_key, #KEYS do
     table.insert(lost, entry)
   end
 end
-local len = redis.call('XLEN', stream_key)
-local pending = redis.call('XPENDING', stream_key, group)[1]
-local mean = math.floor(tonumber(redis.call('HGET', stats_key, 'mean_run_us') or '0') or 0)
-local live = 0
-local all_slots = redis.call('HGETALL', slots_key)
-for i = 1, #all_slots, 2 do
-  local n, expiry = string.match(all_slots[i + 1], '^(%d+):(%d+)$')
-  if n and tonumber(expiry) > now_ms then live = live + tonumber(n) end
-end
-return {'ok', marked, lost, t[1], t[2], len - pending, pending, deleted, math.max(mean, 0), live,
-  redis.call('ZCARD', delayed_key), redis.call('GET', paused_key) or ''}
+local counts = read_fleet_counts(stream_key, group, stats_key, slots_key)
+return {'ok', marked, lost, string.format('%d', math.floor(now_us / 1000000)), string.format('%d', now_us % 1000000),
+  counts[1], counts[4], deleted, counts[2], counts[3], redis.call('ZCARD', delayed_key),
+  redis.call('GET', paused_key) or ''}

@@ -24,20 +24,9 @@ local delayed_key = KEYS[3]
 local name = ARGV[1]
 local payload = ARGV[2]
 
--- The job's outcome, recorded here, counts down its parent's wait (as
--- finish.lua does); a waiting parent is put due at once in the delayed set,
--- where promote resumes it if its rule is met.
-local function count_down_parent(job_key, job_prefix, delayed_key, ok)
-  local parent = redis.call('HGET', job_key, 'parent')
-  if not parent or parent == '' then return end
-  local parent_key = job_prefix .. parent
-  if redis.call('EXISTS', parent_key) == 0 then return end
-  -- once per child, whatever ends it again (a dead child replayed): the parent's counts stay true
-  if redis.call('HSETNX', job_key, 'counted_down', '1') == 0 then return end
-  redis.call('HINCRBY', parent_key, 'children_done', 1)
-  if ok then redis.call('HINCRBY', parent_key, 'children_ok', 1) end
-  if redis.call('HGET', parent_key, 'state') == 'waiting' then redis.call('ZADD', delayed_key, 0, parent) end
-end
+-- @include family
+local q = {stream = stream_key, delayed = delayed_key, result_ttl_ms = ARGV[3]}
+q.prefix = string.sub(stream_key, 1, #stream_key - #'stream')
 
 local f = redis.call('HMGET', job_key, 'state', 'wait_rule', 'id', 'handler', 'freshness_ms', 'deadline_us',
   'human_since_us', 'human_waited_us', 'wake_ms')
@@ -45,19 +34,12 @@ local state, rule = f[1], f[2]
 if not state then return {'unknown'} end
 if state ~= 'waiting' or rule ~= 'signal:' .. name then return {'not_waiting', state, rule or ''} end
 
-local t = redis.call('TIME')
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now_us = broker_now_us()
 local waited = math.max(now_us - (tonumber(f[7] or '') or now_us), 0)
-local prefix = string.sub(stream_key, 1, #stream_key - #'stream')
 if f[9] and tonumber(f[9]) * 1000 <= now_us then  -- past the wait's limit: too late
   redis.call('ZREM', delayed_key, f[3])
-  redis.call('HSET', job_key, 'state', 'deadline_exceeded', 'stage', 'human_wait', 'payload', '',
-    'human_waited_us', string.format('%.0f', (tonumber(f[8] or '0') or 0) + waited))
-  redis.call('HDEL', job_key, 'human_since_us', 'wake_ms')
-  redis.call('PEXPIRE', job_key, ARGV[3])
-  redis.call('PEXPIRE', prefix .. 'children:' .. f[3], ARGV[3])
-  redis.call('HINCRBY', prefix .. 'stats', 'expired:human_wait', 1)
-  count_down_parent(job_key, prefix .. 'job:', delayed_key, false)
+  end_human_wait(q, job_key)
+  redis.call('HINCRBY', q.prefix .. 'stats', 'expired:human_wait', 1)
   return {'not_waiting', 'deadline_exceeded', rule, 'expired'}
 end
 local due_ms = string.format('%.0f', math.floor(now_us / 1000))

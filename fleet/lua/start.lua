@@ -115,22 +115,10 @@ local function late(job)
   return deadline_us ~= nil and deadline_us - now_us < need
 end
 
--- A job's first outcome recorded here counts down its parent's wait (as
--- finish.lua does); a waiting parent is put due at once in the delayed set,
--- where promote resumes it if its rule is met (or its wake time came).
-local function count_down_parent(job_key, job_prefix, delayed_key, ok)
-  local parent = redis.call('HGET', job_key, 'parent')
-  if not parent or parent == '' then return end
-  local parent_key = job_prefix .. parent
-  if redis.call('EXISTS', parent_key) == 0 then return end
-  -- once per child, whatever ends it again (a dead child replayed): the parent's counts stay true
-  if redis.call('HSETNX', job_key, 'counted_down', '1') == 0 then return end
-  redis.call('HINCRBY', parent_key, 'children_done', 1)
-  if ok then redis.call('HINCRBY', parent_key, 'children_ok', 1) end
-  if redis.call('HGET', parent_key, 'state') == 'waiting' then redis.call('ZADD', delayed_key, 0, parent) end
-end
-local job_prefix_all = string.sub(stream_key, 1, #stream_key - #'stream') .. 'job:'
-local delayed_key = string.sub(stream_key, 1, #stream_key - #'stream') .. 'delayed'
+-- @include family
+local q = {stream = stream_key, group = group, result_ttl_ms = result_ttl_ms}
+q.prefix = string.sub(stream_key, 1, #stream_key - #'stream')
+q.delayed = q.prefix .. 'delayed'
 
 local function acknowledged(entry)
   redis.call('XACK', stream_key, group, entry)
@@ -159,7 +147,7 @@ for i, job in ipairs(jobs) do
     if not state then
       acknowledged(entry)
       answer = {'gone', 0}
-    elseif state ~= 'queued' and state ~= 'running' then
+    elseif not unfinished(state) or state == 'scheduled' or state == 'waiting' then
       acknowledged(entry)
       answer = {'finished', 0}
     elseif cancel_requested == '1' then  -- a DELETE marked it while it ran on a daemon that then died
@@ -168,7 +156,7 @@ for i, job in ipairs(jobs) do
       redis.call('HDEL', job_key, 'payload')
       redis.call('PEXPIRE', job_key, result_ttl_ms)
       redis.call('HINCRBY', stats_key, 'finished:cancelled', 1)  -- the fleet's totals
-      count_down_parent(job_key, job_prefix_all, delayed_key, false)
+      count_down_and_wake(q, job_key, false)
       answer = {'cancelled', 0}
     elseif state == 'running' and last_start_token == start_token then  -- our start again: counted once
       answer = run(d)
@@ -181,7 +169,7 @@ for i, job in ipairs(jobs) do
       local dropped = redis.call('XTRIM', dead_key, 'MAXLEN', dead_max)
       if dropped > 0 then redis.call('HINCRBY', stats_key, 'dead_dropped', dropped) end
       redis.call('HINCRBY', stats_key, 'finished:dead', 1)  -- the fleet's totals (finish.lua keeps the rest)
-      count_down_parent(job_key, job_prefix_all, delayed_key, false)  -- a replay of it is not counted again
+      count_down_and_wake(q, job_key, false)  -- a replay of it is not counted again
       answer = {'dead', d, dropped}
     else
       -- starts: '<ms> <consumer>' a line, the last max_starts_listed (the timeline's deliveries)

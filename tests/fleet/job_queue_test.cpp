@@ -202,6 +202,27 @@ TEST_F(JobQueue, AChildNamesItsParentAndTheParentsCancelReachesEveryDescendant) 
   EXPECT_EQ(queue.find(context(), running_child.id)->field("cause"), "parent");
 }
 
+// A cancel walks through the jobs it cancels or marks: a finished child's
+// own children are not its parent's to stop (as in the memory store).
+TEST_F(JobQueue, AParentsCancelDoesNotReachTheChildrenOfAFinishedChild) {
+  const enqueued parent = queue.enqueue(context(), echo("parent"));
+  raw({"HSET", queue.key("job:" + parent.id), "state", "running"});
+  job_spec child = echo("child");
+  child.parent = parent.id;
+  const enqueued finished_child = queue.enqueue(context(), child);
+  job_spec grandchild = echo("grandchild");
+  grandchild.parent = finished_child.id;
+  const enqueued grand = queue.enqueue(context(), grandchild);
+  ASSERT_EQ(queue.finish(context(), finished_child.id, 1ms, {{"state", "ok"}}), finish_result::first);
+
+  ASSERT_TRUE(queue.cancel(context(), parent.id));
+  EXPECT_EQ(queue.find(context(), parent.id)->field("cancel_requested"), "1");
+  EXPECT_EQ(queue.find(context(), finished_child.id)->state(), "ok");
+  const auto g = queue.find(context(), grand.id);
+  EXPECT_EQ(g->state(), "queued") << "its parent finished: not reached";
+  EXPECT_EQ(g->field("cancel_requested"), "");
+}
+
 // A parent's run that ends waiting (first success of two) frees its entry
 // and waits in the delayed set at its deadline less its keep; a failed
 // child only counts, the child that succeeds puts it back on the stream,

@@ -126,6 +126,22 @@ TEST(MemoryFamilies, CancellingTheRootOfAChainOfTenThousandEndsEveryGeneration) 
   }
 }
 
+// A cancel walks through the jobs it cancels or marks: a finished child's
+// own children are not its parent's to stop (as in the fleet).
+TEST(MemoryFamilies, ACancelDoesNotReachTheChildrenOfAFinishedChild) {
+  memory_jobs store(100, 1h);
+  const std::string root = *store.create("echo", t0);
+  const std::string child = *store.create("echo", t0, 1, std::nullopt, 1h, never, root);
+  const std::string grandchild = *store.create("echo", t0, 1, std::nullopt, 1h, never, child);
+  store.finish(child, async_outcome{.st = status::ok()}, t0);
+  ASSERT_TRUE(store.cancel(root, t0));
+  EXPECT_TRUE(store.find(root, t0)->cancel_requested);
+  const auto g = store.find(grandchild, t0);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->state, async_state::queued);
+  EXPECT_FALSE(g->cancel_requested) << "its parent finished: not reached";
+}
+
 TEST(MemoryFamilies, AQueuedFamilyLeavesTheExecutorDeepestFirst) {
   manual_clock clk;
   executor_options eo;
