@@ -3,7 +3,7 @@
 # built, hourglass::server and hourglass::fleet. Nothing of the build machine's paths is exported:
 # moodycamel is private to queue/ and build-only.
 include(CMakePackageConfigHelpers)
-set(hourglass_targets hourglass hourglass_runtime hourglass_queue hourglass_workers)
+set(hourglass_targets hourglass hourglass_runtime hourglass_queue hourglass_workers hourglass_jobs)
 set(HOURGLASS_WITH_SERVER OFF)
 if(TARGET hourglass_server)
   # support (JSON, URLs) is linked privately by the static server library,
@@ -27,7 +27,7 @@ install(TARGETS ${hourglass_targets} EXPORT hourglassTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(DIRECTORY runtime/include/ queue/include/ workers/include/
+install(DIRECTORY runtime/include/ queue/include/ workers/include/ jobs/include/
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT hourglassTargets NAMESPACE hourglass::
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/hourglass)

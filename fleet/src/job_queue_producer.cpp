@@ -13,6 +13,7 @@
 #include "async_calls.hpp"
 #include "hourglass/fleet/freshness.hpp"
 #include "hourglass/fleet/job_queue.hpp"
+#include "hourglass/jobs/job_state.hpp"
 #include "scripts.hpp"
 
 namespace hourglass::fleet {
@@ -45,14 +46,12 @@ fleet_job job_from(std::string_view id, const redis_reply& r) {
 // "retrying": scheduled for an attempt after the first) and its handler.
 bool job_matches(const fleet_job& j, const list_query& q) {
   if (!q.handler.empty() && j.field("handler") != q.handler) return false;
-  const std::string_view state = j.state();
-  if (q.state.empty()) return true;
-  if (q.state == "finished") {
-    return !state.empty() && state != "queued" && state != "running" && state != "scheduled" && state != "waiting";
-  }
-  if (q.state == "retrying") return state == "scheduled" && detail::number_or(j.field("attempt"), 1) > 1;
-  if (q.state == "scheduled") return state == "scheduled";
-  return state == q.state;
+  const auto filter = jobs::parse_job_filter(q.state);
+  if (!filter) return false;
+  if (filter->k == jobs::job_filter::kind::any) return true;
+  const auto state = jobs::parse_job_state(j.state());
+  // retrying: scheduled for an attempt after the first (attempt names the next)
+  return state && filter->matches(*state, detail::number_or(j.field("attempt"), 1) > 1);
 }
 
 // The index that holds a state's jobs, walked by list.lua: "" for none (the

@@ -20,6 +20,7 @@
 #include "hourglass/fleet/redis.hpp"
 #include "hourglass/fleet/sharded_consumer.hpp"
 #include "hourglass/fleet/sharded_queue.hpp"
+#include "hourglass/jobs/job_state.hpp"
 #include "hourglass/support/json.hpp"
 #include "hourglass/support/url.hpp"
 #include "job_input.hpp"
@@ -269,8 +270,8 @@ class fleet_job_store final : public job_store {
         if (!s.opts.allow_overlap && !rec.last_job.empty()) {
           before = queue_.of_id(rec.last_job).find(ctx, rec.last_job);
         }
-        const std::string_view state = before ? before->state() : std::string_view();
-        if (state == "queued" || state == "running" || state == "scheduled" || state == "waiting") {
+        const auto state = before ? jobs::parse_job_state(before->state()) : std::nullopt;
+        if (state && !jobs::is_final(*state)) {
           t.skipped_overlap = 1;
         } else if (const handler_entry* e = c_.find_handler(s.opts.handler)) {
           new_job job;

@@ -6,6 +6,7 @@
 #include <array>
 #include <charconv>
 
+#include "hourglass/jobs/job_state.hpp"
 #include "hourglass/server/handler.hpp"
 #include "hourglass/support/json.hpp"
 #include "job_view.hpp"
@@ -13,12 +14,6 @@
 namespace hourglass::server::detail {
 
 namespace {
-
-// The filters a listing takes: the job object's states, plus "finished"
-// (any final state) and "retrying" (scheduled for an attempt after the first).
-constexpr std::array<std::string_view, 12> list_states = {"queued",    "running",  "scheduled", "waiting",
-                                                          "retrying",  "ok",       "error",     "deadline_exceeded",
-                                                          "cancelled", "rejected", "dead",      "finished"};
 
 // A cursor as a page returns it: short and plain (each store checks its form).
 bool cursor_text(std::string_view s) noexcept {
@@ -45,9 +40,8 @@ std::variant<list_request, list_query_error> read_list_query(std::string_view ta
     const std::string& value = p.value;
     if (p.key.empty()) continue;  // "?&limit=3", "a=1&&b=2": nothing there
     if (p.key == "state") {
-      bool known = false;
-      for (const std::string_view s : list_states) known = known || value == s;
-      if (!known) return list_query_error{"state: not a job state, \"finished\" or \"retrying\""};
+      if (value.empty() || !jobs::parse_job_filter(value))
+        return list_query_error{"state: not a job state, \"finished\" or \"retrying\""};
       q.state = value;
     } else if (p.key == "handler") {
       if (!valid_handler_name(value)) return list_query_error{"handler: 1 to 64 of [A-Za-z0-9._-]"};

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hourglass/job.hpp"
+#include "hourglass/jobs/job_state.hpp"
 #include "responses.hpp"
 
 namespace hourglass::server::detail {
@@ -90,8 +91,11 @@ struct job_view {
   };
   std::vector<start_view> starts;  // fleet: its deliveries (the last 10), oldest first, the latest included
 
+  // Its outcome is in (a state this daemon does not know counts as one: it
+  // will not run here).
   bool finished() const noexcept {
-    return !state.empty() && state != "queued" && state != "running" && state != "scheduled" && state != "waiting";
+    const auto s = jobs::parse_job_state(state);
+    return !state.empty() && (!s || jobs::is_final(*s));
   }
   // What the outcome recorded of its time, for Server-Timing.
   job_timings timings() const;

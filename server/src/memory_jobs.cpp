@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "child_jobs.hpp"
+#include "hourglass/jobs/job_state.hpp"
 #include "person_wait.hpp"
 
 namespace hourglass::server::detail {
@@ -17,22 +18,15 @@ bool refused_at_admission(const status& st) {
          (st.code == outcome::deadline_exceeded && st.stage == expiry_stage::admission);
 }
 
-std::string_view state_name(const async_record& r) {
+jobs::job_state state_of(const async_record& r) {
   switch (r.state) {
-    case async_state::queued: return "queued";
-    case async_state::running: return "running";
-    case async_state::scheduled: return "scheduled";
-    case async_state::waiting: return "waiting";
+    case async_state::queued: return jobs::job_state::queued;
+    case async_state::running: return jobs::job_state::running;
+    case async_state::scheduled: return jobs::job_state::scheduled;
+    case async_state::waiting: return jobs::job_state::waiting;
     case async_state::finished: break;
   }
-  return to_string(r.st.code);
-}
-
-bool state_matches(const async_record& r, std::string_view filter) {
-  if (filter.empty()) return true;
-  if (filter == "finished") return r.state == async_state::finished;
-  if (filter == "retrying") return r.state == async_state::scheduled && r.attempt >= 1;
-  return state_name(r) == filter;
+  return jobs::final_state(r.st.code);
 }
 
 }  // namespace
@@ -445,13 +439,16 @@ std::string memory_jobs::new_id_locked() {
 
 std::vector<async_record> memory_jobs::list(std::string_view state, const std::string& after, std::size_t limit,
                                             time_point now, std::string_view handler) {
+  const std::optional<jobs::job_filter> filter = jobs::parse_job_filter(state);
+  if (!filter) return {};  // no job is in a state that does not exist
   std::lock_guard lock(mu_);
   purge_locked(now);
   std::vector<async_record> page;
   for (auto it = after.empty() ? jobs_.begin() : jobs_.upper_bound(after); it != jobs_.end() && page.size() < limit;
        ++it) {
     const async_record& r = it->second.rec;
-    if (state_matches(r, state) && (handler.empty() || r.handler == handler)) page.push_back(r);
+    // retrying: scheduled after an attempt (attempt counts those started)
+    if (filter->matches(state_of(r), r.attempt >= 1) && (handler.empty() || r.handler == handler)) page.push_back(r);
   }
   return page;
 }
@@ -460,7 +457,7 @@ job_view view_of(const async_record& r, time_point now) {
   job_view j;
   j.id = r.id;
   j.handler = r.handler;
-  j.state = std::string(state_name(r));
+  j.state = std::string(jobs::to_string(state_of(r)));
   j.age_ms = to_millis(elapsed(r.created, now));
   j.accepted = true;
   const auto since_accepted = [&](time_point t) { return to_millis(elapsed(r.created, t)); };
