@@ -13,8 +13,6 @@
 
 namespace hourglass::server::detail {
 
-namespace http = boost::beast::http;
-
 child_terms cut_to_parent(const child_job& asked, duration parent_remaining, duration reserve,
                           duration min_budget) noexcept {
   child_terms t;
@@ -33,12 +31,9 @@ namespace {
 // The child as a request of its own would bring it.
 std::shared_ptr<job_input> child_input(const handler_entry& e, const child_job& job, std::string_view parent) {
   auto in = std::make_shared<job_input>();
-  in->msg.method(http::verb::post);
-  in->msg.target("/v1/jobs/" + e.name);
-  in->msg.set(http::field::content_type, job.content_type);
-  if (!job.idempotency_key.empty()) in->msg.set("Idempotency-Key", job.idempotency_key);
-  in->msg.body() = job.body;
-  in->msg.prepare_payload();
+  in->content_type = job.content_type;
+  if (!job.idempotency_key.empty()) in->idempotency_key = job.idempotency_key;
+  in->body = job.body;
   in->entry = &e;
   in->async = true;
   in->budget = e.run_limit;

@@ -31,8 +31,6 @@
 
 namespace hourglass::server::detail {
 
-namespace http = boost::beast::http;
-
 namespace {
 
 class fleet_job_store final : public job_store {
@@ -276,7 +274,7 @@ class fleet_job_store final : public job_store {
         } else if (const handler_entry* e = c_.find_handler(s.opts.handler)) {
           new_job job;
           auto in = fire_input(*e, s.opts.body, s.opts.content_type);
-          in->msg.set("Idempotency-Key", "schedule:" + s.opts.name + ":" + std::to_string(fire_ms));
+          in->idempotency_key = "schedule:" + s.opts.name + ":" + std::to_string(fire_ms);
           job.in = std::move(in);
           job.headers_at = c_.clk.now();
           job.freshness = plan.fresh_for;
@@ -363,8 +361,8 @@ class fleet_job_store final : public job_store {
   // The job as the broker takes it; or, when it cannot be sent, the answer.
   std::optional<created> spec_of(const new_job& job, fleet::job_spec& spec) const {
     const job_input& in = *job.in;
-    const std::string_view key = in.msg["Idempotency-Key"];
-    if (in.msg.count("Idempotency-Key") != 0 && !valid_idempotency_key(key)) {
+    const std::string_view key = in.idempotency_key ? std::string_view(*in.idempotency_key) : std::string_view();
+    if (in.idempotency_key && !valid_idempotency_key(key)) {
       created bad;
       bad.verdict = created::kind::invalid;
       bad.error = "invalid_idempotency_key";
@@ -373,9 +371,8 @@ class fleet_job_store final : public job_store {
     }
     const handler_entry& e = *in.entry;
     spec.handler = e.name;
-    spec.payload = in.msg.body();
-    const std::string_view type = in.msg[http::field::content_type];
-    if (!type.empty()) spec.content_type = std::string(type);
+    spec.payload = in.body;
+    if (!in.content_type.empty()) spec.content_type = in.content_type;
     spec.min_budget = e.min_budget;
     spec.idempotency_key = std::string(key);
     spec.admission = !c_.fifo();  // fifo: every deadline check off, in the fleet too

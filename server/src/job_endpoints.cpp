@@ -105,27 +105,25 @@ void job_store::create_bulk(std::vector<new_job> jobs, callback<std::vector<crea
   }
 }
 
+void read_request_head(job_input& in, request_head head) {
+  in.content_type = std::string((*head)[http::field::content_type]);
+  if (head->count("Idempotency-Key") != 0) in.idempotency_key = std::string((*head)["Idempotency-Key"]);
+  in.traceparent = std::string((*head)["traceparent"]);
+  in.other_header = [head = std::move(head)](std::string_view name) -> std::string_view { return (*head)[name]; };
+}
+
 namespace {
 
 // One job of a bulk request as a request of its own: the bulk request's
 // headers (traceparent, Authorization, anything a handler reads), with the
 // job's payload, Content-Type and Idempotency-Key.
-std::shared_ptr<job_input> input_of(const bulk_submission& s, const handler_entry& e, bulk_item& item) {
+std::shared_ptr<job_input> input_of(const bulk_submission& s, const request_head& head, const handler_entry& e,
+                                    bulk_item& item) {
   auto in = std::make_shared<job_input>();
-  in->msg.base() = s.msg.base();
-  in->msg.erase(http::field::transfer_encoding);
-  if (item.content_type.empty()) {
-    in->msg.erase(http::field::content_type);
-  } else {
-    in->msg.set(http::field::content_type, item.content_type);
-  }
-  if (item.idempotency_key) {
-    in->msg.set("Idempotency-Key", *item.idempotency_key);
-  } else {
-    in->msg.erase("Idempotency-Key");
-  }
-  in->msg.body() = std::move(item.payload);
-  in->msg.prepare_payload();
+  read_request_head(*in, head);
+  in->content_type = std::move(item.content_type);
+  in->idempotency_key = std::move(item.idempotency_key);
+  in->body = std::move(item.payload);
   in->entry = &e;
   in->async = true;
   in->remote = s.remote;
@@ -140,6 +138,7 @@ std::shared_ptr<job_input> input_of(const bulk_submission& s, const handler_entr
 void submit_bulk_jobs(core& c, bulk_submission s, answer_fn done) {
   bulk_reading reading = read_bulk_body(s.msg.body());
   if (!reading.ok) return done(error_response(400, "invalid_bulk", reading.message));
+  const request_head head = std::make_shared<const http::request_header<>>(s.msg.base());
   struct pending {
     std::vector<bulk_answer> answers;
     std::vector<new_job> jobs;       // what went to the store, and
@@ -162,7 +161,7 @@ void submit_bulk_jobs(core& c, bulk_submission s, answer_fn done) {
         p->answers[i] = {400, error_response(400, bad->error, bad->message).body()};
         continue;
       }
-      job.in = input_of(s, *e, item);
+      job.in = input_of(s, head, *e, item);
       p->jobs.push_back(std::move(job));
       p->where.push_back(i);
     }

@@ -35,6 +35,13 @@ std::optional<terms_error> read_job_terms(const core& c, const boost::beast::htt
 // otherwise: 503 queue_full or broker_unavailable, 504 at admission.
 void submit_async_job(core& c, new_job job, answer_fn done);
 
+// A client's request's headers, kept for its jobs' handlers
+// (job_input::other_header): shared by the jobs of a bulk request.
+using request_head = std::shared_ptr<const boost::beast::http::request_header<>>;
+// The headers a job names (Content-Type, Idempotency-Key, traceparent) read
+// into `in`, the rest kept in `head` for its handler.
+void read_request_head(job_input& in, request_head head);
+
 // A bulk request as the session read it: its message (headers every job
 // shares, and the list of jobs as its body) and the budget its headers set.
 struct bulk_submission {

@@ -88,8 +88,7 @@ class memory_job_store final : public job_store {
       return done(std::move(out));
     }
     // The body, aliased into the request the run holds anyway: no copy.
-    jobs_.hold_payload(*id, std::shared_ptr<const std::string>(job.in, &job.in->msg.body()),
-                       std::string(job.in->msg[boost::beast::http::field::content_type]));
+    jobs_.hold_payload(*id, std::shared_ptr<const std::string>(job.in, &job.in->body), job.in->content_type);
     auto run = std::make_shared<const job_run>(job_run{*id, std::move(job)});
     out.job.id = *id;
     if (delayed) {

@@ -330,9 +330,10 @@ void session::on_body(error_code ec) {
     body_parser_.reset();
     return submit_bulk_jobs(core_, std::move(s), answer_later());
   }
-  auto in = std::make_shared<job_input>();
-  in->msg = body_parser_->release();
+  http::request<http::string_body> msg = body_parser_->release();
   body_parser_.reset();
+  auto in = std::make_shared<job_input>();
+  in->body = std::move(msg.body());
   in->entry = entry_;
   in->async = async_;
   in->remote = remote_;
@@ -343,14 +344,16 @@ void session::on_body(error_code ec) {
     new_job job;
     job.headers_at = headers_at_;
     job.freshness = freshness_;
-    if (const std::optional<terms_error> bad = read_job_terms(core_, in->msg, *entry_, job)) {
+    if (const std::optional<terms_error> bad = read_job_terms(core_, msg, *entry_, job)) {
       return send(core_.refuse({*entry_, "async", status::invalid(), duration::max(), bad->error},
                                error_response(400, bad->error, bad->message)));
     }
+    read_request_head(*in, std::make_shared<const http::request_header<>>(std::move(msg.base())));
     phase_ = phase::job;
     job.in = std::move(in);
     return submit_async_job(core_, std::move(job), answer_later());
   }
+  read_request_head(*in, std::make_shared<const http::request_header<>>(std::move(msg.base())));
   submit_sync(std::move(in));
 }
 
