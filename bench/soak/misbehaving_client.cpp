@@ -23,7 +23,7 @@ constexpr auto abandon_after = 20ms;
 constexpr auto daemon_side_every = 1s;
 constexpr int tcp_established = 1;
 // Eight echo jobs of 1 MB each: their answers are more than a socket's send buffer takes
-// (at most 4 MiB by default), so the daemon's write stalls and its --body-timeout must cut
+// (at most 4 MiB by default), so the daemon's write stalls and its --write-timeout must cut
 // the client off. (Pipelined GET /metrics would do it too, but its ~12 KB pages are served
 // from a cache for --metrics-cache, so the test would depend on that setting.)
 constexpr int never_reader_requests = 8;
@@ -164,7 +164,7 @@ void misbehaving_client::watch_for_close() {
 
 // Once a second, the daemon's end of our connection: gone or closing means it cut
 // us off; ESTABLISHED with a send queue that has not moved for `hold` means it
-// sits on a stalled write longer than any --body-timeout should allow.
+// sits on a stalled write longer than any --write-timeout should allow.
 void misbehaving_client::watch_daemon_side() {
   drip_timer_.expires_after(daemon_side_every);
   drip_timer_.async_wait([self = shared_from_this()](error_code e) {

@@ -319,7 +319,9 @@ struct command_line_parser::impl {
     t_.flag("allow-unauthenticated", o_.allow_unauthenticated,
             "allow a non-loopback --listen address without --auth-token-file");
     t_.time("header-timeout", o_.header_timeout, "time to receive a request's headers (slow clients are cut off)");
-    t_.time("body-timeout", o_.body_timeout, "time to receive a request's body, and to write a response");
+    t_.time("body-timeout", o_.body_timeout, "time to receive a request's body");
+    t_.time("write-timeout", o_.write_timeout,
+            "time to write a response, or a streamed chunk (a reader that stops reading is cut off)");
     t_.time("idle-timeout", o_.idle_timeout, "keep-alive connections idle longer are closed");
     t_.count("max-connections", o_.max_connections, "open connections; more are closed at once", 1, 1'000'000);
     t_.time("metrics-cache", o_.metrics_cache,

@@ -68,7 +68,8 @@ void validate(const server_options& o) {
   if (o.call_reserve < duration::zero()) fail("--call-reserve must not be negative");
   if (o.drain_timeout < duration::zero()) fail("--drain-timeout must not be negative");
   if (o.metrics_cache < duration::zero()) fail("--metrics-cache must not be negative");
-  for (const auto* d : {&o.header_timeout, &o.body_timeout, &o.idle_timeout, &o.async_ttl, &o.max_delay}) {
+  for (const auto* d :
+       {&o.header_timeout, &o.body_timeout, &o.write_timeout, &o.idle_timeout, &o.async_ttl, &o.max_delay}) {
     if (*d <= duration::zero()) fail("timeouts, --async-ttl and --max-delay must be positive");
   }
   for (const auto& [name, url] : o.upstreams) {

@@ -284,7 +284,7 @@ void session::start_signal() {
 void session::continue_then_read_body() {
   static constexpr std::string_view go_on = "HTTP/1.1 100 Continue\r\n\r\n";
   writing_ = true;
-  io_timer_.expires_after(core_.opts.body_timeout);
+  io_timer_.expires_after(core_.opts.write_timeout);
   net::async_write(stream_, net::buffer(go_on.data(), go_on.size()),
                    [self = shared_from_this()](error_code ec, std::size_t) {
                      self->writing_ = false;
@@ -388,7 +388,7 @@ void session::send(response res) {
   head_.clear();  // its capacity stays: the next response reuses it
   append_head(head_, res_);
   writing_ = true;
-  io_timer_.expires_after(core_.opts.body_timeout);
+  io_timer_.expires_after(core_.opts.write_timeout);
   const std::array<net::const_buffer, 2> bytes{net::buffer(head_), net::buffer(res_.body())};
   net::async_write(stream_, bytes, [self = shared_from_this()](error_code ec, std::size_t) { self->on_write(ec); });
 }

@@ -61,7 +61,7 @@ void session::pump_stream() {
   }
   if (!still_open(call->state) && !call->stream_ending) return;  // the caller went away: nobody to write to
   const auto done = [self = shared_from_this()](error_code ec, std::size_t) { self->on_stream_write(ec); };
-  io_timer_.expires_after(core_.opts.body_timeout);  // a reader that stops reading frees the connection
+  io_timer_.expires_after(core_.opts.write_timeout);  // a reader that stops reading frees the connection
   if (!call->head_sent) {
     call->head_sent = true;
     stream_head_.emplace(http::status::ok, 11);

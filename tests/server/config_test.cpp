@@ -100,6 +100,8 @@ TEST(Config, EveryOptionFromTheCommandLine) {
                         "1s",
                         "--body-timeout",
                         "2s",
+                        "--write-timeout",
+                        "4s",
                         "--idle-timeout",
                         "3s",
                         "--max-connections",
@@ -131,6 +133,7 @@ TEST(Config, EveryOptionFromTheCommandLine) {
   EXPECT_EQ(o.call_reserve, 10ms);
   EXPECT_EQ(o.header_timeout, 1s);
   EXPECT_EQ(o.body_timeout, 2s);
+  EXPECT_EQ(o.write_timeout, 4s);
   EXPECT_EQ(o.idle_timeout, 3s);
   EXPECT_EQ(o.max_connections, 7u);
   EXPECT_EQ(o.metrics_cache, 250ms);

@@ -183,7 +183,7 @@ TEST(HttpServerStream, ASlowReaderHoldsTheHandlerBackAndTheWaitIsNotProgress) {
   std::mutex job_mu;
   std::optional<context> job;  // the handler's context, kept to look at its stop
   server_options o = test_options();
-  o.body_timeout = 120s;  // the session's write timeout (real time) is not what is tested here
+  o.write_timeout = 120s;  // the session's write timeout (real time) is not what is tested here
   test_server srv(
       o,
       [&](http_server& h) {
@@ -262,12 +262,13 @@ TEST(HttpServerStream, ASlowReaderHoldsTheHandlerBackAndTheWaitIsNotProgress) {
   EXPECT_NE(trailers_of(raw).find("Job-Outcome: deadline_exceeded; stage=idle\r\n"), npos) << trailers_of(raw);
 }
 
-// A reader that takes nothing for --body-timeout (real time here; the job's
+// A reader that takes nothing for --write-timeout (real time here; the job's
 // own clock stands still) is a caller gone: the job is cancelled.
 TEST(HttpServerStream, AReaderThatStopsReadingIsCutOffByTheWriteTimeoutAndItsJobCancelled) {
   manual_clock clk;
   server_options o = test_options();
-  o.body_timeout = 300ms;
+  o.write_timeout = 300ms;
+  o.body_timeout = 120s;  // not this one: the request's body came whole
   test_server srv(
       o,
       [](http_server& h) {

@@ -79,7 +79,8 @@ struct server_options {
 
   // Slow-client protection.
   duration header_timeout = std::chrono::seconds(10);  // first byte -> end of headers
-  duration body_timeout = std::chrono::seconds(30);    // end of headers -> end of body; also each response write
+  duration body_timeout = std::chrono::seconds(30);    // end of headers -> end of body
+  duration write_timeout = std::chrono::seconds(30);   // each response write: a reader that stops reading is cut off
   duration idle_timeout = std::chrono::seconds(60);    // keep-alive wait for the next request
   std::size_t max_connections = 1024;                  // more are accepted and closed at once
 
