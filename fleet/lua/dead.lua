@@ -29,6 +29,7 @@
 local stream_key, slots_key, stats_key, dead_key, job_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local op, group = ARGV[1], ARGV[2]
 -- @include fleet_wait
+-- @include admission
 
 if op == 'purge' then
   local entries = redis.call('XRANGE', dead_key, '-', '+', 'COUNT', tonumber(ARGV[3]))
@@ -68,8 +69,7 @@ local wait = 0
 if admission == '1' and freshness >= 0 then
   read_fleet_counts(stream_key, group, stats_key, slots_key)  -- enqueue.lua's predicted wait
   wait = fleet_predicted_wait_us()
-  local need = math.max(tonumber(min_budget_ms) * 1000, 1)
-  if not (wait >= 0 and freshness * 1000 - wait >= need) then return {'refused', '', wait} end
+  if not admits(freshness * 1000, wait, tonumber(min_budget_ms) * 1000) then return {'refused', '', wait} end
 end
 
 local entry = redis.call('XADD', stream_key, 'NOMKSTREAM', '*', 'id', job_id, 'handler', handler, 'freshness_ms',

@@ -76,6 +76,7 @@ if ARGV[3] == '1' and redis.call('EXISTS', paused_key) == 1 then return {'paused
 local fields_per_job = 16
 
 -- @include fleet_wait
+-- @include admission
 -- @include states
 
 local out = {}
@@ -128,9 +129,7 @@ for i = 1, n do
     if admission == '1' and freshness >= 0 and not delayed then
       read_fleet_counts(stream_key, group, stats_key, slots_key)
       wait = fleet_predicted_wait_us()
-      -- freshness >= wait + max(min_budget, 1 us)
-      local need = math.max(tonumber(min_budget_ms) * 1000, 1)
-      admitted = wait >= 0 and freshness * 1000 - wait >= need
+      admitted = admits(freshness * 1000, wait, tonumber(min_budget_ms) * 1000)
     end
     if not admitted then
       out[i] = {'refused', '', wait}

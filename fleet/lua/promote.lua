@@ -41,25 +41,23 @@ local result_ttl_ms = ARGV[2]
 local group = ARGV[3]
 
 -- @include family
+-- @include admission
 local q = {stream = stream_key, delayed = delayed_key, group = group, result_ttl_ms = result_ttl_ms}
 q.prefix = string.sub(stream_key, 1, #stream_key - #'stream')
 local now_us = broker_now_us()
 if redis.call('EXISTS', stream_key) == 0 then return {'nostream'} end
 
--- Whether a job due at due_ms can still start in time, judged now.
+-- Whether a job due at due_ms can still start in time, judged now: what is
+-- left of its freshness (counted from its due time) and of its deadline.
 local function admitted(freshness_ms, min_budget_ms, deadline_us, due_ms)
   if wait_arg == '' then return true end
   local wait = tonumber(wait_arg)
-  local need = math.max(tonumber(min_budget_ms or '0') * 1000, 1)
+  local need = tonumber(min_budget_ms or '0') * 1000
   local freshness = tonumber(freshness_ms or '-1')
-  if freshness >= 0 then
-    if wait < 0 then return false end
-    local left = freshness * 1000 - math.max(now_us - due_ms * 1000, 0)
-    if left - wait < need then return false end
+  if freshness >= 0 and not admits(freshness * 1000 - math.max(now_us - due_ms * 1000, 0), wait, need) then
+    return false
   end
-  if deadline_us and deadline_us ~= '' then
-    if wait < 0 or now_us + wait + need >= tonumber(deadline_us) then return false end
-  end
+  if deadline_us and deadline_us ~= '' and not admits(tonumber(deadline_us) - now_us, wait, need) then return false end
   return true
 end
 
