@@ -352,12 +352,16 @@ class memory_job_store final : public job_store {
     end.min_budget = e.min_budget;  // in memory the executor's own queue predicts no wait here
     const job_retry_plan plan = plan_job_retry(run->job.retry, end, now, hourglass::detail::random_jitter_sample());
     if (run->job.retry.max_attempts > 1) c_.jobs->stats().on_job_retry(*e.metrics, plan.verdict);
+    std::optional<cancel_cause>
+        cancelled;  // a cancel reached the run: never retried, recorded cancelled (as in a fleet)
     if (plan.verdict == job_retry_verdict::scheduled &&
-        jobs_.retry_scheduled(run->id, {r.st, o.error_code, o.error_message, r.timings.run_time}, plan.due)) {
+        jobs_.retry_scheduled(run->id, {r.st, o.error_code, o.error_message, r.timings.run_time}, plan.due,
+                              &cancelled)) {
       arm_attempt(run, plan.due);
       return;
     }
     if (plan.verdict == job_retry_verdict::no_budget) o.st = status::expired(expiry_stage::retry);  // error fields kept
+    if (cancelled) o.st = status::cancelled(*cancelled);
     jobs_.finish(run->id, std::move(o), now);
     resume_woken();
   }

@@ -110,10 +110,13 @@ std::string memory_jobs::started(const std::string& id, time_point now) {
   return r.woke_by;
 }
 
-bool memory_jobs::retry_scheduled(const std::string& id, attempt_summary ended, time_point due) {
+bool memory_jobs::retry_scheduled(const std::string& id, attempt_summary ended, time_point due,
+                                  std::optional<cancel_cause>* cancelled) {
   std::lock_guard lock(mu_);
   const auto it = jobs_.find(id);
-  if (it == jobs_.end() || it->second.rec.cancel_requested || it->second.rec.state == async_state::finished) {
+  if (it == jobs_.end() || it->second.rec.state == async_state::finished) return false;
+  if (it->second.rec.cancel_requested) {
+    if (cancelled != nullptr) *cancelled = it->second.cancel_cause_asked;
     return false;
   }
   async_record& r = it->second.rec;

@@ -161,9 +161,11 @@ class memory_jobs {
   // an attempt's first run.
   std::string started(const std::string& id, time_point now);
   // running -> scheduled: `ended` failed and a retry is due at `due`. False
-  // (nothing changed) when the job is gone or a cancel was asked meanwhile:
-  // then finish it instead.
-  bool retry_scheduled(const std::string& id, attempt_summary ended, time_point due);
+  // (nothing changed) when the job is gone or a cancel was asked meanwhile
+  // (then *cancelled, when given, says why): finish it instead, cancelled
+  // when a cancel was asked (a cancel that reached a run is never retried).
+  bool retry_scheduled(const std::string& id, attempt_summary ended, time_point due,
+                       std::optional<cancel_cause>* cancelled = nullptr);
   // scheduled -> queued, to be submitted again. False when the job is no
   // longer waiting for its retry (cancelled meanwhile, or gone).
   bool retry_due(const std::string& id);

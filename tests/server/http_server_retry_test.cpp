@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <string>
+#include <thread>
 
 #include "hourglass/support/json.hpp"
 #include "test_support.hpp"
@@ -215,6 +216,40 @@ TEST(HttpServerRetry, DeleteEndsAJobWaitingForItsRetryAndItNeverRunsAgain) {
   wait_until([] { return false; }, 100ms);  // a retry wrongly submitted would run now
   EXPECT_EQ(f.calls.load(), 1);
   EXPECT_EQ(retry_state(c, loc), "cancelled");
+}
+
+// A cancel that reaches a run is never retried: an attempt that fails
+// retryably after it (its handler did not stop) ends the job cancelled, as
+// the fleet's finish records it. (The executor reports such an attempt
+// cancelled; a cancel that comes between the attempt's end and its retry
+// is the table's: MemoryJobs.ARetryOfAJobACancelReachedIsRefusedWithItsCause.)
+TEST(HttpServerRetry, AFailedAttemptOfAJobADeleteReachedIsRecordedCancelledNotRetried) {
+  manual_clock clk;
+  std::atomic<int> calls{0};
+  std::atomic<bool> release{false};
+  test_server srv(
+      test_options(),
+      [&](http_server& s) {
+        s.add_handler("stubborn",
+                      [&](const context&, const request_view&) -> handler_result {
+                        ++calls;
+                        while (!release.load()) std::this_thread::sleep_for(1ms);  // deaf to its cancel
+                        throw handler_error(503, "upstream_down", "the upstream is down");
+                      },
+                      {.retry = {.max_attempts = 3, .base = 1s, .cap = 1s}});
+      },
+      clk);
+  client c(srv.port());
+  const std::string loc = submit_job(c, "stubborn");
+  ASSERT_TRUE(wait_until([&] { return calls.load() == 1; }));
+  const reply d = c.request("DELETE", loc);
+  EXPECT_EQ(d.status, 202u) << "marked: its worker stops it";
+  EXPECT_EQ(json_string(d.body, "state"), "running");
+  release = true;
+  ASSERT_TRUE(wait_until([&] { return retry_state(c, loc) == "cancelled"; })) << c.get(loc).body;
+  EXPECT_EQ(job_of(c, loc).at("cause").as_string(), "requested");
+  clk.advance(2s);
+  EXPECT_EQ(calls.load(), 1) << "never retried";
 }
 
 TEST(HttpServerRetry, TheRetryOptionSetsAHandlersPolicyOverItsRegistration) {

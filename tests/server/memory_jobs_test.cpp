@@ -52,6 +52,28 @@ TEST(MemoryJobs, AJobGoesQueuedRunningFinishedAndExpiresAfterItsTtl) {
   EXPECT_EQ(store->size(), 0u);
 }
 
+// A cancel that reached the run before its failed attempt asked for a
+// retry: no retry, and the cause for the outcome the store then records
+// (cancelled, as the fleet's finish records it; lifecycle.hpp).
+TEST(MemoryJobs, ARetryOfAJobACancelReachedIsRefusedWithItsCause) {
+  auto store = std::make_unique<memory_jobs>(10, 1s);
+  const auto id = *store->create("flaky", t0, 3);
+  store->submitted(id, job_ref());
+  store->started(id, t0);
+  ASSERT_TRUE(store->cancel(id, t0, cancel_cause::parent));
+  std::optional<cancel_cause> cancelled;
+  EXPECT_FALSE(store->retry_scheduled(id, {status::error(), "upstream_down", "", 1ms}, t0 + 1s, &cancelled));
+  EXPECT_EQ(cancelled, cancel_cause::parent);
+  EXPECT_EQ(store->find(id, t0)->state, async_state::running) << "nothing changed: the caller records the outcome";
+
+  const auto other = *store->create("flaky", t0, 3);
+  store->submitted(other, job_ref());
+  store->started(other, t0);
+  std::optional<cancel_cause> none;
+  EXPECT_TRUE(store->retry_scheduled(other, {status::error(), "upstream_down", "", 1ms}, t0 + 1s, &none));
+  EXPECT_FALSE(none);
+}
+
 TEST(MemoryJobs, OneOutcomeOnly) {
   auto store = std::make_unique<memory_jobs>(10, 1s);
   const auto id = *store->create("echo", t0);
