@@ -212,7 +212,7 @@ class memory_job_store final : public job_store {
     lock.unlock();
     if (plan.run) {
       const std::optional<async_record> before = previous.empty() ? std::nullopt : jobs_.find(previous, c_.clk.now());
-      if (!s.opts.allow_overlap && before && before->state != async_state::finished) {
+      if (!s.opts.allow_overlap && before && !jobs::is_final(before->state)) {
         t.skipped_overlap = 1;  // the previous fire's job is still queued, scheduled or running
       } else if (const handler_entry* e = c_.find_handler(s.opts.handler)) {
         new_job job;
@@ -257,7 +257,7 @@ class memory_job_store final : public job_store {
   std::optional<created> under_parent(new_job& job, time_point now) {
     const std::optional<memory_jobs::parent_facts> p = jobs_.parent_of_child(job.parent, now);
     if (!p) return parent_refusal(parent_problem::unknown);
-    if (p->state == async_state::finished) return parent_refusal(parent_problem::finished);
+    if (jobs::is_final(p->state)) return parent_refusal(parent_problem::finished);
     if (p->deadline == time_point::max()) return std::nullopt;
     const time_point cut = saturating_sub(p->deadline, c_.opts.call_reserve);
     job.deadline = std::min(job.deadline, cut);
@@ -301,20 +301,20 @@ class memory_job_store final : public job_store {
     job_ref ref = c_.jobs->submit(
         o,
         [this, run](const context& ctx) -> handler_result {
-          const std::string woke_by = jobs_.started(run->id, c_.clk.now());
+          const jobs::woke_by woke_by = jobs_.started(run->id, c_.clk.now());
           request_view v = run->job.in->view();
           v.job_id = run->id;
           if (v.idempotency_key.empty()) v.idempotency_key = run->id;  // every attempt sees the same key
           std::vector<child_outcome> children;
           std::optional<async_record> signalled;
-          v.woke_by = woke_by;
-          if (woke_by == "signal") {
+          v.woke_by = jobs::to_string(woke_by);
+          if (woke_by == jobs::woke_by::signal) {
             signalled = jobs_.find(run->id, c_.clk.now());
             if (signalled) {
               v.signal_name = signalled->signal;
               v.signal_payload = signalled->signal_payload;
             }
-          } else if (!woke_by.empty()) {
+          } else if (woke_by != jobs::woke_by::none) {
             children = children_at_wake(c_, run->id);
             v.children = children;
           }
@@ -499,7 +499,7 @@ class memory_job_store final : public job_store {
     std::lock_guard lock(timers_->mu);
     for (auto it = waiting_.begin(); it != waiting_.end();) {
       const std::optional<async_record> r = jobs_.find(it->first, now);
-      if (r && r->state != async_state::finished) {  // waiting, or woken and about to be resumed
+      if (r && !jobs::is_final(r->state)) {  // waiting, or woken and about to be resumed
         ++it;
         continue;
       }

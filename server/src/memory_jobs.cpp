@@ -18,15 +18,14 @@ bool refused_at_admission(const status& st) {
          (st.code == outcome::deadline_exceeded && st.stage == expiry_stage::admission);
 }
 
-jobs::job_state state_of(const async_record& r) {
-  switch (r.state) {
-    case async_state::queued: return jobs::job_state::queued;
-    case async_state::running: return jobs::job_state::running;
-    case async_state::scheduled: return jobs::job_state::scheduled;
-    case async_state::waiting: return jobs::job_state::waiting;
-    case async_state::finished: break;
-  }
-  return jobs::final_state(r.st.code);
+using jobs::job_event;
+using jobs::job_state;
+
+// The rule's step for `e` on the record `r` as it stands.
+jobs::job_step step_on(const async_record& r, job_event e, jobs::job_facts f = {}) {
+  f.cancel_requested = r.cancel_requested;
+  f.waits_for_signal = r.state == job_state::waiting && !r.wait;
+  return jobs::on_job_event(r.state, e, f);
 }
 
 }  // namespace
@@ -42,7 +41,7 @@ std::optional<std::string> memory_jobs::create(std::string_view handler, time_po
     const auto p = jobs_.find(parent);
     if (p == jobs_.end()) {
       problem = parent_problem::unknown;
-    } else if (p->second.rec.state == async_state::finished) {
+    } else if (jobs::is_final(p->second.rec.state)) {
       problem = parent_problem::finished;
     } else {
       problem = family_bound(p->second.rec.depth, p->second.rec.children.size(), bounds_.family);
@@ -72,8 +71,8 @@ std::optional<std::string> memory_jobs::create(std::string_view handler, time_po
     e.rec.depth = depth;
     jobs_.find(parent)->second.rec.children.push_back(id);  // held: judged above, under this lock
   }
-  if (due) {
-    e.rec.state = async_state::scheduled;
+  if (due) {  // accepted delayed: the one way into the table but queued
+    e.rec.state = job_state::scheduled;
     e.rec.due = *due;
     ++scheduled_;
   }
@@ -86,7 +85,7 @@ after_submit memory_jobs::submitted(const std::string& id, job_ref ref) {
   const auto it = jobs_.find(id);
   if (it == jobs_.end()) return next;
   entry& e = it->second;
-  if (e.rec.state == async_state::finished && refused_at_admission(e.rec.st) && e.rec.attempts.empty() &&
+  if (jobs::is_final(e.rec.state) && refused_at_admission(e.rec.st) && e.rec.attempts.empty() &&
       e.rec.due == time_point{} && e.rec.wakes == 0) {  // a resumed run's refusal is the outcome of a job that ran
     next.refused = e.rec.st;  // nothing ran and nothing will: no job to poll (a retry's record stays)
     erase_locked(it);
@@ -94,40 +93,41 @@ after_submit memory_jobs::submitted(const std::string& id, job_ref ref) {
   }
   e.ref = std::move(ref);
   e.submitted = true;
-  next.cancel_now = e.rec.cancel_requested && e.rec.state != async_state::finished;
+  next.cancel_now = e.rec.cancel_requested && !jobs::is_final(e.rec.state);
   next.cause = e.cancel_cause_asked;
   return next;
 }
 
-std::string memory_jobs::started(const std::string& id, time_point now) {
+jobs::woke_by memory_jobs::started(const std::string& id, time_point now) {
   std::lock_guard lock(mu_);
   const auto it = jobs_.find(id);
-  if (it == jobs_.end() || it->second.rec.state != async_state::queued) return {};
-  async_record& r = it->second.rec;
-  r.state = async_state::running;
-  r.started = now;
-  if (r.woke_by.empty()) ++r.attempt;  // a resumed run goes on with its attempt
-  return r.woke_by;
+  if (it == jobs_.end()) return jobs::woke_by::none;
+  entry& e = it->second;
+  const jobs::job_step step = step_on(e.rec, job_event::started);
+  if (!step.applies) return jobs::woke_by::none;
+  e.rec.started = now;
+  move_locked(e, step, now);
+  return e.rec.woke_by;
 }
 
 bool memory_jobs::retry_scheduled(const std::string& id, attempt_summary ended, time_point due,
                                   std::optional<cancel_cause>* cancelled) {
   std::lock_guard lock(mu_);
   const auto it = jobs_.find(id);
-  if (it == jobs_.end() || it->second.rec.state == async_state::finished) return false;
-  if (it->second.rec.cancel_requested) {
-    if (cancelled != nullptr) *cancelled = it->second.cancel_cause_asked;
+  if (it == jobs_.end()) return false;
+  entry& e = it->second;
+  const jobs::job_step step = step_on(e.rec, job_event::ended_retryable);
+  if (!step.applies) return false;
+  if (step.next != job_state::scheduled) {  // a cancel reached the run: its caller records it cancelled
+    if (cancelled != nullptr) *cancelled = e.cancel_cause_asked;
     return false;
   }
-  async_record& r = it->second.rec;
-  r.state = async_state::scheduled;
-  ++scheduled_;
+  async_record& r = e.rec;
   r.due = due;
-  r.woke_by.clear();  // the next attempt starts afresh
+  r.woke_by = jobs::woke_by::none;  // the next attempt starts afresh
   if (r.attempts.size() == max_attempts_listed) r.attempts.erase(r.attempts.begin());
   r.attempts.push_back(std::move(ended));
-  it->second.submitted = false;  // until the retry is submitted: a cancel finishes it here
-  it->second.ref = {};
+  move_locked(e, step, due);
   return true;
 }
 
@@ -135,7 +135,7 @@ void memory_jobs::hold_payload(const std::string& id, std::shared_ptr<const std:
                                std::string content_type) {
   std::lock_guard lock(mu_);
   const auto it = jobs_.find(id);
-  if (it == jobs_.end() || it->second.rec.state == async_state::finished) return;
+  if (it == jobs_.end() || jobs::is_final(it->second.rec.state)) return;
   it->second.rec.payload = std::move(payload);
   it->second.rec.payload_type = std::move(content_type);
 }
@@ -143,23 +143,22 @@ void memory_jobs::hold_payload(const std::string& id, std::shared_ptr<const std:
 bool memory_jobs::retry_due(const std::string& id) {
   std::lock_guard lock(mu_);
   const auto it = jobs_.find(id);
-  if (it == jobs_.end() || it->second.rec.state != async_state::scheduled) return false;
-  it->second.rec.state = async_state::queued;
-  --scheduled_;
+  if (it == jobs_.end()) return false;
+  const jobs::job_step step = step_on(it->second.rec, job_event::due);
+  if (!step.applies) return false;  // cancelled while it waited
+  move_locked(it->second, step, it->second.rec.due);
   return true;
 }
 
 void memory_jobs::finish(const std::string& id, async_outcome o, time_point now) {
   std::lock_guard lock(mu_);
   const auto it = jobs_.find(id);
-  if (it == jobs_.end() || it->second.rec.state == async_state::finished) return;
+  if (it == jobs_.end()) return;
+  const jobs::job_step step = step_on(it->second.rec, job_event::ended, {.ended_with = o.st.code});
+  if (!step.applies) return;  // a second outcome: the first stands
   async_record& r = it->second.rec;
-  if (r.state == async_state::scheduled) --scheduled_;
-  r.state = async_state::finished;
-  r.payload.reset();  // what it was sent goes with its outcome, as in a fleet
   r.st = o.st;
   r.timings = o.timings;
-  r.finished_at = now;
   r.result = std::move(o.result);
   result_bytes_ += r.result.body.size();
   r.error_http = o.error_http;
@@ -171,18 +170,42 @@ void memory_jobs::finish(const std::string& id, async_outcome o, time_point now)
                                                                 : r.st;  // it failed; the job then ran out
     r.attempts.push_back({attempt_st, r.error_code, r.error_message, r.timings.run_time});
   }
-  finished_.emplace_back(now, id);
-  wake_parent_locked(r);
+  move_locked(it->second, step, now);
   // The oldest results go first; this one is the newest, and alone within the bound (--max-result).
   while (result_bytes_ > bounds_.max_result_bytes && evict_one_locked()) {
   }
+}
+
+void memory_jobs::move_locked(entry& e, const jobs::job_step& step, time_point now) {
+  async_record& r = e.rec;
+  const job_state from = r.state;
+  r.state = step.next;
+  if (from == job_state::scheduled) --scheduled_;
+  if (step.next == job_state::scheduled) ++scheduled_;
+  if (from == job_state::running && !jobs::is_final(step.next) && step.next != job_state::running) {
+    e.submitted = false;  // until its next run is submitted: a cancel ends it here
+    e.ref = {};
+  }
+  if (jobs::has(step.actions, jobs::count_attempt) && r.woke_by == jobs::woke_by::none) {
+    ++r.attempt;  // a resumed run goes on with its attempt
+  }
+  if (jobs::has(step.actions, jobs::wake_count)) {
+    r.woke_by = step.woke;
+    ++r.wakes;
+  }
+  if (jobs::has(step.actions, jobs::record_outcome)) {
+    r.payload.reset();  // what it was sent goes with its outcome, as in a fleet
+    r.finished_at = now;
+    finished_.emplace_back(now, r.id);
+  }
+  if (jobs::has(step.actions, jobs::count_down_parent)) wake_parent_locked(r);
 }
 
 // The job `id` if a run of it may end waiting now; else nullptr and why
 // (gone, or cancelled, its cause in `cause`).
 memory_jobs::entry* memory_jobs::waitable_locked(const std::string& id, cancel_cause* cause, wait_verdict& refused) {
   const auto it = jobs_.find(id);
-  if (it == jobs_.end() || it->second.rec.state == async_state::finished) {
+  if (it == jobs_.end() || it->second.rec.state != job_state::running) {
     refused = wait_verdict::gone;
     return nullptr;
   }
@@ -205,30 +228,20 @@ memory_jobs::wait_verdict memory_jobs::wait_for_children(const std::string& id, 
   e.rec.wait = f;
   e.rec.signal.clear();
   e.rec.wake_at = wake_at;
-  e.submitted = false;  // until it is submitted again: a cancel finishes it here
-  e.ref = {};
-  if (wait_satisfied_locked(e.rec) || wake_at <= now) {
-    e.rec.state = async_state::queued;
-    e.rec.woke_by = wake_at <= now ? "deadline" : "children";
-    ++e.rec.wakes;
-    return wait_verdict::resume;
-  }
-  e.rec.state = async_state::waiting;
-  return wait_verdict::waiting;
+  const jobs::job_step step = step_on(e.rec, job_event::waits_for_children,
+                                      {.wait_over = wait_satisfied_locked(e.rec), .wake_due = wake_at <= now});
+  move_locked(e, step, now);
+  return step.next == job_state::waiting ? wait_verdict::waiting : wait_verdict::resume;
 }
 
 bool memory_jobs::wake(const std::string& id, time_point wake_at) {
   std::lock_guard lock(mu_);
   const auto it = jobs_.find(id);
   // (a timer of an earlier wait, fired after its cancel came too late, is not this wait's)
-  if (it == jobs_.end() || it->second.rec.state != async_state::waiting || !it->second.rec.wait ||
-      it->second.rec.wake_at != wake_at) {
-    return false;
-  }
-  async_record& r = it->second.rec;
-  r.state = async_state::queued;
-  r.woke_by = "deadline";
-  ++r.wakes;
+  if (it == jobs_.end() || it->second.rec.wake_at != wake_at) return false;
+  const jobs::job_step step = step_on(it->second.rec, job_event::woke);
+  if (!step.applies) return false;
+  move_locked(it->second, step, wake_at);
   return true;
 }
 
@@ -243,9 +256,7 @@ memory_jobs::wait_verdict memory_jobs::wait_for_signal(const std::string& id, co
   e.rec.signal = name;
   e.rec.human_since = now;
   e.rec.human_limit_at = limit_at;
-  e.rec.state = async_state::waiting;
-  e.submitted = false;
-  e.ref = {};
+  move_locked(e, step_on(e.rec, job_event::waits_for_signal), now);
   return wait_verdict::waiting;
 }
 
@@ -257,8 +268,9 @@ memory_jobs::signalled memory_jobs::signal(const std::string& id, std::string_vi
   const auto it = jobs_.find(id);
   if (it == jobs_.end()) return out;
   async_record& r = it->second.rec;
+  const jobs::job_step step = step_on(r, job_event::signalled);
   // (past its limit it is over, though the limit's timer has not ended it yet)
-  if (r.state != async_state::waiting || r.wait || r.signal != name || now >= r.human_limit_at) {
+  if (!step.applies || r.signal != name || now >= r.human_limit_at) {
     out.verdict = signalled::kind::not_waiting;
     out.job = r;
     return out;
@@ -266,10 +278,8 @@ memory_jobs::signalled memory_jobs::signal(const std::string& id, std::string_vi
   r.deadline = resumed_deadline(r.deadline, r.human_since, now);
   r.human_waited += elapsed(r.human_since, now);
   r.human_limit_at = time_point::max();
-  r.state = async_state::queued;
-  r.woke_by = "signal";
-  ++r.wakes;
   r.signal_payload = std::move(payload);
+  move_locked(it->second, step, now);
   out.verdict = signalled::kind::delivered;
   out.job = r;
   return out;
@@ -280,15 +290,12 @@ std::optional<async_record> memory_jobs::human_wait_over(const std::string& id, 
   const auto it = jobs_.find(id);
   if (it == jobs_.end()) return std::nullopt;
   async_record& r = it->second.rec;
-  if (r.state != async_state::waiting || r.wait || r.human_limit_at != now) return std::nullopt;
+  const jobs::job_step step = step_on(r, job_event::wait_limit);
+  if (!step.applies || r.human_limit_at != now) return std::nullopt;
   r.human_waited += elapsed(r.human_since, now);
   r.human_limit_at = time_point::max();
-  r.state = async_state::finished;
-  r.payload.reset();
   r.st = status::expired(expiry_stage::human_wait);
-  r.finished_at = now;
-  finished_.emplace_back(now, id);
-  wake_parent_locked(r);
+  move_locked(it->second, step, now);
   return r;
 }
 
@@ -304,11 +311,10 @@ void memory_jobs::wake_parent_locked(const async_record& child) {
   async_record& r = p->second.rec;
   ++r.children_done;  // every way a job ends comes here once: the counts stand for a walk over the children
   if (child.st.is_ok()) ++r.children_ok;
-  if (r.state != async_state::waiting || !wait_satisfied_locked(r)) return;
-  r.state = async_state::queued;
-  r.woke_by = "children";
-  ++r.wakes;
-  woken_.push_back(r.id);
+  const jobs::job_step step = step_on(r, job_event::child_ended, {.wait_over = wait_satisfied_locked(r)});
+  if (!step.applies) return;
+  move_locked(p->second, step, child.finished_at);
+  woken_.push_back(r.id);  // the store submits it, its children still unfinished cancelled
 }
 
 bool memory_jobs::wait_satisfied_locked(const async_record& parent) const {
@@ -325,24 +331,27 @@ std::optional<async_record> memory_jobs::cancel(const std::string& id, time_poin
     purge_locked(now);
     const auto root = jobs_.find(id);
     if (root == jobs_.end()) return std::nullopt;
-    if (root->second.rec.state == async_state::finished) return root->second.rec;
+    if (jobs::is_final(root->second.rec.state)) return root->second.rec;
     std::vector<std::pair<std::string, cancel_cause>> walk{{id, cause}};  // a stack: depth-first, no recursion
     while (!walk.empty()) {
       const auto [job, why] = std::move(walk.back());
       walk.pop_back();
       const auto it = jobs_.find(job);
-      if (it == jobs_.end() || it->second.rec.state == async_state::finished) continue;
+      if (it == jobs_.end()) continue;
       entry& e = it->second;
-      for (const std::string& child : e.rec.children) walk.emplace_back(child, cancel_cause::parent);
-      if (e.rec.state == async_state::scheduled || e.rec.state == async_state::waiting) {  // nothing runs: it ends here
-        if (e.rec.state == async_state::scheduled) --scheduled_;
-        e.rec.state = async_state::finished;
-        e.rec.payload.reset();
+      const jobs::job_step step = step_on(e.rec, job_event::cancel_asked);
+      if (!step.applies) continue;  // finished: its family is left as it is
+      if (jobs::has(step.actions, jobs::cancel_children)) {
+        for (const std::string& child : e.rec.children) walk.emplace_back(child, cancel_cause::parent);
+      }
+      // Queued or running, the executor holds it: its cancel ends a queued
+      // one at once and stops a running one, and the outcome is recorded
+      // as its run ends (finish), with the run's timings.
+      const bool executor_holds = e.rec.state == job_state::queued || e.rec.state == job_state::running;
+      if (!executor_holds) {  // scheduled or waiting: nothing runs, it ends here
         e.rec.st = status::cancelled(why);
         e.rec.timings = {};
-        e.rec.finished_at = now;
-        finished_.emplace_back(now, job);
-        wake_parent_locked(e.rec);
+        move_locked(e, step, now);
         if (ended != nullptr) ended->push_back({job, e.rec.handler, e.rec.st});
         if (job == id) ended_here = e.rec;
       } else {
@@ -387,17 +396,17 @@ memory_jobs::state_counts memory_jobs::counts(time_point now) {
   state_counts c;
   for (const auto& [id, e] : jobs_) {
     switch (e.rec.state) {
-      case async_state::queued:
+      case job_state::queued:
         ++c.queued;
         if (!c.oldest_queued || e.rec.created < *c.oldest_queued) c.oldest_queued = e.rec.created;
         break;
-      case async_state::running: ++c.running; break;
-      case async_state::scheduled:
+      case job_state::running: ++c.running; break;
+      case job_state::scheduled:
         ++c.scheduled;
         if (e.rec.attempt >= 1) ++c.retrying;
         break;
-      case async_state::waiting: ++c.waiting; break;
-      case async_state::finished: ++c.finished; break;
+      case job_state::waiting: ++c.waiting; break;
+      default: ++c.finished; break;
     }
   }
   return c;
@@ -451,7 +460,7 @@ std::vector<async_record> memory_jobs::list(std::string_view state, const std::s
        ++it) {
     const async_record& r = it->second.rec;
     // retrying: scheduled after an attempt (attempt counts those started)
-    if (filter->matches(state_of(r), r.attempt >= 1) && (handler.empty() || r.handler == handler)) page.push_back(r);
+    if (filter->matches(r.state, r.attempt >= 1) && (handler.empty() || r.handler == handler)) page.push_back(r);
   }
   return page;
 }
@@ -460,7 +469,7 @@ job_view view_of(const async_record& r, time_point now) {
   job_view j;
   j.id = r.id;
   j.handler = r.handler;
-  j.state = std::string(jobs::to_string(state_of(r)));
+  j.state = std::string(jobs::to_string(r.state));
   j.age_ms = to_millis(elapsed(r.created, now));
   j.accepted = true;
   const auto since_accepted = [&](time_point t) { return to_millis(elapsed(r.created, t)); };
@@ -471,7 +480,7 @@ job_view view_of(const async_record& r, time_point now) {
   if (r.payload) j.payload = shown_payload(*r.payload, r.payload_type);
   if (r.due > r.created) j.due_at_ms = since_accepted(r.due);
   if (r.started != time_point{}) j.started_at_ms = since_accepted(r.started);
-  if (r.state == async_state::finished) j.finished_at_ms = since_accepted(r.finished_at);
+  if (jobs::is_final(r.state)) j.finished_at_ms = since_accepted(r.finished_at);
   if (r.max_attempts > 1) {
     j.attempt = r.attempt;
     j.attempts_left = std::max(r.max_attempts - r.attempt, 0);
@@ -485,14 +494,14 @@ job_view view_of(const async_record& r, time_point now) {
     v.run_ms = to_millis(a.run_time);
     j.attempts.push_back(std::move(v));
   }
-  if (r.state == async_state::scheduled) j.due_in_ms = to_millis(r.due > now ? r.due - now : duration::zero());
-  if (r.state == async_state::waiting && r.wait) {
+  if (r.state == job_state::scheduled) j.due_in_ms = to_millis(r.due > now ? r.due - now : duration::zero());
+  if (r.state == job_state::waiting && r.wait) {
     j.waiting_for = fan_in_text(*r.wait);
     if (r.wake_at != time_point::max()) j.wake_in_ms = to_millis(r.wake_at > now ? r.wake_at - now : duration::zero());
   }
   if (!r.signal.empty()) {  // both clocks: the machine's budget and the person's wait
-    const bool waiting = r.state == async_state::waiting && !r.wait;
-    const time_point until = r.state == async_state::finished ? r.finished_at : now;
+    const bool waiting = r.state == job_state::waiting && !r.wait;
+    const time_point until = jobs::is_final(r.state) ? r.finished_at : now;
     const duration waited = r.human_waited + (waiting ? elapsed(r.human_since, now) : duration::zero());
     if (waiting) {
       j.waiting_for = signal_rule(r.signal);
@@ -500,13 +509,13 @@ job_view view_of(const async_record& r, time_point now) {
     }
     j.human_wait_used_ms = to_millis(waited);
     j.machine_used_ms = to_millis(elapsed(r.created, until) - std::min(waited, elapsed(r.created, until)));
-    if (r.deadline != time_point::max() && r.state != async_state::finished) {
+    if (r.deadline != time_point::max() && !jobs::is_final(r.state)) {
       j.machine_left_ms = to_millis(remaining(r.deadline, waiting ? r.human_since : now));
     }
   }
   j.wakes = r.wakes;
-  j.woke_by = r.woke_by;
-  if (r.state != async_state::finished) {
+  j.woke_by = std::string(jobs::to_string(r.woke_by));
+  if (!jobs::is_final(r.state)) {
     j.cancel_requested = r.cancel_requested;
     return j;
   }

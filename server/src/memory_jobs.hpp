@@ -2,17 +2,16 @@
 // state, timings and result, bounded in count and in how long finished jobs
 // are kept. Internal to the server.
 //
-// The table owns its jobs' state transitions:
-//   create -> queued -> (started) running -> (finish) finished -> expired
-//     |                              |  (retry_scheduled)
-//     | (a delayed job)              v         \ (wait_for_children)
-//     +------------------------> scheduled   waiting -> (woken) queued -> ...
-//                                 -> (retry_due) queued -> ...
-// with cancel() as a request that reaches the job through its job_ref (a
-// scheduled job is cancelled on the spot). The rest of the daemon reads
-// copies (async_record) and never writes a job's fields.
+// A job's state moves only as the lifecycle rule says
+// (hourglass/jobs/lifecycle.hpp, on_job_event): each method below is one
+// event, given with what the event carries (an outcome, a due time, a
+// wait); the rule decides the next state and what comes with it, and one
+// place (move_locked) does the table's part of it. What the rule leaves to
+// the store's caller comes back: a run to submit, a timer to arm.
+// cancel() is a request that reaches a queued or running job through its
+// job_ref: in memory the executor holds both, and ends a queued one at once.
 //
-// Every transition on an id the store no longer holds (evicted, expired,
+// Every event on an id the store no longer holds (evicted, expired,
 // removed) does nothing: a job may outlive its record.
 //
 // Thread safety: every member may be called from any thread.
@@ -32,12 +31,11 @@
 
 #include "child_jobs.hpp"
 #include "hourglass/executor.hpp"
+#include "hourglass/jobs/lifecycle.hpp"
 #include "hourglass/server/handler.hpp"
 #include "job_view.hpp"
 
 namespace hourglass::server::detail {
-
-enum class async_state { queued, running, scheduled, waiting, finished };
 
 // One attempt that ended in a retry, as the job object lists it.
 struct attempt_summary {
@@ -53,7 +51,7 @@ struct async_record {
   std::string id;
   std::string handler;
   time_point created{};
-  async_state state = async_state::queued;
+  jobs::job_state state = jobs::job_state::queued;  // final: its outcome is `st`
   bool cancel_requested = false;
   int attempt = 0;                          // attempts started so far
   int max_attempts = 1;                     // its retry policy's
@@ -74,7 +72,7 @@ struct async_record {
   // and when the wait ends at the latest (time_point::max(): no deadline).
   std::optional<fan_in> wait;
   time_point wake_at = time_point::max();
-  std::string woke_by;  // its latest wake: "children", "deadline" or "signal" ("" its first run, and after a retry)
+  jobs::woke_by woke_by = jobs::woke_by::none;  // its latest wake (none: its first run, and after a retry)
   int wakes = 0;
   // A person's wait (handler_result::wait_for_signal): the signal it waits
   // for (or last waited for), when that wait began and must end, its earlier
@@ -145,7 +143,7 @@ class memory_jobs {
   // What a new child needs of its parent, without copying the parent's
   // record (a parent may list thousands of children): nullopt when not held.
   struct parent_facts {
-    async_state state = async_state::queued;
+    jobs::job_state state = jobs::job_state::queued;  // final: its outcome is `st`
     time_point deadline = time_point::max();
   };
   std::optional<parent_facts> parent_of_child(const std::string& id, time_point now);
@@ -157,9 +155,9 @@ class memory_jobs {
   // What the job was sent, shown by its view until its outcome drops it.
   void hold_payload(const std::string& id, std::shared_ptr<const std::string> payload, std::string content_type);
   // queued -> running (the job's function started): attempt one more,
-  // unless it resumes after a wait (the same attempt). Its woke_by: "" on
-  // an attempt's first run.
-  std::string started(const std::string& id, time_point now);
+  // unless it resumes after a wait (the same attempt). Its woke_by: none
+  // on an attempt's first run.
+  jobs::woke_by started(const std::string& id, time_point now);
   // running -> scheduled: `ended` failed and a retry is due at `due`. False
   // (nothing changed) when the job is gone or a cancel was asked meanwhile
   // (then *cancelled, when given, says why): finish it instead, cancelled
@@ -249,6 +247,11 @@ class memory_jobs {
     cancel_cause cancel_cause_asked = cancel_cause::requested;  // with rec.cancel_requested
   };
 
+  // The table's part of the rule's `step` for `e`: its state moved, the
+  // scheduled count kept, its attempt and wakes counted, its outcome's
+  // bookkeeping (the event's data, e.g. its status, set by the caller
+  // first), its parent counted down.
+  void move_locked(entry& e, const jobs::job_step& step, time_point now);
   void purge_locked(time_point now);
   bool evict_one_locked();
   void erase_locked(std::map<std::string, entry, std::less<>>::iterator it);

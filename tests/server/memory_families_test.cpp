@@ -138,7 +138,7 @@ TEST(MemoryFamilies, ACancelDoesNotReachTheChildrenOfAFinishedChild) {
   EXPECT_TRUE(store.find(root, t0)->cancel_requested);
   const auto g = store.find(grandchild, t0);
   ASSERT_TRUE(g);
-  EXPECT_EQ(g->state, async_state::queued);
+  EXPECT_EQ(g->state, jobs::job_state::queued);
   EXPECT_FALSE(g->cancel_requested) << "its parent finished: not reached";
 }
 

@@ -34,15 +34,15 @@ TEST(MemoryJobs, AJobGoesQueuedRunningFinishedAndExpiresAfterItsTtl) {
   const auto id = store->create("echo", t0);
   ASSERT_TRUE(id);
   EXPECT_EQ(id->size(), 32u);
-  EXPECT_EQ(store->find(*id, t0)->state, async_state::queued);
+  EXPECT_EQ(store->find(*id, t0)->state, jobs::job_state::queued);
   EXPECT_EQ(store->find(*id, t0)->handler, "echo");
   store->submitted(*id, job_ref());
   store->started(*id, t0 + 5ms);
-  EXPECT_EQ(store->find(*id, t0)->state, async_state::running);
+  EXPECT_EQ(store->find(*id, t0)->state, jobs::job_state::running);
   store->finish(*id, ended(status::ok()), t0 + 1s);
   const auto r = store->find(*id, t0 + 1s);
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->state, async_state::finished);
+  EXPECT_EQ(r->state, jobs::job_state::ok);
   EXPECT_EQ(r->st, status::ok());
   EXPECT_EQ(r->timings.queue_delay, 2ms);
   EXPECT_EQ(r->finished_at, t0 + 1s);
@@ -64,7 +64,7 @@ TEST(MemoryJobs, ARetryOfAJobACancelReachedIsRefusedWithItsCause) {
   std::optional<cancel_cause> cancelled;
   EXPECT_FALSE(store->retry_scheduled(id, {status::error(), "upstream_down", "", 1ms}, t0 + 1s, &cancelled));
   EXPECT_EQ(cancelled, cancel_cause::parent);
-  EXPECT_EQ(store->find(id, t0)->state, async_state::running) << "nothing changed: the caller records the outcome";
+  EXPECT_EQ(store->find(id, t0)->state, jobs::job_state::running) << "nothing changed: the caller records the outcome";
 
   const auto other = *store->create("flaky", t0, 3);
   store->submitted(other, job_ref());
@@ -82,7 +82,7 @@ TEST(MemoryJobs, OneOutcomeOnly) {
   EXPECT_EQ(store->find(id, t0 + 1ms)->st, status::ok());
   EXPECT_EQ(store->find(id, t0 + 1ms)->finished_at, t0);
   store->started(id, t0 + 1ms);
-  EXPECT_EQ(store->find(id, t0 + 1ms)->state, async_state::finished) << "a finished job does not start";
+  EXPECT_EQ(store->find(id, t0 + 1ms)->state, jobs::job_state::ok) << "a finished job does not start";
 }
 
 TEST(MemoryJobs, TheCountIsBoundedAndTheOldestFinishedJobMakesRoom) {
@@ -124,7 +124,7 @@ TEST(MemoryJobs, ACancelBeforeSubmitIsAppliedBySubmitted) {
   const auto r = store->cancel(id, t0);
   ASSERT_TRUE(r);
   EXPECT_TRUE(r->cancel_requested);
-  EXPECT_EQ(r->state, async_state::queued);
+  EXPECT_EQ(r->state, jobs::job_state::queued);
   EXPECT_TRUE(store->submitted(id, job_ref()).cancel_now);
 }
 
@@ -147,7 +147,7 @@ TEST(MemoryJobs, CancelReachesAQueuedJobThroughItsRef) {
   EXPECT_FALSE(store->submitted(id, ref).cancel_now);
   const auto r = store->cancel(id, clk.now());
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->state, async_state::finished) << "a queued job is cancelled on the spot";
+  EXPECT_EQ(r->state, jobs::job_state::cancelled) << "a queued job is cancelled on the spot";
   EXPECT_EQ(r->st, status::cancelled(cancel_cause::requested));
   ex.run_pending();
   EXPECT_FALSE(ran) << "and never runs";
@@ -176,7 +176,7 @@ TEST(JobView, QueuedRunningAndFinishedJobs) {
   EXPECT_EQ(support::number_member(queued, "age_ms"), 5.0);
   EXPECT_NE(queued.find("\"cancel_requested\": true"), std::string::npos) << queued;
 
-  r.state = async_state::finished;
+  r.state = jobs::job_state::deadline_exceeded;
   r.st = status::expired(expiry_stage::queue);
   r.timings.queue_delay = 7ms;
   const std::string expired = job_json_at(r, t0 + 9ms);
@@ -185,6 +185,7 @@ TEST(JobView, QueuedRunningAndFinishedJobs) {
   EXPECT_EQ(support::number_member(expired, "queued_ms"), 7.0);
   EXPECT_FALSE(support::number_member(expired, "run_ms")) << "it never ran";
 
+  r.state = jobs::job_state::ok;
   r.st = status::ok();
   r.timings.ran = true;
   r.timings.run_time = 3ms;
@@ -369,7 +370,7 @@ TEST(JobView, AnswersCarryStatusServerTimingAndNoStore) {
 TEST(JobView, ExactMemoryTimingsSurviveMilliseconds) {
   async_record r;
   r.id = "x";
-  r.state = async_state::finished;
+  r.state = jobs::job_state::ok;
   r.st = status::ok();
   r.timings.queue_delay = 1234567ns;
   r.timings.ran = true;

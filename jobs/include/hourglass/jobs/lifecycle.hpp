@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "hourglass/jobs/job_state.hpp"
 #include "hourglass/outcome.hpp"
@@ -63,6 +64,17 @@ constexpr bool has(job_action set, job_action a) noexcept {
 
 // Why a resumed run woke (request_view::woke_by).
 enum class woke_by : std::uint8_t { none, children, deadline, signal };
+
+// As the job object spells it ("" none: its attempt's first run).
+constexpr std::string_view to_string(woke_by w) noexcept {
+  switch (w) {
+    case woke_by::none: return "";
+    case woke_by::children: return "children";
+    case woke_by::deadline: return "deadline";
+    case woke_by::signal: return "signal";
+  }
+  return "";
+}
 
 struct job_step {
   job_state next;
