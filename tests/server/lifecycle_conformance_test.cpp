@@ -1,0 +1,335 @@
+// One job life under both stores. Each row is a script of what a client
+// does and what the job's handler does, with the lifecycle events
+// (hourglass/jobs/lifecycle.hpp) each step causes. The pure rule folds the
+// events into the state the job must reach; the memory store (on a manual
+// clock) and the fleet store (a real redis-server, on the broker's clock)
+// each run the script through a real daemon, and at every checkpoint their
+// job objects must show that state and agree with each other field by
+// field (attempt, attempts left, stage, cause, woke_by, wakes, its
+// children's ends). Where the stores must differ, a test says so: memory
+// mode has no dead letter (its workers are the daemon's own threads, which
+// cannot die apart from it), so a replay or purge answers 409
+// dead_letter_unsupported (http_server_queue_test.cpp).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fleet/redis_server.hpp"
+#include "hourglass/jobs/lifecycle.hpp"
+#include "hourglass/server/http_server.hpp"
+#include "hourglass/support/json.hpp"
+#include "test_support.hpp"
+
+namespace hourglass::server::testing {
+namespace lifecycle_conformance {
+
+using namespace std::chrono_literals;
+namespace json = boost::json;
+using jobs::job_event;
+using jobs::job_facts;
+using jobs::job_state;
+
+// Long enough that a real-time store shows the state it waits in before it
+// moves on; the manual clock steps over it at once.
+constexpr duration step_time = 1s;
+
+// The handler "life": a job's nth run (attempts and resumed runs alike)
+// does the nth word of its body.
+//   ok        answers "done"
+//   fail      a retryable error (503 upstream_down)
+//   hold      runs until its context ends (a cancel)
+//   children  enqueues two children (body "ok") and waits for all of them
+//   kids_hold enqueues two children (body "hold") and waits for all of them
+//   signal    waits for the signal "approve", for at most step_time
+struct life {
+  std::mutex mu;
+  std::map<std::string, int, std::less<>> runs;  // by job id
+
+  void setup(http_server& s) {
+    handler_options o;
+    o.retry = {.max_attempts = 3, .base = step_time, .cap = step_time, .jitter = false};
+    s.add_handler(
+        "life",
+        [this, &s](const context& ctx, const request_view& req) {
+          const std::string word = word_for(req);
+          if (word == "fail") throw handler_error(503, "upstream_down", "the upstream is down");
+          if (word == "hold") {
+            while (!ctx.done()) ctx.sleep_for(5ms);
+            ctx.check();
+          }
+          if (word == "children" || word == "kids_hold") {
+            for (int i = 0; i < 2; ++i) {
+              (void)s.enqueue_child(ctx, req, {.handler = "life", .body = word == "children" ? "ok" : "hold"});
+            }
+            return handler_result::wait_for();
+          }
+          if (word == "signal") return handler_result::wait_for_signal("approve", step_time);
+          return handler_result{"done", "text/plain"};
+        },
+        o);
+  }
+  std::string word_for(const request_view& req) {
+    int n = 0;
+    {
+      std::lock_guard lock(mu);
+      n = runs[std::string(req.job_id)]++;
+    }
+    std::istringstream words{std::string(req.body)};
+    std::string w;
+    for (int i = 0; i <= n && std::getline(words, w, ',');) ++i;
+    return w;
+  }
+};
+
+// What a client does before a checkpoint.
+enum class act { submit, let_time_pass, cancel, signal };
+
+struct checkpoint {
+  act before;
+  std::vector<std::pair<job_event, job_facts>> events;  // the rule's, since the last checkpoint
+  std::string children = "";                            // its children's ends, when it has any
+};
+
+struct script {
+  std::string name;
+  std::string body;
+  headers hs;
+  job_state accepted = job_state::queued;  // scheduled: accepted delayed
+  std::vector<checkpoint> checkpoints;
+};
+
+// One store under a daemon: memory on a manual clock, or a fleet member.
+struct store {
+  virtual ~store() = default;
+  virtual std::uint16_t port() = 0;
+  virtual void let_time_pass(duration d) = 0;
+};
+
+struct memory_store final : store {
+  memory_store()
+      : server(
+            test_options(), [this](http_server& s) { handlers.setup(s); }, clk) {}
+  std::uint16_t port() override { return server.port(); }
+  void let_time_pass(duration d) override { clk.advance(d); }
+  manual_clock clk;
+  life handlers;
+  test_server server;
+};
+
+struct fleet_store final : store {
+  fleet_store() : server(options(), [this](http_server& s) { handlers.setup(s); }) {}
+  server_options options() {
+    server_options o = test_options();
+    o.broker = "redis://127.0.0.1:" + std::to_string(redis.port());
+    o.consumer = "conformance";
+    o.workers = 4;
+    return o;
+  }
+  std::uint16_t port() override { return server.port(); }
+  void let_time_pass(duration) override {}  // the broker's clock runs on its own: checkpoints wait for it
+  fleet::testing::redis_server redis;
+  life handlers;
+  test_server server;
+};
+
+std::string text(const json::object& j, const char* key) {
+  const json::value* v = j.if_contains(key);
+  if (v == nullptr) return "-";
+  if (v->is_string()) return std::string(v->as_string());
+  return support::serialize_json(*v);
+}
+
+// The fields both stores must agree on, in one line.
+std::string view_line(const json::object& j) {
+  std::string out;
+  for (const char* key : {"state", "attempt", "attempts_left", "stage", "cause", "reason", "error", "woke_by", "wakes",
+                          "cancel_requested", "waiting_for"}) {
+    out += std::string(key) + "=" + text(j, key) + " ";
+  }
+  return out;
+}
+
+// Its children's ends ("cancelled/parent ok ..."), in a stable order.
+std::string children_line(std::uint16_t port, const json::object& j) {
+  const json::value* kids = j.if_contains("children");
+  if (kids == nullptr) return "";
+  std::vector<std::string> ends;
+  for (const json::value& id : kids->as_array()) {
+    const json::value child = job_object(port, std::string(id.as_string()));
+    const json::object& c = child.as_object();
+    ends.push_back(text(c, "state") + (c.contains("cause") ? "/" + text(c, "cause") : ""));
+  }
+  std::sort(ends.begin(), ends.end());
+  std::string out;
+  for (const std::string& e : ends) out += (out.empty() ? "" : " ") + e;
+  return out;
+}
+
+// Runs `s` on `st`: at each checkpoint, the job in the state the rule
+// reached, and the line of its view.
+std::vector<std::string> run_script(store& st, const script& s) {
+  std::vector<std::string> lines;
+  job_state rule = s.accepted;
+  int attempt = 0;  // as the rule counts them: a resumed run goes on with its attempt
+  bool resumed = false;
+  std::string id;
+  for (const checkpoint& cp : s.checkpoints) {
+    switch (cp.before) {
+      case act::submit: {
+        headers hs = s.hs;
+        hs.emplace_back("Prefer", "respond-async");
+        const reply r = post(st.port(), "/v1/jobs/life", s.body, hs);
+        if (r.status != 202u) {
+          ADD_FAILURE() << s.name << ": " << r.status << " " << r.body;
+          return lines;
+        }
+        id = json_string(r.body, "id");
+        break;
+      }
+      case act::let_time_pass: st.let_time_pass(step_time); break;
+      case act::cancel: {
+        const reply r = client(st.port()).request("DELETE", "/v1/jobs/" + id);
+        EXPECT_TRUE(r.status == 200u || r.status == 202u) << r.body;  // 202: a running job's cancel is under way
+        break;
+      }
+      case act::signal: {
+        const reply r = post(st.port(), "/v1/jobs/" + id + "/signals/approve", "yes");
+        EXPECT_EQ(r.status, 200u) << r.body;
+        break;
+      }
+    }
+    for (const auto& [e, facts] : cp.events) {
+      const jobs::job_step step = jobs::on_job_event(rule, e, facts);
+      EXPECT_TRUE(step.applies) << s.name << ": the script's own event does not apply";
+      rule = step.next;
+      if (jobs::has(step.actions, jobs::count_attempt) && !resumed) ++attempt;
+      if (jobs::has(step.actions, jobs::count_attempt)) resumed = false;
+      if (jobs::has(step.actions, jobs::wake_count)) resumed = true;
+    }
+    // A store on real time may show the state the rule reached before its
+    // last step (scheduled again, for a retry): the attempt tells them apart.
+    const std::string want(jobs::to_string(rule));
+    std::string last;
+    wait_until(
+        [&] {
+          last = get(st.port(), "/v1/jobs/" + id).body;
+          return json_string(last, "state") == want &&
+                 (attempt == 0 || json_number(last, "attempt") == static_cast<double>(attempt));
+        },
+        15s);
+    EXPECT_EQ(json_string(last, "state"), want) << s.name << ": " << last;
+    if (attempt > 0) {
+      EXPECT_EQ(json_number(last, "attempt"), attempt) << s.name << ": " << last;
+    }
+    const auto doc = support::parse_json(last);
+    if (!doc || !doc->is_object()) {
+      lines.emplace_back("no job object");
+      continue;
+    }
+    std::string line = view_line(doc->as_object());
+    if (!cp.children.empty()) {
+      std::string kids;
+      wait_until([&] { return (kids = children_line(st.port(), doc->as_object())) == cp.children; });
+      line += "children=" + kids;
+    }
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
+std::vector<script> scripts() {
+  const job_facts none{};
+  const job_facts ok{};
+  const job_facts failed{.ended_with = outcome::error};
+  const job_facts over{.wait_over = true};
+  const job_facts for_signal{.waits_for_signal = true};
+  const job_facts stopped{.ended_with = outcome::cancelled};
+  using ev = job_event;
+  return {
+      {"fails, its retry is due, then ok",
+       "fail,ok",
+       {},
+       job_state::queued,
+       {{act::submit, {{ev::started, none}, {ev::ended_retryable, none}}},
+        {act::let_time_pass, {{ev::due, none}, {ev::started, none}, {ev::ended, ok}}}}},
+      {"fails on every attempt",
+       "fail,fail,fail",
+       {},
+       job_state::queued,
+       {{act::submit, {{ev::started, none}, {ev::ended_retryable, none}}},
+        {act::let_time_pass, {{ev::due, none}, {ev::started, none}, {ev::ended_retryable, none}}},
+        {act::let_time_pass, {{ev::due, none}, {ev::started, none}, {ev::ended, failed}}}}},
+      {"delayed, then due",
+       "ok",
+       {{"Job-Delay", "1S"}},
+       job_state::scheduled,
+       {{act::submit, {}}, {act::let_time_pass, {{ev::due, none}, {ev::started, none}, {ev::ended, ok}}}}},
+      {"cancelled while delayed",
+       "ok",
+       {{"Job-Delay", "30S"}},
+       job_state::scheduled,
+       {{act::submit, {}}, {act::cancel, {{ev::cancel_asked, none}}}}},
+      {"cancelled while it runs",
+       "hold",
+       {},
+       job_state::queued,
+       {{act::submit, {{ev::started, none}}}, {act::cancel, {{ev::cancel_asked, none}, {ev::ended, stopped}}}}},
+      {"waits for its children, who end ok",
+       "children,ok",
+       {},
+       job_state::queued,
+       {{act::submit,
+         {{ev::started, none},
+          {ev::waits_for_children, none},
+          {ev::child_ended, over},
+          {ev::started, none},
+          {ev::ended, ok}},
+         "ok ok"}}},
+      {"cancelled while it waits for its children",
+       "kids_hold",
+       {},
+       job_state::queued,
+       {{act::submit, {{ev::started, none}, {ev::waits_for_children, none}}},
+        {act::cancel, {{ev::cancel_asked, none}}, "cancelled/parent cancelled/parent"}}},
+      {"waits for a signal, which comes",
+       "signal,ok",
+       {},
+       job_state::queued,
+       {{act::submit, {{ev::started, none}, {ev::waits_for_signal, none}}},
+        {act::signal, {{ev::signalled, for_signal}, {ev::started, none}, {ev::ended, ok}}}}},
+      {"waits for a signal past its limit",
+       "signal,ok",
+       {},
+       job_state::queued,
+       {{act::submit, {{ev::started, none}, {ev::waits_for_signal, none}}},
+        {act::let_time_pass, {{ev::wait_limit, for_signal}}}}},
+      {"cancelled while it waits for a signal",
+       "signal,ok",
+       {},
+       job_state::queued,
+       {{act::submit, {{ev::started, none}, {ev::waits_for_signal, none}}}, {act::cancel, {{ev::cancel_asked, none}}}}},
+  };
+}
+
+TEST(LifecycleConformance, BothStoresLiveEachScriptAsTheRuleSays) {
+  memory_store memory;
+  fleet_store fleet;
+  for (const script& s : scripts()) {
+    SCOPED_TRACE(s.name);
+    const std::vector<std::string> in_memory = run_script(memory, s);
+    const std::vector<std::string> in_fleet = run_script(fleet, s);
+    ASSERT_EQ(in_memory.size(), in_fleet.size());
+    for (std::size_t i = 0; i < in_memory.size(); ++i) {
+      EXPECT_EQ(in_memory[i], in_fleet[i]) << "checkpoint " << i + 1 << " (memory, then fleet)";
+    }
+  }
+}
+
+}  // namespace lifecycle_conformance
+}  // namespace hourglass::server::testing
