@@ -381,7 +381,7 @@ struct command_line_parser::impl {
     t_.time("dead-ttl", o_.dead_ttl, "fleet: how long a dead-lettered job is kept, whole, for a replay");
     t_.count("dead-max", o_.dead_max, "fleet: the most dead-lettered jobs listed; the oldest beyond are dropped", 1,
              100'000'000);
-    t_.time("idempotency-ttl", o_.idempotency_ttl, "fleet: how long an Idempotency-Key names its job");
+    t_.time("idempotency-ttl", o_.idempotency_ttl, "how long an Idempotency-Key names its job");
     t_.count("broker-replicas", o_.broker_replicas,
              "fleet: answer 202 once the broker's master and this many replicas hold the job (WAIT); 0: the master", 0,
              16);

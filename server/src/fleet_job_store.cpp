@@ -361,14 +361,8 @@ class fleet_job_store final : public job_store {
   // The job as the broker takes it; or, when it cannot be sent, the answer.
   std::optional<created> spec_of(const new_job& job, fleet::job_spec& spec) const {
     const job_input& in = *job.in;
+    if (std::optional<created> bad = idempotency_key_refusal(in)) return bad;
     const std::string_view key = in.idempotency_key ? std::string_view(*in.idempotency_key) : std::string_view();
-    if (in.idempotency_key && !valid_idempotency_key(key)) {
-      created bad;
-      bad.verdict = created::kind::invalid;
-      bad.error = "invalid_idempotency_key";
-      bad.message = "Idempotency-Key must be 1-128 printable ASCII";
-      return bad;
-    }
     const handler_entry& e = *in.entry;
     spec.handler = e.name;
     spec.payload = in.body;
@@ -507,14 +501,6 @@ class fleet_job_store final : public job_store {
 };
 
 }  // namespace
-
-bool valid_idempotency_key(std::string_view key) noexcept {
-  if (key.empty() || key.size() > 128) return false;
-  for (const char ch : key) {
-    if (ch < 0x20 || ch > 0x7e) return false;
-  }
-  return true;
-}
 
 std::unique_ptr<job_store> make_fleet_job_store(core& c, std::uint16_t port) {
   return std::make_unique<fleet_job_store>(c, port);

@@ -71,6 +71,18 @@ void submit_async_job(core& c, new_job job, answer_fn done) {
   c.store->create(std::move(job), [&c, kept, done = std::move(done)](created r) { done(response_of(c, *kept, r)); });
 }
 
+std::optional<created> idempotency_key_refusal(const job_input& in) {
+  if (!in.idempotency_key) return std::nullopt;
+  const std::string& key = *in.idempotency_key;
+  const bool printable = std::all_of(key.begin(), key.end(), [](char ch) { return ch >= 0x20 && ch <= 0x7e; });
+  if (!key.empty() && key.size() <= 128 && printable) return std::nullopt;
+  created bad;
+  bad.verdict = created::kind::invalid;
+  bad.error = "invalid_idempotency_key";
+  bad.message = "Idempotency-Key must be 1-128 printable ASCII";
+  return bad;
+}
+
 created parent_refusal(parent_problem why) {
   created c;
   c.verdict = created::kind::invalid;

@@ -74,6 +74,11 @@ struct created {
 // Nothing is held.
 created parent_refusal(parent_problem why);
 
+// A job's Idempotency-Key (one job per key, in either store) must be 1 to
+// 128 printable ASCII characters: else this answer, 400
+// invalid_idempotency_key. nullopt: it is, or none was sent.
+std::optional<created> idempotency_key_refusal(const job_input& in);
+
 // What find() and cancel() found.
 struct found {
   enum class kind { found, not_found, unavailable };

@@ -49,6 +49,7 @@ class memory_job_store final : public job_store {
       : c_(c),
         jobs_(c.opts.async_max_jobs, c.opts.async_ttl,
               {.family = {c.opts.max_job_depth, c.opts.max_children},
+               .idempotency_ttl = c.opts.idempotency_ttl,
                .max_result_bytes = c.opts.async_max_result_bytes,
                .max_scheduled = c.opts.async_max_scheduled}),
         timers_(std::make_shared<attempt_timers>()) {}
@@ -64,6 +65,7 @@ class memory_job_store final : public job_store {
   void create(new_job job, callback<created> done) override {
     const handler_entry& e = *job.in->entry;
     created out;
+    if (std::optional<created> bad = idempotency_key_refusal(*job.in)) return done(std::move(*bad));
     const time_point now = c_.clk.now();
     if (!job.parent.empty()) {
       if (std::optional<created> refused = under_parent(job, now)) return done(std::move(*refused));
@@ -77,10 +79,18 @@ class memory_job_store final : public job_store {
       return done(std::move(out));
     }
     std::optional<parent_problem> parent_refused;
-    const std::optional<std::string> id = jobs_.create(e.name, now, job.retry.max_attempts,
-                                                       delayed ? std::optional<time_point>(due) : std::nullopt,
-                                                       job.freshness, job.deadline, job.parent, &parent_refused);
+    bool duplicate = false;
+    const std::optional<std::string> id = jobs_.create(
+        e.name, now, job.retry.max_attempts, delayed ? std::optional<time_point>(due) : std::nullopt, job.freshness,
+        job.deadline, job.parent, &parent_refused, job.in->idempotency_key.value_or(""), &duplicate);
     if (parent_refused) return done(parent_refusal(*parent_refused));
+    if (duplicate) {  // one job per key: the first, as it is now
+      out.verdict = created::kind::duplicate;
+      const std::optional<async_record> first = jobs_.find(*id, now);
+      out.job = first ? view_of(*first, now) : job_view{};
+      out.job.id = *id;
+      return done(std::move(out));
+    }
     if (!id) {
       out.verdict = created::kind::refused;
       out.refusal = status::rejected(reject_reason::queue_full);

@@ -32,9 +32,17 @@ jobs::job_step step_on(const async_record& r, job_event e, jobs::job_facts f = {
 
 std::optional<std::string> memory_jobs::create(std::string_view handler, time_point now, int max_attempts,
                                                std::optional<time_point> due, duration freshness, time_point deadline,
-                                               std::string_view parent, std::optional<parent_problem>* refused) {
+                                               std::string_view parent, std::optional<parent_problem>* refused,
+                                               std::string_view idempotency_key, bool* duplicate) {
   std::lock_guard lock(mu_);
   purge_locked(now);
+  if (!idempotency_key.empty()) {  // judged first, as the fleet's enqueue does: a repeat is answered, never refused
+    const auto k = keys_.find(idempotency_key);
+    if (k != keys_.end() && now < k->second.second) {
+      if (duplicate != nullptr) *duplicate = true;
+      return k->second.first;
+    }
+  }
   std::size_t depth = 0;
   if (!parent.empty()) {  // judged under the lock that adds the child: racing children never pass a bound together
     std::optional<parent_problem> problem;
@@ -66,6 +74,10 @@ std::optional<std::string> memory_jobs::create(std::string_view handler, time_po
   e.rec.max_attempts = max_attempts;
   e.rec.freshness = freshness;
   e.rec.deadline = deadline;
+  if (!idempotency_key.empty()) {  // (a lapsed key's old job keeps its record, no longer named by it)
+    e.rec.idempotency_key = std::string(idempotency_key);
+    keys_.insert_or_assign(e.rec.idempotency_key, std::pair{id, saturating_add(now, bounds_.idempotency_ttl)});
+  }
   if (!parent.empty()) {
     e.rec.parent = std::string(parent);
     e.rec.depth = depth;
@@ -421,6 +433,10 @@ void memory_jobs::purge_locked(time_point now) {
 
 void memory_jobs::erase_locked(std::map<std::string, entry, std::less<>>::iterator it) {
   result_bytes_ -= it->second.rec.result.body.size();
+  if (const std::string& key = it->second.rec.idempotency_key; !key.empty()) {
+    const auto k = keys_.find(key);
+    if (k != keys_.end() && k->second.first == it->first) keys_.erase(k);
+  }
   jobs_.erase(it);
 }
 

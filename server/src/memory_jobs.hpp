@@ -61,6 +61,7 @@ struct async_record {
   duration freshness = duration::max();     // how long an attempt may wait from its due time
   time_point deadline = time_point::max();  // the whole job's (Job-Deadline)
   std::string parent;                       // a child job's parent ("" none)
+  std::string idempotency_key;              // "" none
   std::size_t depth = 0;                    // its parent's + 1 (0: no parent)
   std::vector<std::string> children;        // the child jobs it enqueued
   // What it was sent (sharing its request's buffer), until its outcome.
@@ -114,9 +115,12 @@ struct after_submit {
 // `max_result_bytes` (past it the oldest finished jobs are forgotten first,
 // as a new job past the count makes room); jobs delayed or waiting for a
 // retry (state scheduled) are at most `max_scheduled`, held apart from the
-// count: jobs due far ahead cannot refuse work that could start now.
+// count: jobs due far ahead cannot refuse work that could start now. An
+// Idempotency-Key names its job for `idempotency_ttl`, or while the job is
+// held if that is shorter: the keys are bounded by the jobs.
 struct memory_bounds {
   family_limits family;
+  duration idempotency_ttl = duration::max();  // how long an Idempotency-Key names its job, at most
   std::size_t max_result_bytes = SIZE_MAX;
   std::size_t max_scheduled = SIZE_MAX;
 };
@@ -135,11 +139,14 @@ class memory_jobs {
   // child cannot join its parent (then *refused, when given, says why).
   // `freshness` and `deadline` are kept for its timeline. A child job names
   // its `parent`, which must be held, unfinished and within the family
-  // limits, and which lists it while the parent is held.
+  // limits, and which lists it while the parent is held. A job with an
+  // `idempotency_key` that names a job held is not created: that job's id,
+  // and *duplicate (when given) set.
   std::optional<std::string> create(std::string_view handler, time_point now, int max_attempts = 1,
                                     std::optional<time_point> due = std::nullopt, duration freshness = duration::max(),
                                     time_point deadline = time_point::max(), std::string_view parent = {},
-                                    std::optional<parent_problem>* refused = nullptr);
+                                    std::optional<parent_problem>* refused = nullptr,
+                                    std::string_view idempotency_key = {}, bool* duplicate = nullptr);
   // What a new child needs of its parent, without copying the parent's
   // record (a parent may list thousands of children): nullopt when not held.
   struct parent_facts {
@@ -270,6 +277,8 @@ class memory_jobs {
   std::map<std::string, entry, std::less<>> jobs_;           // by id: listing walks them in order
   std::deque<std::pair<time_point, std::string>> finished_;  // in finishing order
   std::vector<std::string> woken_;                           // take_woken()'s
+  // Idempotency-Key -> its job's id and when the key lapses; a key goes with its job.
+  std::map<std::string, std::pair<std::string, time_point>, std::less<>> keys_;
   std::random_device rng_;
 };
 

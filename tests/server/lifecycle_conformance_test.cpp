@@ -331,5 +331,47 @@ TEST(LifecycleConformance, BothStoresLiveEachScriptAsTheRuleSays) {
   }
 }
 
+// What a client is answered at the door, as one line per request: a
+// repeated Idempotency-Key names the first job (settled: memory mode kept
+// no keys), a malformed one is refused (settled: memory mode never looked),
+// and a delay that leaves less than the minimum budget before the job's
+// deadline is refused at admission.
+std::vector<std::string> door_answers(store& st) {
+  std::vector<std::string> lines;
+  const auto send = [&](const std::string& key, headers hs = {}) {
+    hs.emplace_back("Prefer", "respond-async");
+    if (!key.empty()) hs.emplace_back("Idempotency-Key", key);
+    const reply r = post(st.port(), "/v1/jobs/life", "ok", hs);
+    const auto doc = support::parse_json(r.body);
+    std::string line = std::to_string(r.status);
+    if (doc && doc->is_object()) {
+      for (const char* k : {"duplicate", "error", "stage"})
+        line += std::string(" ") + k + "=" + text(doc->as_object(), k);
+    }
+    lines.push_back(line);
+    return json_string(r.body, "id");
+  };
+  const std::string first = send("order-17");
+  const std::string again = send("order-17");
+  EXPECT_EQ(again, first) << "one job per key";
+  EXPECT_FALSE(first.empty());
+  EXPECT_NE(send("order-18"), first);
+  send(std::string(129, 'k'));
+  send("tab\there");
+  send("", {{"Job-Delay", "2S"}, {"Job-Deadline", "1S"}});
+  return lines;
+}
+
+TEST(LifecycleConformance, BothStoresAnswerTheDoorAlike) {
+  memory_store memory;
+  fleet_store fleet;
+  const std::vector<std::string> in_memory = door_answers(memory);
+  EXPECT_EQ(in_memory, door_answers(fleet));
+  ASSERT_EQ(in_memory.size(), 6u);
+  EXPECT_EQ(in_memory[1], "202 duplicate=true error=- stage=-");
+  EXPECT_EQ(in_memory[3], "400 duplicate=- error=invalid_idempotency_key stage=-");
+  EXPECT_EQ(in_memory[5], "504 duplicate=- error=deadline_exceeded stage=admission");
+}
+
 }  // namespace lifecycle_conformance
 }  // namespace hourglass::server::testing

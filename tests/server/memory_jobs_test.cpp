@@ -85,6 +85,31 @@ TEST(MemoryJobs, OneOutcomeOnly) {
   EXPECT_EQ(store->find(id, t0 + 1ms)->state, jobs::job_state::ok) << "a finished job does not start";
 }
 
+TEST(MemoryJobs, AnIdempotencyKeyNamesItsJobForItsTtlOrWhileTheJobIsHeld) {
+  memory_jobs store(10, 1s, {.idempotency_ttl = 5s});
+  const auto create = [&](std::string_view key, time_point now, bool& dup) {
+    dup = false;
+    return store.create("echo", now, 1, std::nullopt, duration::max(), time_point::max(), {}, nullptr, key, &dup);
+  };
+  bool dup = false;
+  const auto first = create("k", t0, dup);
+  ASSERT_TRUE(first);
+  EXPECT_FALSE(dup);
+  EXPECT_EQ(create("k", t0 + 1s, dup), first);
+  EXPECT_TRUE(dup) << "a repeat names the first job";
+  EXPECT_EQ(store.size(), 1u);
+  EXPECT_NE(create("other", t0 + 1s, dup), first);
+  EXPECT_FALSE(dup);
+  const auto later = create("k", t0 + 5s, dup);
+  EXPECT_FALSE(dup) << "past its TTL the key names a new job";
+  EXPECT_NE(later, first);
+  // A key goes with its job: expired (its TTL after its outcome), the key names nothing.
+  store.finish(*later, {.st = status::ok()}, t0 + 6s);
+  EXPECT_FALSE(store.find(*later, t0 + 7s));
+  EXPECT_NE(create("k", t0 + 7s, dup), later);
+  EXPECT_FALSE(dup);
+}
+
 TEST(MemoryJobs, TheCountIsBoundedAndTheOldestFinishedJobMakesRoom) {
   auto store = std::make_unique<memory_jobs>(2, 1h);
   const auto a = *store->create("echo", t0);
