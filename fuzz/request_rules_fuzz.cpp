@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "fuzz_check.hpp"
-#include "job_listing.hpp"
-#include "request_rules.hpp"
+#include "http/job_listing.hpp"
+#include "http/request_rules.hpp"
 
 namespace {
 

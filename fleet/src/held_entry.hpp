@@ -1,7 +1,7 @@
 // One stream entry this daemon holds, from its delivery until its outcome is
 // written, it is handed back to the fleet, or it is left to the fleet with
 // nothing from us: a state machine, in the shape of the daemon's sync call
-// (server/src/request_rules.hpp). The consumer's threads (the reader, the
+// (server/src/http/request_rules.hpp). The consumer's threads (the reader, the
 // executor's workers, the renewer, the writer, drain) feed it events under
 // the consumer's lock and do the action each returns. Pure: no threads, no
 // Redis, no clock (tests/fleet/held_entry_test.cpp).

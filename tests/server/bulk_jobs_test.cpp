@@ -1,6 +1,6 @@
 // POST /v1/jobs:bulk's body, read and answered without a socket: each job
 // judged on its own, and only a body that is no list of jobs refused whole.
-#include "bulk_jobs.hpp"
+#include "http/bulk_jobs.hpp"
 
 #include <gtest/gtest.h>
 

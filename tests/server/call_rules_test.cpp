@@ -1,4 +1,4 @@
-#include "call_rules.hpp"
+#include "upstream/call_rules.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // connection_timer: a connection's socket timeouts on one lazily re-armed
 // timer. The decision is a pure function; the timer itself is run on a real
 // io_context (asio's steady timer), where only lower bounds are exact.
-#include "connection_timer.hpp"
+#include "http/connection_timer.hpp"
 
 #include <gtest/gtest.h>
 

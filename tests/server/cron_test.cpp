@@ -1,6 +1,6 @@
 // Cron expressions: what is read and what is refused, and the next fire
 // after an instant, in UTC and across a named zone's DST gap and fold.
-#include "cron.hpp"
+#include "schedules/cron.hpp"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 // in the job object and the fleet's job hash.
 #include <gtest/gtest.h>
 
-#include "child_jobs.hpp"
+#include "core/child_jobs.hpp"
 
 namespace hourglass::server::detail {
 namespace {

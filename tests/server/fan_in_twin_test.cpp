@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "child_jobs.hpp"
 #include "common/process.hpp"
+#include "core/child_jobs.hpp"
 #include "fleet/redis_server.hpp"
 #include "hourglass/fleet/redis.hpp"
 #include "scripts.hpp"

@@ -1,5 +1,5 @@
 // A job's request without HTTP (job_input.hpp): what its handler reads.
-#include "job_input.hpp"
+#include "core/job_input.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // GET /v1/jobs's query, read without a socket: the filters it takes, the
 // bounds of its limit, and a clear refusal of anything else.
-#include "job_listing.hpp"
+#include "http/job_listing.hpp"
 
 #include <gtest/gtest.h>
 

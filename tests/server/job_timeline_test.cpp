@@ -5,7 +5,7 @@
 
 #include <boost/json.hpp>
 
-#include "job_view.hpp"
+#include "core/job_view.hpp"
 
 namespace hourglass::server::detail {
 namespace {

@@ -1,6 +1,6 @@
 // log_throttle: which repeated failures get a log line, and how many events
 // each line stands for. Exact times, no clock.
-#include "log_throttle.hpp"
+#include "core/log_throttle.hpp"
 
 #include <gtest/gtest.h>
 

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "child_jobs.hpp"
+#include "core/child_jobs.hpp"
 #include "hourglass/clock.hpp"
 #include "hourglass/executor.hpp"
-#include "memory_jobs.hpp"
+#include "stores/memory_jobs.hpp"
 
 namespace hourglass::server::detail {
 namespace memory_families {

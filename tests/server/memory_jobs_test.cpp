@@ -2,16 +2,17 @@
 // transition on an explicit `now`, cancellation through a real job_ref of an
 // executor turned by hand, listing by state with a cursor, and the one
 // renderer of the job object and its answers.
-#include "memory_jobs.hpp"
+#include "stores/memory_jobs.hpp"
+#include "http/job_endpoints.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <set>
 
+#include "core/job_view.hpp"
 #include "hourglass/clock.hpp"
 #include "hourglass/support/json.hpp"
-#include "job_view.hpp"
 
 namespace hourglass::server::detail {
 namespace {

@@ -1,4 +1,4 @@
-#include "metrics_page.hpp"
+#include "core/metrics_page.hpp"
 
 #include <gtest/gtest.h>
 

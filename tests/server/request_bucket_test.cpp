@@ -1,5 +1,5 @@
 // The pacing of costly requests, as a pure function of (state, now).
-#include "request_bucket.hpp"
+#include "core/request_bucket.hpp"
 
 #include <gtest/gtest.h>
 

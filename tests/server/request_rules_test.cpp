@@ -1,6 +1,6 @@
 // The daemon's per-request decisions, without a socket: routes, auth, the
 // budget read from headers, and the sync call's state machine.
-#include "request_rules.hpp"
+#include "http/request_rules.hpp"
 
 #include <boost/asio/error.hpp>
 #include <boost/beast/core/error.hpp>

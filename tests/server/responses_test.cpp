@@ -1,6 +1,6 @@
 // The response bytes the daemon writes itself (append_head plus the body)
 // are exactly the bytes Beast's serializer writes for the same message.
-#include "responses.hpp"
+#include "http/responses.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // plan_fires(): which fires of a schedule to run, count missed or leave,
 // as a pure function of (schedule, settled-until, now).
-#include "schedules.hpp"
+#include "schedules/schedules.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,11 +1,11 @@
 // Rates over recent minutes from the fleet's totals as a daemon read them
 // (totals_rates.hpp), pure: samples at exact times in, rates out; and their
 // place in the queue object.
-#include "totals_rates.hpp"
+#include "core/totals_rates.hpp"
 
 #include <gtest/gtest.h>
 
-#include "queue_view.hpp"
+#include "core/queue_view.hpp"
 
 namespace hourglass::server::detail {
 namespace totals_rates {  // its own: unity batches share a namespace

@@ -1,5 +1,5 @@
 // An async job's life as one rule: (state, event, facts) -> (next state,
-// what to do). The memory store's table (server/src/memory_jobs.cpp) and the
+// what to do). The memory store's table (server/src/stores/memory_jobs.cpp) and the
 // fleet's scripts (fleet/lua/lib/family.lua and the scripts that splice it
 // in) implement these transitions; this is the rule they are held to, in
 // the shape of the consumer's held entry (fleet/src/held_entry.hpp) and the
