@@ -13,6 +13,7 @@
 #include "core/person_wait.hpp"
 #include "core/stream_output.hpp"
 #include "schedules/schedules.hpp"
+#include "stores/memory_fires.hpp"
 #include "stores/memory_jobs.hpp"
 #include "terms/terms.hpp"
 
@@ -199,53 +200,28 @@ class memory_job_store final : public job_store {
     done(std::move(page));
   }
 
-  // A schedule's fires on the daemon's wall clock as it reads it through
-  // its own clock (wall_now): settled in this process only, so lost on a
-  // restart as every memory job is.
+  // A schedule's fires, settled in this process only (memory_fires): lost
+  // on a restart as every memory job is.
   void tick_schedule(const schedule& s, callback<schedule_tick> done) override {
-    const support::wall_time now = wall_now();
-    schedule_tick t;
-    std::unique_lock lock(schedules_mu_);
-    const auto it = schedules_.try_emplace(s.opts.name).first;  // no structured binding: the lambda below uses it
-    fire_record& r = it->second;
-    if (!r.seen) {  // a schedule first seen: its fires from now on
-      r.seen = true;
-      r.settled = now;
-    }
-    const fire_plan plan = plan_fires(s, r.settled, now);
-    if (plan.last_due) {
-      r.settled = *plan.last_due;
-      r.state.last_fire = plan.last_due;
-    }
-    r.state.next_fire = plan.next;
-    t.missed = plan.missed;
-    const std::string previous = r.state.last_job;
-    lock.unlock();
-    if (plan.run) {
-      const std::optional<async_record> before = previous.empty() ? std::nullopt : jobs_.find(previous, c_.clk.now());
-      if (!s.opts.allow_overlap && before && !jobs::is_final(before->state)) {
-        t.skipped_overlap = 1;  // the previous fire's job is still queued, scheduled or running
-      } else if (const handler_entry* e = c_.find_handler(s.opts.handler)) {
-        new_job job;
-        job.in = fire_input(*e, s.opts.body, s.opts.content_type);
-        job.headers_at = c_.clk.now();
-        job.freshness = plan.fresh_for;
-        create(std::move(job), [&](created c) {
-          if (c.verdict == created::kind::accepted) {
-            t.enqueued = 1;
-            lock.lock();
-            it->second.state.last_job = c.job.id;
-            lock.unlock();
-          } else {
-            t.missed += 1;  // refused at admission (or the store is full): this fire will not run
-          }
-        });
-      }
-    }
-    lock.lock();
-    t.state = it->second.state;
-    lock.unlock();
-    done(std::move(t));
+    done(fires_.tick(
+        s,
+        [&](const std::string& previous) {
+          const std::optional<async_record> r = jobs_.find(previous, c_.clk.now());
+          return r && !jobs::is_final(r->state);  // queued, scheduled or running still
+        },
+        [&](duration fresh_for) -> std::optional<std::string> {
+          const handler_entry* e = c_.find_handler(s.opts.handler);
+          if (e == nullptr) return std::nullopt;
+          new_job job;
+          job.in = fire_input(*e, s.opts.body, s.opts.content_type);
+          job.headers_at = c_.clk.now();
+          job.freshness = fresh_for;
+          std::string id;
+          create(std::move(job), [&](created c) {
+            if (c.verdict == created::kind::accepted) id = c.job.id;  // else refused at admission, or the store is full
+          });
+          return id;
+        }));
   }
 
   // The table's size against its bound: what a soak watches for growth.
@@ -545,25 +521,9 @@ class memory_job_store final : public job_store {
     return f;
   }
 
-  // The wall clock now, read through the daemon's clock since the store
-  // began (a manual clock in tests moves it; a stepped system clock does not).
-  support::wall_time wall_now() const {
-    return wall_at_start_ + std::chrono::duration_cast<std::chrono::microseconds>(elapsed(clk_at_start_, c_.clk.now()));
-  }
-
-  struct fire_record {
-    bool seen = false;
-    support::wall_time settled{};
-    schedule_state state;
-  };
-
   core& c_;
-  const time_point clk_at_start_ = c_.clk.now();
-  const support::wall_time wall_at_start_ = std::chrono::time_point_cast<std::chrono::microseconds>(
-      std::chrono::system_clock::now());
-  std::mutex schedules_mu_;
-  std::map<std::string, fire_record, std::less<>> schedules_;
   memory_jobs jobs_;
+  memory_fires fires_{c_.clk};
   std::shared_ptr<attempt_timers> timers_;
   // Parents waiting for their children, to be submitted again (under timers_->mu).
   std::map<std::string, std::shared_ptr<const job_run>, std::less<>> waiting_;
