@@ -13,16 +13,6 @@ namespace hourglass::server::detail {
 
 namespace http = boost::beast::http;
 
-namespace {
-
-response store_unavailable() {
-  response res = error_response(503, "broker_unavailable", "the job broker cannot be reached; nothing was accepted");
-  res.set(http::field::retry_after, "1");
-  return res;
-}
-
-}  // namespace
-
 response response_of(core& c, const new_job& job, const created& r) {
   switch (r.verdict) {
     case created::kind::accepted: return accepted_response(r.job, false);
@@ -32,7 +22,7 @@ response response_of(core& c, const new_job& job, const created& r) {
   }
   const status& st = r.refusal;
   response answer = st.code == outcome::rejected && st.reason == reject_reason::broker_unavailable
-                        ? store_unavailable()
+                        ? broker_unavailable_response(true)
                         : job_response(st, {}, r.budget, r.remaining, nullptr, nullptr);
   if (r.booked) return answer;
   return refuse(c, {*job.in->entry, "async", st, duration::max(), r.note}, std::move(answer));
@@ -44,7 +34,7 @@ response response_of(const found& r, bool cancel) {
     case found::kind::not_found: return error_response(404, "not_found", "no such job (unknown, or expired)");
     case found::kind::unavailable: break;
   }
-  return store_unavailable();
+  return broker_unavailable_response(true);
 }
 
 std::optional<terms_error> read_job_terms(const core& c, const http::fields& headers, const handler_entry& e,
@@ -195,11 +185,7 @@ void answer_job_list(core& c, std::string_view target, answer_fn done) {
   if (const auto* bad = std::get_if<list_query_error>(&q))
     return done(error_response(400, "invalid_query", bad->message));
   c.store->list(std::move(std::get<list_request>(q)), [done = std::move(done)](job_page page) {
-    if (page.unavailable) {
-      response res = error_response(503, "broker_unavailable", "the job broker cannot be reached");
-      res.set(http::field::retry_after, "1");
-      return done(std::move(res));
-    }
+    if (page.unavailable) return done(broker_unavailable_response());
     if (page.invalid_cursor) return done(error_response(400, "invalid_cursor", "not a cursor of this state's walk"));
     if (page.too_many) {
       response res = error_response(429, "too_many_listings",
@@ -231,7 +217,7 @@ response response_of(const signal_result& r) {
     case signal_result::kind::not_found: return error_response(404, "not_found", "no such job (unknown, or expired)");
     case signal_result::kind::unavailable: break;
   }
-  return store_unavailable();
+  return broker_unavailable_response(true);
 }
 
 void answer_signal(core& c, std::string id, std::string name, std::string payload, answer_fn done) {

@@ -30,11 +30,7 @@ void answer_queue(core& c, std::string_view name, queue_action a, answer_fn done
   }
   const bool list = name.empty();
   c.store->queue_state(a, [list, done = std::move(done)](queue_answer q) {
-    if (q.unavailable) {
-      response res = error_response(503, "broker_unavailable", "the job broker cannot be reached");
-      res.set(http::field::retry_after, "1");
-      return done(std::move(res));
-    }
+    if (q.unavailable) return done(broker_unavailable_response());
     if (q.pause_unsupported) {
       return done(error_response(409, "pause_unsupported",
                                  "only a fleet's queue (--broker) can be paused: in memory, the executor takes "
@@ -53,12 +49,6 @@ void answer_queue(core& c, std::string_view name, queue_action a, answer_fn done
 
 namespace {
 
-response unavailable() {
-  response res = error_response(503, "broker_unavailable", "the job broker cannot be reached");
-  res.set(http::field::retry_after, "1");
-  return res;
-}
-
 // The answer to a dead-letter action that did not happen.
 response dead_refusal(const dead_result& r) {
   switch (r.verdict) {
@@ -68,7 +58,7 @@ response dead_refusal(const dead_result& r) {
     case dead_result::kind::unsupported:
       return error_response(409, "dead_letter_unsupported",
                             "only a fleet (--broker) dead-letters jobs: this daemon has none");
-    case dead_result::kind::unavailable: return unavailable();
+    case dead_result::kind::unavailable: return broker_unavailable_response();
     case dead_result::kind::refused:
     case dead_result::kind::done: break;
   }

@@ -57,6 +57,14 @@ response method_not_allowed_response(std::string_view allow) {
   return res;
 }
 
+response broker_unavailable_response(bool accepted_nothing) {
+  response res = error_response(
+      503, "broker_unavailable",
+      accepted_nothing ? "the job broker cannot be reached; nothing was accepted" : "the job broker cannot be reached");
+  res.set(http::field::retry_after, "1");
+  return res;
+}
+
 std::string_view server_timing(const job_timings& t, server_timing_buffer& buf) {
   // fmt with the format compiled in, not snprintf: glibc's %f, and fmt parsing
   // its format at run time, each took ~3 % of a small response's CPU.

@@ -82,6 +82,11 @@ response unauthorized_response();
 // 405 method_not_allowed with the Allow the path takes.
 response method_not_allowed_response(std::string_view allow);
 
+// 503 broker_unavailable with Retry-After: 1, the one answer when the
+// fleet's broker cannot be used; `accepted_nothing` for a submit (no job
+// of it was held: a retry cannot make two).
+response broker_unavailable_response(bool accepted_nothing = false);
+
 // The full response for a finished sync job.
 response job_response(const status& st, const job_timings& t, duration budget, duration remaining_now,
                       handler_result* result, const error_info* error);
