@@ -116,5 +116,21 @@ TEST(HttpServerBulk, ABodyThatIsNoListOfJobsIsRefusedWhole) {
   EXPECT_EQ(srv.handler("echo").finished_ok, 0u) << "nothing was taken";
 }
 
+TEST(HttpServerBulk, ABadJobTermIsBookedForEachJobAsAJobPostedAloneIs) {
+  test_server srv;
+  client c(srv.port());
+  const headers bad{{"Prefer", "respond-async"}, {"Job-Attempts", "0"}};
+  EXPECT_EQ(c.post("/v1/jobs/echo", "x", bad).status, 400u);
+  EXPECT_EQ(srv.handler("echo").rejected_invalid_timeout, 1u) << "a job posted alone: refused, booked as invalid";
+  const reply r = c.post("/v1/jobs:bulk", R"({"jobs": [{"handler": "echo"}, {"handler": "echo"}]})", bad);
+  ASSERT_EQ(r.status, 200u) << r.body;
+  for (const auto& [status, body] : answers_of(r)) {
+    EXPECT_EQ(status, 400u);
+    EXPECT_EQ(body.at("error").as_string(), "invalid_retry_policy");
+  }
+  EXPECT_EQ(srv.handler("echo").rejected_invalid_timeout, 3u) << "each job of the bulk request, booked as one alone";
+  EXPECT_EQ(srv.handler("echo").admitted, 0u);
+}
+
 }  // namespace
 }  // namespace hourglass::server::testing

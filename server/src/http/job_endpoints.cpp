@@ -160,7 +160,10 @@ void submit_bulk_jobs(core& c, bulk_submission s, answer_fn done) {
       job.headers_at = s.headers_at;
       job.freshness = item.freshness ? std::min(*item.freshness, c.opts.max_budget) : s.freshness;
       if (const std::optional<terms_error> bad = read_job_terms(c, s.msg, *e, job)) {
-        p->answers[i] = {400, error_response(400, bad->error, bad->message).body()};
+        // Booked under its handler as the same job POSTed alone would be.
+        const response r = refuse(c, {*e, "async", status::invalid(), duration::max(), bad->error},
+                                  error_response(400, bad->error, bad->message));
+        p->answers[i] = {400, r.body()};
         continue;
       }
       job.in = input_of(s, head, *e, item);
