@@ -46,7 +46,7 @@ struct terms_error {
 std::optional<terms_error> read_job_terms(const core& c, const boost::beast::http::fields& headers,
                                           const handler_entry& e, new_job& job);
 
-// 202 once the store holds the job; its refusal, booked (core::refuse),
+// 202 once the store holds the job; its refusal, booked (refuse, core::book_refusal),
 // otherwise: 503 queue_full or broker_unavailable, 504 at admission.
 void submit_async_job(core& c, new_job job, answer_fn done);
 
