@@ -46,6 +46,7 @@ constexpr duration step_time = 1s;
 //   hold      runs until its context ends (a cancel)
 //   children  enqueues two children (body "ok") and waits for all of them
 //   kids_hold enqueues two children (body "hold") and waits for all of them
+//   kids_wake as kids_hold, its wait ending step_time before its deadline
 //   signal    waits for the signal "approve", for at most step_time
 struct life {
   std::mutex mu;
@@ -63,11 +64,13 @@ struct life {
             while (!ctx.done()) ctx.sleep_for(5ms);
             ctx.check();
           }
-          if (word == "children" || word == "kids_hold") {
+          if (word == "children" || word == "kids_hold" || word == "kids_wake") {
             for (int i = 0; i < 2; ++i) {
               (void)s.enqueue_child(ctx, req, {.handler = "life", .body = word == "children" ? "ok" : "hold"});
             }
-            return handler_result::wait_for();
+            fan_in all = fan_in::all();
+            if (word == "kids_wake") all.keep = step_time;
+            return handler_result::wait_for(all);
           }
           if (word == "signal") return handler_result::wait_for_signal("approve", step_time);
           return handler_result{"done", "text/plain"};
@@ -102,6 +105,7 @@ struct script {
   headers hs;
   job_state accepted = job_state::queued;  // scheduled: accepted delayed
   std::vector<checkpoint> checkpoints;
+  bool behind_busy_workers = false;  // submitted while jobs that hold occupy every worker
 };
 
 // One store under a daemon: memory on a manual clock, or a fleet member.
@@ -171,6 +175,27 @@ std::string children_line(std::uint16_t port, const json::object& j) {
   return out;
 }
 
+// Jobs that hold every worker of `st` (test_options: 4), running before it returns.
+std::vector<std::string> occupy_workers(store& st) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) {
+    const reply r = post(st.port(), "/v1/jobs/life", "hold", {{"Prefer", "respond-async"}});
+    EXPECT_EQ(r.status, 202u) << r.body;
+    ids.push_back(json_string(r.body, "id"));
+  }
+  for (const std::string& id : ids) {
+    EXPECT_TRUE(wait_until([&] { return json_string(get(st.port(), "/v1/jobs/" + id).body, "state") == "running"; }));
+  }
+  return ids;
+}
+
+void release_workers(store& st, const std::vector<std::string>& ids) {
+  for (const std::string& id : ids) (void)client(st.port()).request("DELETE", "/v1/jobs/" + id);
+  for (const std::string& id : ids) {
+    EXPECT_TRUE(wait_until([&] { return json_string(get(st.port(), "/v1/jobs/" + id).body, "state") == "cancelled"; }));
+  }
+}
+
 // Runs `s` on `st`: at each checkpoint, the job in the state the rule
 // reached, and the line of its view.
 std::vector<std::string> run_script(store& st, const script& s) {
@@ -178,7 +203,9 @@ std::vector<std::string> run_script(store& st, const script& s) {
   job_state rule = s.accepted;
   int attempt = 0;  // as the rule counts them: a resumed run goes on with its attempt
   bool resumed = false;
+  jobs::woke_by woke = jobs::woke_by::none;  // why its last run resumed, as the rule says
   std::string id;
+  const std::vector<std::string> holders = s.behind_busy_workers ? occupy_workers(st) : std::vector<std::string>{};
   for (const checkpoint& cp : s.checkpoints) {
     switch (cp.before) {
       case act::submit: {
@@ -210,7 +237,10 @@ std::vector<std::string> run_script(store& st, const script& s) {
       rule = step.next;
       if (jobs::has(step.actions, jobs::count_attempt) && !resumed) ++attempt;
       if (jobs::has(step.actions, jobs::count_attempt)) resumed = false;
-      if (jobs::has(step.actions, jobs::wake_count)) resumed = true;
+      if (jobs::has(step.actions, jobs::wake_count)) {
+        resumed = true;
+        woke = step.woke;
+      }
     }
     // A store on real time may show the state the rule reached before its
     // last step (scheduled again, for a retry): the attempt tells them apart.
@@ -227,6 +257,9 @@ std::vector<std::string> run_script(store& st, const script& s) {
     if (attempt > 0) {
       EXPECT_EQ(json_number(last, "attempt"), attempt) << s.name << ": " << last;
     }
+    if (woke != jobs::woke_by::none) {
+      EXPECT_EQ(json_string(last, "woke_by"), jobs::to_string(woke)) << s.name << ": " << last;
+    }
     const auto doc = support::parse_json(last);
     if (!doc || !doc->is_object()) {
       lines.emplace_back("no job object");
@@ -240,6 +273,7 @@ std::vector<std::string> run_script(store& st, const script& s) {
     }
     lines.push_back(std::move(line));
   }
+  release_workers(st, holders);
   return lines;
 }
 
@@ -297,6 +331,22 @@ std::vector<script> scripts() {
        job_state::queued,
        {{act::submit, {{ev::started, none}, {ev::waits_for_children, none}}},
         {act::cancel, {{ev::cancel_asked, none}}, "cancelled/parent cancelled/parent"}}},
+      {"wakes before its deadline while its children still run",
+       "kids_wake,ok",
+       {{"Job-Deadline", "3500m"}},  // wakes 2.5 s in: a real clock reads it waiting three times first
+       job_state::queued,
+       {{act::submit, {{ev::started, none}, {ev::waits_for_children, none}}},
+        {act::let_time_pass, {}},
+        {act::let_time_pass, {}},
+        {act::let_time_pass,
+         {{ev::woke, none}, {ev::started, none}, {ev::ended, ok}},
+         "cancelled/parent cancelled/parent"}}},
+      {"cancelled while queued",
+       "ok",
+       {},
+       job_state::queued,
+       {{act::submit, {}}, {act::cancel, {{ev::cancel_asked, none}}}},
+       true},
       {"waits for a signal, which comes",
        "signal,ok",
        {},
