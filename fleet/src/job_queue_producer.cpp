@@ -58,10 +58,18 @@ bool job_matches(const fleet_job& j, const list_query& q) {
 // final states, "waiting" (a wait without a deadline is in no index) and
 // "any": SCAN over the job hashes).
 std::string_view index_of(std::string_view state) noexcept {
-  if (state == "queued" || state == "running") return "stream";
-  if (state == "scheduled" || state == "retrying") return "delayed";
-  if (state == "dead") return "dead";
-  return "";
+  using jobs::job_state;
+  const auto filter = jobs::parse_job_filter(state);
+  if (!filter) return "";
+  if (filter->k == jobs::job_filter::kind::retrying) return "delayed";
+  if (filter->k != jobs::job_filter::kind::one) return "";
+  switch (filter->state) {
+    case job_state::queued:
+    case job_state::running: return "stream";
+    case job_state::scheduled: return "delayed";
+    case job_state::dead: return "dead";
+    default: return "";
+  }
 }
 
 // Digits of a number the broker takes as one: within 64 bits (SCAN's

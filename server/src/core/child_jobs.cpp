@@ -111,7 +111,7 @@ child_outcome outcome_of_child(const job_view& j) {
   if (!j.reason.empty()) c.detail = j.reason;
   if (!j.error.empty()) c.detail = j.error;
   c.http_status = j.http_status.value_or(0);
-  if (j.state == "ok") {
+  if (j.in(jobs::job_state::ok)) {
     c.result = j.result;
     c.content_type = j.content_type;
   }

@@ -89,7 +89,8 @@ std::string timeline_json(const job_view& j) {
   w.end_object();
   // Only the last attempts are kept: the first listed is attempt
   // (ended so far - listed + 1); ended so far = started, less a running one.
-  const int ended = j.attempt ? *j.attempt - (j.state == "running" ? 1 : 0) : static_cast<int>(j.attempts.size());
+  const int ended = j.attempt ? *j.attempt - (j.in(jobs::job_state::running) ? 1 : 0)
+                              : static_cast<int>(j.attempts.size());
   int n = std::max(ended - static_cast<int>(j.attempts.size()), 0);
   for (const attempt_view& a : j.attempts) {
     w.begin_object().member("event", "attempt_ended").member("attempt", ++n).member("outcome", a.outcome);
@@ -123,7 +124,7 @@ std::string timeline_json(const job_view& j) {
       w.member("at_ms", *j.finished_at_ms);
     } else if (started && j.run_ms) {
       w.member("at_ms", *j.started_at_ms + *j.run_ms);
-    } else if (!started && j.queued_ms && j.state == "deadline_exceeded") {
+    } else if (!started && j.queued_ms && j.in(jobs::job_state::deadline_exceeded)) {
       w.member("at_ms", due + *j.queued_ms);
     }
     if (!j.stage.empty()) w.member("stage", j.stage);
@@ -160,17 +161,17 @@ std::string job_json(const job_view& j, job_detail detail) {
     if (j.accepted) o.add_raw("timeline", timeline_json(j));  // last: the fields above read as before
     return o.str();
   }
-  if (j.state == "deadline_exceeded") o.add("stage", j.stage);
-  if (j.state == "cancelled" || j.state == "dead") o.add("cause", j.cause);
-  if (j.state == "rejected") o.add("reason", j.reason);  // circuit_open: a call it made
+  if (j.in(jobs::job_state::deadline_exceeded)) o.add("stage", j.stage);
+  if (j.in(jobs::job_state::cancelled) || j.in(jobs::job_state::dead)) o.add("cause", j.cause);
+  if (j.in(jobs::job_state::rejected)) o.add("reason", j.reason);  // circuit_open: a call it made
   // deadline_exceeded/retry keeps the error of its last attempt
-  if (j.state == "error" || (j.state == "deadline_exceeded" && !j.error.empty()))
+  if (j.in(jobs::job_state::error) || (j.in(jobs::job_state::deadline_exceeded) && !j.error.empty()))
     o.add("error", j.error).add("message", j.message).add("http_status", j.http_status.value_or(0));
   if (j.queued_ms) o.add("queued_ms", *j.queued_ms);
   if (j.run_ms) o.add("run_ms", *j.run_ms);
   if (j.age_ms) o.add("age_ms", *j.age_ms);
   if (j.committed) o.add("committed", true);
-  if (j.state == "ok") {
+  if (j.in(jobs::job_state::ok)) {
     o.add("content_type", j.content_type);
     if (detail == job_detail::listed) {
       o.add("result_bytes", j.result.size());  // a page of results would be as big as all of them

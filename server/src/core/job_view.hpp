@@ -96,6 +96,8 @@ struct job_view {
     const auto s = jobs::parse_job_state(state);
     return !state.empty() && (!s || jobs::is_final(*s));
   }
+  // Whether it is in `s` (a state this daemon does not know is none of them).
+  bool in(jobs::job_state s) const noexcept { return state == jobs::to_string(s); }
   // What the outcome recorded of its time, for Server-Timing.
   job_timings timings() const;
 };

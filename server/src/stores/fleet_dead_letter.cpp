@@ -35,7 +35,7 @@ void fleet_dead_letter::replay(std::string id, duration freshness, callback<dead
               r.budget = freshness;
               if (r.verdict != dead_result::kind::done) return done(std::move(r));
               r.job.id = id;
-              r.job.state = "queued";
+              r.job.state = jobs::to_string(jobs::job_state::queued);
               done(std::move(r));
             }));
       }));
@@ -72,7 +72,10 @@ void fleet_dead_letter::replay_oldest(std::size_t limit, duration freshness, cal
 // shard), then their replays.
 void fleet_dead_letter::gather(std::shared_ptr<bulk_replay> walk, std::string cursor, std::size_t limit) {
   queue_.async_list(context(),
-                    {.state = "dead", .cursor = std::move(cursor), .count = limit - walk->jobs.size(), .handler = ""},
+                    {.state = std::string(jobs::to_string(jobs::job_state::dead)),
+                     .cursor = std::move(cursor),
+                     .count = limit - walk->jobs.size(),
+                     .handler = ""},
                     calls_.tracked([this, walk, limit](fleet::async_answer<fleet::job_list> a) mutable {
                       if (a.error) return walk->done(failure(a.error, "replay"));
                       for (fleet::fleet_job& j : a.value.jobs) walk->jobs.push_back(std::move(j));

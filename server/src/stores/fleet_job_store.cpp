@@ -442,7 +442,7 @@ class fleet_job_store final : public job_store {
       return done(std::move(out));
     }
     out.job.id = r.id;
-    out.job.state = r.scheduled ? "scheduled" : "queued";
+    out.job.state = jobs::to_string(r.scheduled ? jobs::job_state::scheduled : jobs::job_state::queued);
     if (r.verdict == fleet::enqueued::kind::accepted) {
       // Admitted here, on the daemon that promised it; its outcome is counted
       // by the daemon that records it (fleet-wide: admitted = finished + in flight).

@@ -55,7 +55,8 @@ job_view view_of(const fleet::fleet_job& j, std::int64_t broker_now_ms) {
   v.parent = std::string(j.field("parent"));
   v.children = j.children;
   // Held until an outcome empties it; a dead job keeps it whole for replay.
-  if (!v.finished() || v.state == "dead") v.payload = shown_payload(j.field("payload"), j.field("content_type"));
+  if (!v.finished() || v.in(jobs::job_state::dead))
+    v.payload = shown_payload(j.field("payload"), j.field("content_type"));
   if (const int max_attempts = static_cast<int>(millis_field(j.field("max_attempts"))); max_attempts > 1) {
     // Attempts started so far: the broker's `attempt` is the current one's
     // number, not started yet while its deliveries are 0 (scheduled, queued).
@@ -92,11 +93,11 @@ job_view view_of(const fleet::fleet_job& j, std::int64_t broker_now_ms) {
           {std::max(millis_field(line.substr(0, space)) - at, 0.0), std::string(line.substr(space + 1))});
     }
   }
-  if (v.state == "scheduled" && !j.field("due_ms").empty()) {
+  if (v.in(jobs::job_state::scheduled) && !j.field("due_ms").empty()) {
     const double due = millis_field(j.field("due_ms"));
     v.due_in_ms = std::max(due - static_cast<double>(broker_now_ms), 0.0);
   }
-  if (v.state == "waiting") {
+  if (v.in(jobs::job_state::waiting)) {
     v.waiting_for = std::string(j.field("wait_rule"));
     if (!j.field("wake_ms").empty()) {
       v.wake_in_ms = std::max(millis_field(j.field("wake_ms")) - static_cast<double>(broker_now_ms), 0.0);
@@ -108,7 +109,7 @@ job_view view_of(const fleet::fleet_job& j, std::int64_t broker_now_ms) {
     // Both clocks, on the broker's: the person's wait (human_since_us while
     // it waits; the waits before summed) and the machine's budget, which
     // stands still while it waits.
-    const bool waiting = v.state == "waiting";
+    const bool waiting = v.in(jobs::job_state::waiting);
     const double since_ms = millis_field(j.field("human_since_us")) / 1000;
     const double now_ms = static_cast<double>(broker_now_ms);
     const double waited_ms = millis_field(j.field("human_waited_us")) / 1000 +
@@ -132,7 +133,7 @@ job_view view_of(const fleet::fleet_job& j, std::int64_t broker_now_ms) {
   v.stage = std::string(j.field("stage"));
   v.cause = std::string(j.field("cause"));
   v.reason = std::string(j.field("reason"));
-  if (v.state == "error" || v.stage == "retry") {  // retry: the last attempt's error, kept
+  if (v.in(jobs::job_state::error) || v.stage == "retry") {  // retry: the last attempt's error, kept
     v.error = std::string(j.field("error"));
     v.message = std::string(j.field("message"));
     v.http_status = static_cast<unsigned>(millis_field(j.field("http_status")));
@@ -140,7 +141,7 @@ job_view view_of(const fleet::fleet_job& j, std::int64_t broker_now_ms) {
   if (!j.field("queued_ms").empty()) v.queued_ms = millis_field(j.field("queued_ms"));
   if (!j.field("run_ms").empty()) v.run_ms = millis_field(j.field("run_ms"));
   v.committed = j.field("committed") == "1";
-  if (v.state == "ok") {
+  if (v.in(jobs::job_state::ok)) {
     v.content_type = std::string(j.field("content_type"));
     v.result = std::string(j.field("result"));
   }

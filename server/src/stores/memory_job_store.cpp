@@ -105,7 +105,7 @@ class memory_job_store final : public job_store {
     out.job.id = *id;
     if (delayed) {
       arm_attempt(run, due);
-      out.job.state = "scheduled";
+      out.job.state = jobs::to_string(jobs::job_state::scheduled);
       return done(std::move(out));
     }
     if (std::optional<status> refused = submit_attempt(run, run->job.headers_at, /*later=*/false)) {
@@ -115,7 +115,7 @@ class memory_job_store final : public job_store {
       return done(std::move(out));
     }
     out.job.id = *id;
-    out.job.state = "queued";
+    out.job.state = jobs::to_string(jobs::job_state::queued);
     done(std::move(out));
   }
 
