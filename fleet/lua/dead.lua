@@ -30,6 +30,7 @@ local stream_key, slots_key, stats_key, dead_key, job_key = KEYS[1], KEYS[2], KE
 local op, group = ARGV[1], ARGV[2]
 -- @include fleet_wait
 -- @include admission
+-- @include states
 
 if op == 'purge' then
   local entries = redis.call('XRANGE', dead_key, '-', '+', 'COUNT', tonumber(ARGV[3]))
@@ -39,7 +40,7 @@ if op == 'purge' then
     for k = 1, #fields, 2 do
       if fields[k] == 'id' then
         local key = ARGV[4] .. fields[k + 1]
-        if redis.call('HGET', key, 'state') == 'dead' then
+        if redis.call('HGET', key, 'state') == states.dead then
           redis.call('DEL', key)
           jobs = jobs + 1
         end
@@ -54,7 +55,7 @@ end
 local f = redis.call('HMGET', job_key, 'state', 'dead_entry', 'id', 'handler', 'attempt')
 local state, dead_entry, job_id, handler = f[1], f[2], f[3], f[4]
 if not state then return {'unknown'} end
-if state ~= 'dead' then return {'not_dead', state} end
+if state ~= states.dead then return {'not_dead', state} end
 
 if op == 'delete' then
   if dead_entry and dead_entry ~= '' then redis.call('XDEL', dead_key, dead_entry) end
@@ -76,7 +77,7 @@ local entry = redis.call('XADD', stream_key, 'NOMKSTREAM', '*', 'id', job_id, 'h
   freshness_ms, 'min_budget_ms', min_budget_ms)
 if not entry then return {'nostream'} end
 -- a new timeline from the replay's admission (its entry's id is that time)
-redis.call('HSET', job_key, 'state', 'queued', 'entry', entry, 'deliveries', '0', 'freshness_ms', freshness_ms,
+redis.call('HSET', job_key, 'state', states.queued, 'entry', entry, 'deliveries', '0', 'freshness_ms', freshness_ms,
   'min_budget_ms', min_budget_ms, 'accepted_ms', string.match(entry, '^(%d+)'))
 if f[5] then redis.call('HSET', job_key, 'attempt', '1') end
 redis.call('HDEL', job_key, 'cause', 'dead_entry', 'consumer', 'start_token', 'finish_token', 'finish_reply',

@@ -137,13 +137,13 @@ for i = 1, n do
       local deadline_us = ''
       -- '%.0f': every digit of a microsecond time (tostring keeps 14)
       if deadline_left_us >= 0 then deadline_us = string.format('%.0f', broker_now_us() + deadline_left_us) end
-      local entry, state = '', 'queued'
+      local entry, state = '', states.queued
       if delayed then
         -- never early: the due time rounds up to the next millisecond
         local due_ms = string.format('%.0f', math.ceil(due_us / 1000))
         redis.call('ZADD', delayed_key, due_ms, job_id)
         redis.call('HSET', job_key, 'due_ms', due_ms)
-        state = 'scheduled'
+        state = states.scheduled
       else
         if deadline_us ~= '' then
           entry = redis.call('XADD', stream_key, 'NOMKSTREAM', '*', 'id', job_id, 'handler', handler,
@@ -175,7 +175,7 @@ for i = 1, n do
           redis.call('ZADD', children_key, n, job_id)
         end
         -- kept idem_ttl after its latest child, unless its parent waits (kept until the parent's outcome)
-        if redis.call('HGET', job_prefix .. parent, 'state') ~= 'waiting' then
+        if redis.call('HGET', job_prefix .. parent, 'state') ~= states.waiting then
           redis.call('PEXPIRE', children_key, idem_ttl_ms)
         end
       end

@@ -97,7 +97,7 @@ local function schedule_retry(job_key, delay_us, need_us, ended)
   if deadline_us and due_us + need_us >= deadline_us then return false end
   local due_ms = string.format('%.0f', math.ceil(due_us / 1000))  -- never early; every digit
   list_attempt(job_key, attempts, ended)
-  redis.call('HSET', job_key, 'state', 'scheduled', 'due_ms', due_ms, 'attempt', tostring(attempt + 1),
+  redis.call('HSET', job_key, 'state', states.scheduled, 'due_ms', due_ms, 'attempt', tostring(attempt + 1),
     'deliveries', '0', 'entry', '')
   redis.call('HDEL', job_key, 'start_token', 'woke_by')  -- the next attempt starts afresh
   redis.call('ZADD', delayed_key, due_ms, job_id)
@@ -128,7 +128,7 @@ end
 -- A parent's run ended waiting: its wake time in the delayed set (none
 -- without a deadline), unless its rule is met already.
 local function start_wait(job_key, rule, keep_us)
-  redis.call('HSET', job_key, 'state', 'waiting', 'wait_rule', rule, 'entry', '')
+  redis.call('HSET', job_key, 'state', states.waiting, 'wait_rule', rule, 'entry', '')
   redis.call('HDEL', job_key, 'start_token')
   -- its children stay listed however long it waits (until its own outcome's TTL)
   redis.call('PERSIST', string.sub(job_prefix, 1, #job_prefix - #'job:') .. 'children:' .. redis.call('HGET', job_key, 'id'))
@@ -197,14 +197,14 @@ for i = 4, #KEYS do
     out[i - 3] = 'unknown'
   elseif this_finish ~= '' and f[5] == this_finish then
     out[i - 3] = f[6]  -- ours, sent again: its first answer
-  elseif (state ~= 'queued' and state ~= 'running') or (ran_entry ~= '' and ran_entry ~= entry) then
+  elseif (state ~= states.queued and state ~= states.running) or (ran_entry ~= '' and ran_entry ~= entry) then
     duplicates = duplicates + 1
     out[i - 3] = 'duplicate'
   else
     if entry and entry ~= '' then table.insert(entries, entry) end
     if run_us >= 0 then table.insert(runs, run_us) end
     if (retry or wait) and f[7] == '1' then
-      redis.call('HSET', job_key, 'state', 'cancelled', 'cause', f[8] or 'requested', 'payload', '')
+      redis.call('HSET', job_key, 'state', states.cancelled, 'cause', f[8] or 'requested', 'payload', '')
       redis.call('PEXPIRE', job_key, result_ttl_ms)
       expire_children(job_key, f[10])
       if retry then list_attempt(job_key, attempts, retry[3]) end
@@ -222,7 +222,7 @@ for i = 4, #KEYS do
       for k = first_field, a - 2, 2 do
         if ARGV[k] == 'state' then st = ARGV[k + 1] elseif ARGV[k] == 'stage' then stage = ARGV[k + 1] end
       end
-      if st == 'deadline_exceeded' then count('expired:' .. stage) else count('finished:' .. st) end
+      if st == states.deadline_exceeded then count('expired:' .. stage) else count('finished:' .. st) end
       -- The payload emptied in the same write: its memory goes, the field stays.
       if this_finish ~= '' then  -- and the answer for this finish sent again, in that one write too
         redis.call('HSET', job_key, 'payload', '', 'finish_token', this_finish, 'finish_reply', out[i - 3],
@@ -231,10 +231,10 @@ for i = 4, #KEYS do
         redis.call('HSET', job_key, 'payload', '', unpack(ARGV, first_field, a - 1))
       end
       -- stopped by a cancel its parent's cancel brought: that is its cause
-      if st == 'cancelled' and f[8] then redis.call('HSET', job_key, 'cause', f[8]) end
+      if st == states.cancelled and f[8] then redis.call('HSET', job_key, 'cause', f[8]) end
       redis.call('PEXPIRE', job_key, result_ttl_ms)
       expire_children(job_key, f[10])
-      child_finished(job_key, st == 'ok')
+      child_finished(job_key, st == states.ok)
       if max_attempts and max_attempts ~= '1' and run_us >= 0 then
         local last = {run_ms = run_us / 1000}
         for k = first_field, a - 2, 2 do

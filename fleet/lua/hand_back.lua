@@ -21,6 +21,7 @@ local consumer = ARGV[2]
 local idle_ms = ARGV[3]
 local lease_token = ARGV[4]
 local first_entry_arg = 5
+-- @include states
 
 local n = 0
 for i = first_job_key, #KEYS do
@@ -30,11 +31,11 @@ for i = first_job_key, #KEYS do
   if #p == 1 then
     local f = redis.call('HMGET', job_key, 'state', 'start_token', 'starts')
     local state, start_token, starts = f[1], f[2], f[3]
-    if state == 'running' and start_token == lease_token .. '/' .. entry then
+    if state == states.running and start_token == lease_token .. '/' .. entry then
       redis.call('HINCRBY', job_key, 'deliveries', -1)
       -- not started after all: no start on its timeline (start.lua appended
       -- its line last to `starts`)
-      redis.call('HSET', job_key, 'state', 'queued', 'starts', string.match(starts or '', '^(.-)[^\n]*\n$') or '')
+      redis.call('HSET', job_key, 'state', states.queued, 'starts', string.match(starts or '', '^(.-)[^\n]*\n$') or '')
       redis.call('HDEL', job_key, 'start_token', 'started_ms')
     end
     redis.call('XCLAIM', stream_key, group, consumer, 0, entry, 'IDLE', idle_ms, 'JUSTID')

@@ -28,6 +28,7 @@
 local index_key = KEYS[1]
 local kind, cursor, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local out = {''}
+-- @include states
 
 if kind == 'stream' then
   local start = '-'
@@ -51,7 +52,6 @@ if kind == 'scan' then
   local prefix = string.sub(index_key, 1, #index_key - #'stream') .. 'job:'
   -- the queue's name may hold glob characters: matched literally
   local pattern = string.gsub(prefix, '[%*%?%[%]\\]', '\\%0') .. '*'
-  local unfinished = {queued = true, running = true, scheduled = true, waiting = true}
   local at = cursor == '' and '0' or cursor
   local found = 0
   -- SCAN's COUNT is the keys it looks at, matching or not: 10,000 a call in all
@@ -65,7 +65,7 @@ if kind == 'scan' then
       local keep = string.sub(key, 1, #prefix) == prefix
       if keep and filter ~= '*' then
         local state = redis.call('HGET', key, 'state')
-        if filter == 'finished' then keep = state and not unfinished[state] else keep = state == filter end
+        if filter == 'finished' then keep = state and not unfinished(state) else keep = state == filter end
       end
       if keep then
         table.insert(out, string.sub(key, #prefix + 1))

@@ -75,17 +75,17 @@ for i = 3, #KEYS do
     -- a child that ended outside finish.lua puts its parent due at once
     local wake_ms = tonumber(redis.call('HGET', job_key, 'wake_ms') or '')
     local wake_due = wake_ms ~= nil and wake_ms * 1000 <= now_us
-    if state == 'waiting' and string.sub(rule, 1, 7) == 'signal:' and not wake_due then
+    if state == states.waiting and string.sub(rule, 1, 7) == 'signal:' and not wake_due then
       if wake_ms then redis.call('ZADD', delayed_key, string.format('%.0f', wake_ms), job_id) end
-    elseif state == 'waiting' and string.sub(rule, 1, 7) == 'signal:' then
+    elseif state == states.waiting and string.sub(rule, 1, 7) == 'signal:' then
       end_human_wait(q, job_key)
       table.insert(human_expired, handler or '')
-    elseif state == 'waiting' and not wait_over(job_key) and not wake_due then
+    elseif state == states.waiting and not wait_over(job_key) and not wake_due then
       if wake_ms then redis.call('ZADD', delayed_key, string.format('%.0f', wake_ms), job_id) end
-    elseif state == 'waiting' then
+    elseif state == states.waiting then
       resume_waiting(q, job_key, wait_over(job_key) and 'children' or 'deadline', cancelled)
       moved = moved + 1
-    elseif state == 'scheduled' then
+    elseif state == states.scheduled then
       if admitted(freshness_ms, min_budget_ms, deadline_us, tonumber(score)) then
         local fields = {'id', job_id, 'handler', handler, 'freshness_ms', freshness_ms, 'min_budget_ms', min_budget_ms,
           'due_ms', score}
@@ -94,11 +94,11 @@ for i = 3, #KEYS do
           table.insert(fields, deadline_us)
         end
         local entry = redis.call('XADD', stream_key, '*', unpack(fields))
-        redis.call('HSET', job_key, 'state', 'queued', 'entry', entry)
+        redis.call('HSET', job_key, 'state', states.queued, 'entry', entry)
         moved = moved + 1
       else
         local waited_ms = math.max(now_us / 1000 - tonumber(score), 0)
-        redis.call('HSET', job_key, 'state', 'deadline_exceeded', 'stage', 'admission', 'queued_ms',
+        redis.call('HSET', job_key, 'state', states.deadline_exceeded, 'stage', 'admission', 'queued_ms',
           string.format('%.3f', waited_ms), 'payload', '')
         redis.call('PEXPIRE', job_key, result_ttl_ms)
         table.insert(expired, handler or '')

@@ -27,6 +27,7 @@
 local stream_key, delayed_key, dead_key = KEYS[1], KEYS[2], KEYS[3]
 local slots_key, stats_key, paused_key = KEYS[4], KEYS[5], KEYS[6]
 local op, group = ARGV[1], ARGV[2]
+-- @include states
 
 local t = redis.call('TIME')
 if op == 'pause' then
@@ -98,7 +99,7 @@ local retrying, waiting = 0, 0
 local job_prefix = string.sub(stream_key, 1, #stream_key - #'stream') .. 'job:'
 for _, id in ipairs(redis.call('ZRANGE', delayed_key, 0, 999)) do
   local f = redis.call('HMGET', job_prefix .. id, 'attempt', 'state')
-  if f[2] == 'waiting' then
+  if f[2] == states.waiting then
     waiting = waiting + 1
   elseif (tonumber(f[1] or '1') or 1) > 1 then
     retrying = retrying + 1

@@ -32,7 +32,7 @@ local f = redis.call('HMGET', job_key, 'state', 'wait_rule', 'id', 'handler', 'f
   'human_since_us', 'human_waited_us', 'wake_ms')
 local state, rule = f[1], f[2]
 if not state then return {'unknown'} end
-if state ~= 'waiting' or rule ~= 'signal:' .. name then return {'not_waiting', state, rule or ''} end
+if state ~= states.waiting or rule ~= 'signal:' .. name then return {'not_waiting', state, rule or ''} end
 
 local now_us = broker_now_us()
 local waited = math.max(now_us - (tonumber(f[7] or '') or now_us), 0)
@@ -40,7 +40,7 @@ if f[9] and tonumber(f[9]) * 1000 <= now_us then  -- past the wait's limit: too 
   redis.call('ZREM', delayed_key, f[3])
   end_human_wait(q, job_key)
   redis.call('HINCRBY', q.prefix .. 'stats', 'expired:human_wait', 1)
-  return {'not_waiting', 'deadline_exceeded', rule, 'expired'}
+  return {'not_waiting', states.deadline_exceeded, rule, 'expired'}
 end
 local due_ms = string.format('%.0f', math.floor(now_us / 1000))
 -- its minimum was judged at its admission: what is left is its own
@@ -53,7 +53,7 @@ if f[6] and f[6] ~= '' then
 end
 redis.call('ZREM', delayed_key, f[3])
 local entry = redis.call('XADD', stream_key, '*', unpack(fields))
-redis.call('HSET', job_key, 'state', 'queued', 'entry', entry, 'woke_by', 'signal', 'signal_payload', payload,
+redis.call('HSET', job_key, 'state', states.queued, 'entry', entry, 'woke_by', 'signal', 'signal_payload', payload,
   'deliveries', '0', 'due_ms', due_ms, 'human_waited_us', string.format('%.0f', (tonumber(f[8] or '0') or 0) + waited))
 redis.call('HDEL', job_key, 'human_since_us', 'wake_ms')
 redis.call('HINCRBY', job_key, 'wakes', 1)

@@ -147,24 +147,24 @@ for i, job in ipairs(jobs) do
     if not state then
       acknowledged(entry)
       answer = {'gone', 0}
-    elseif not unfinished(state) or state == 'scheduled' or state == 'waiting' then
+    elseif not unfinished(state) or state == states.scheduled or state == states.waiting then
       acknowledged(entry)
       answer = {'finished', 0}
     elseif cancel_requested == '1' then  -- a DELETE marked it while it ran on a daemon that then died
       acknowledged(entry)
-      redis.call('HSET', job_key, 'state', 'cancelled', 'cause', 'requested')
+      redis.call('HSET', job_key, 'state', states.cancelled, 'cause', 'requested')
       redis.call('HDEL', job_key, 'payload')
       redis.call('PEXPIRE', job_key, result_ttl_ms)
       redis.call('HINCRBY', stats_key, 'finished:cancelled', 1)  -- the fleet's totals
       count_down_and_wake(q, job_key, false)
       answer = {'cancelled', 0}
-    elseif state == 'running' and last_start_token == start_token then  -- our start again: counted once
+    elseif state == states.running and last_start_token == start_token then  -- our start again: counted once
       answer = run(d)
     elseif d >= max_deliveries then
       acknowledged(entry)
       -- kept whole, payload and all, for dead_ttl: an operator may replay it (dead.lua)
       local dead_entry = redis.call('XADD', dead_key, '*', 'id', job_id, 'deliveries', tostring(d))
-      redis.call('HSET', job_key, 'state', 'dead', 'cause', 'max_deliveries', 'dead_entry', dead_entry)
+      redis.call('HSET', job_key, 'state', states.dead, 'cause', 'max_deliveries', 'dead_entry', dead_entry)
       redis.call('PEXPIRE', job_key, dead_ttl_ms)
       local dropped = redis.call('XTRIM', dead_key, 'MAXLEN', dead_max)
       if dropped > 0 then redis.call('HINCRBY', stats_key, 'dead_dropped', dropped) end
@@ -176,7 +176,7 @@ for i, job in ipairs(jobs) do
       local starts = (f[14] or '') .. now_ms .. ' ' .. consumer .. '\n'
       local _, lines = string.gsub(starts, '\n', '')
       if lines > max_starts_listed then starts = string.sub(starts, string.find(starts, '\n', 1, true) + 1) end
-      redis.call('HSET', job_key, 'state', 'running', 'deliveries', tostring(d + 1), 'consumer', consumer,
+      redis.call('HSET', job_key, 'state', states.running, 'deliveries', tostring(d + 1), 'consumer', consumer,
         'start_token', start_token, 'started_ms', now_ms, 'starts', starts)
       answer = run(d + 1)
     end

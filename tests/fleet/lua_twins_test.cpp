@@ -4,6 +4,7 @@
 // EVAL on a real redis-server beside its C++ twin.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -40,6 +41,29 @@ TEST_F(LuaTwins, TheUnfinishedStatesAreTheDaemons) {
   }
   for (const char* not_a_state : {"", "finished", "Queued"})
     EXPECT_EQ(run(detail::lib_states_lua, tail, {not_a_state}).integer, 0) << not_a_state;
+}
+
+TEST_F(LuaTwins, TheStatesAreTheDaemonsAndNoOther) {
+  std::string names;  // every name of the scripts' table, in a stable order
+  for (const redis_reply& n : run(detail::lib_states_lua,
+                                  "local t = {} for k in pairs(states) do t[#t + 1] = k end "
+                                  "table.sort(t) return t")
+                                  .elements)
+    names += n.str + " ";
+  std::vector<std::string> want;
+  for (const jobs::job_state s : jobs::all_job_states) want.emplace_back(jobs::to_string(s));
+  std::sort(want.begin(), want.end());
+  std::string want_names;
+  for (const std::string& n : want) want_names += n + " ";
+  EXPECT_EQ(names, want_names);
+  for (const jobs::job_state s : jobs::all_job_states) {
+    const std::string name(jobs::to_string(s));
+    EXPECT_EQ(run(detail::lib_states_lua, "return states." + name).str, name);
+  }
+  // A misspelt state is the broker's error, not a new state written.
+  const redis_reply misspelt = run(detail::lib_states_lua, "return states.queud");
+  EXPECT_TRUE(misspelt.is_error());
+  EXPECT_NE(misspelt.str.find("no job state queud"), std::string::npos) << misspelt.str;
 }
 
 TEST_F(LuaTwins, ThePredictedWaitIsTheDaemons) {

@@ -32,7 +32,7 @@ local function count_down_parent(q, job_key, ok)
   if redis.call('HSETNX', job_key, 'counted_down', '1') == 0 then return nil end
   redis.call('HINCRBY', parent_key, 'children_done', 1)
   if ok then redis.call('HINCRBY', parent_key, 'children_ok', 1) end
-  if redis.call('HGET', parent_key, 'state') == 'waiting' then return parent end
+  if redis.call('HGET', parent_key, 'state') == states.waiting then return parent end
   return nil
 end
 
@@ -50,21 +50,21 @@ end
 local function cancel_job(q, key, cause)
   local state = redis.call('HGET', key, 'state')
   if not state then return 'unknown' end
-  if state == 'running' then
+  if state == states.running then
     redis.call('HSET', key, 'cancel_requested', '1')
     if cause ~= 'requested' then redis.call('HSET', key, 'cancel_cause', cause) end
     return 'marked'
   end
   if not unfinished(state) then return 'finished' end
   local id = redis.call('HGET', key, 'id')
-  if state == 'queued' then
+  if state == states.queued then
     local entry = redis.call('HGET', key, 'entry')
     redis.call('XACK', q.stream, q.group, entry)
     redis.call('XDEL', q.stream, entry)
   else
     redis.call('ZREM', q.delayed, id)
   end
-  redis.call('HSET', key, 'state', 'cancelled', 'cause', cause, 'cancel_requested', '1')
+  redis.call('HSET', key, 'state', states.cancelled, 'cause', cause, 'cancel_requested', '1')
   redis.call('HDEL', key, 'payload', 'wake_ms', 'human_since_us')
   redis.call('PEXPIRE', key, q.result_ttl_ms)
   redis.call('PEXPIRE', q.prefix .. 'children:' .. id, q.result_ttl_ms)
@@ -101,7 +101,7 @@ local function end_human_wait(q, job_key)
   local f = redis.call('HMGET', job_key, 'id', 'human_since_us', 'human_waited_us')
   local now_us = broker_now_us()
   local waited = (tonumber(f[3] or '0') or 0) + math.max(now_us - (tonumber(f[2] or '') or now_us), 0)
-  redis.call('HSET', job_key, 'state', 'deadline_exceeded', 'stage', 'human_wait', 'payload', '',
+  redis.call('HSET', job_key, 'state', states.deadline_exceeded, 'stage', 'human_wait', 'payload', '',
     'human_waited_us', string.format('%.0f', waited))
   redis.call('HDEL', job_key, 'human_since_us', 'wake_ms')
   redis.call('PEXPIRE', job_key, q.result_ttl_ms)
@@ -123,7 +123,7 @@ local function resume_waiting(q, job_key, woke_by, into)
   end
   redis.call('ZREM', q.delayed, f[1])
   local entry = redis.call('XADD', q.stream, '*', unpack(fields))
-  redis.call('HSET', job_key, 'state', 'queued', 'entry', entry, 'woke_by', woke_by, 'deliveries', '0',
+  redis.call('HSET', job_key, 'state', states.queued, 'entry', entry, 'woke_by', woke_by, 'deliveries', '0',
     'due_ms', due_ms)
   redis.call('HDEL', job_key, 'wake_ms')
   redis.call('HINCRBY', job_key, 'wakes', 1)
