@@ -2,7 +2,7 @@
 -- whose idempotency key names one already answers that one; a job whose
 -- freshness cannot cover the fleet's predicted wait plus its minimum budget
 -- is refused; the rest are added. The predicted wait is read here, in the
--- same atomic step as the adds (backlog x mean run time / live slots, the
+-- same atomic step as the adds ((backlog + 1/2) x mean run time / live slots, the
 -- backlog counting the jobs this batch added before), so producers racing
 -- each other never both fill the last free capacity. The fleet's counts are
 -- read only when a job in the batch needs them.

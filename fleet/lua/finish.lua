@@ -86,6 +86,7 @@ local function list_attempt(job_key, attempts, attempt)
 end
 
 -- @include family
+-- @include admission
 local q = {stream = stream_key, group = group, delayed = delayed_key, result_ttl_ms = result_ttl_ms}
 q.prefix = string.sub(stream_key, 1, #stream_key - #'stream')
 
@@ -94,7 +95,7 @@ local function schedule_retry(job_key, delay_us, need_us, ended)
   local f = redis.call('HMGET', job_key, 'id', 'deadline_us', 'attempt', 'attempts')
   local job_id, deadline_us, attempt, attempts = f[1], tonumber(f[2] or ''), tonumber(f[3] or '1') or 1, f[4]
   local due_us = broker_now_us() + delay_us
-  if deadline_us and due_us + need_us >= deadline_us then return false end
+  if deadline_us and not admits(deadline_us - due_us, 0, need_us) then return false end
   local due_ms = string.format('%.0f', math.ceil(due_us / 1000))  -- never early; every digit
   list_attempt(job_key, attempts, ended)
   redis.call('HSET', job_key, 'state', states.scheduled, 'due_ms', due_ms, 'attempt', tostring(attempt + 1),

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "consumer_impl.hpp"
+#include "hourglass/job_bounds.hpp"
 
 namespace hourglass::fleet {
 
@@ -205,8 +206,9 @@ consumer::impl::run_value consumer::impl::start_and_run(const context& ctx, cons
     return v;
   }
   if (a.v != verdict::run) return v;  // skipped: not ours any more, or an outcome is recorded
-  const time_point start_by = std::min(start_by_on_our_clock(age, t.freshness, sent), t.deadline);
-  if (opts.judge_freshness && !worth_starting(start_by, t.min_budget, clk.now())) {
+  const job_bounds bounds{
+      .deadline = t.deadline, .start_by = start_by_on_our_clock(age, t.freshness, sent), .min_budget = t.min_budget};
+  if (opts.judge_freshness && !starts_in_time(bounds, clk.now())) {
     v.k = run_value::kind::expired;
     return v;
   }

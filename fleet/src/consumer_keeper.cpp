@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "consumer_impl.hpp"
+#include "hourglass/admission_policy.hpp"
 #include "renewal.hpp"
 
 namespace hourglass::fleet {
@@ -59,8 +60,8 @@ consumer::impl::renewal consumer::impl::renew() {
       st.scheduled = a->scheduled;
       if (st.paused && !a->paused) slot_freed.notify_all();  // resumed: reading goes on
       st.paused = a->paused;
-      predicted_wait = fleet_predicted_wait(static_cast<std::uint64_t>(a->backlog), a->mean_run,
-                                            static_cast<std::uint64_t>(a->live_slots));
+      predicted_wait = hourglass::predicted_wait(
+          {static_cast<std::size_t>(a->backlog), static_cast<std::size_t>(a->live_slots), a->mean_run});
     }
     if (d.name_taken) st.fenced = true;
     if (self_fenced && !d.self_fenced) slot_freed.notify_all();  // reading may go on
@@ -188,7 +189,7 @@ void consumer::impl::refuse_front_locked(const std::string& why) {
     log("fleet: the broker refused the outcome of job " + o.job_id +
         "; it is recorded as error/outcome_refused: " + why);
     o.refused_once = true;
-    o.fields = {{"state", "error"},
+    o.fields = {detail::state_field(outcome::error),
                 {"error", "outcome_refused"},
                 {"message", "the broker refused this job's outcome: " + why.substr(0, 200)},
                 {"http_status", "500"}};

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "consumer_impl.hpp"
+#include "hourglass/job_bounds.hpp"
 #include "read_backoff.hpp"
 
 namespace hourglass::fleet {
@@ -97,7 +98,8 @@ void consumer::impl::deliver(const std::vector<stream_entry>& entries, bool recl
         }
         h.started_by_take = true;
       }
-      if (!pre && opts.judge_freshness && !worth_starting(t.start_by, t.min_budget, clk.now())) {
+      if (!pre && opts.judge_freshness &&
+          !starts_in_time({.start_by = t.start_by, .min_budget = t.min_budget}, clk.now())) {
         ++(reclaimed ? st.expired_reclaim : st.expired_queue);
         const status late = status::expired(reclaimed ? expiry_stage::reclaim : expiry_stage::queue);
         outcome_parts o{std::nullopt, detail::expired_fields(h.queued, late.stage), late};

@@ -50,34 +50,12 @@ time_point start_by_on_our_clock(const job_age& age, duration freshness, time_po
   return saturating_add(time_sent, freshness - age.waited);
 }
 
-bool worth_starting(time_point start_by, duration min_budget, time_point now) noexcept {
-  if (start_by == never) return true;
-  return start_by > now && start_by - now >= std::max(min_budget, duration(1));
-}
-
-duration fleet_predicted_wait(std::uint64_t backlog, duration mean_run, std::uint64_t live_slots) noexcept {
-  if (backlog == 0) return duration::zero();
-  if (live_slots == 0) return duration::max();
-  const long double wait = static_cast<long double>(backlog) * static_cast<long double>(mean_run.count()) /
-                           static_cast<long double>(live_slots);
-  if (wait >= static_cast<long double>(duration::max().count())) return duration::max();
-  return duration(static_cast<duration::rep>(wait));
-}
-
 duration freshness_at_entry(duration freshness, duration round_trip) noexcept {
   if (freshness == duration::max()) return freshness;
   const duration trips = round_trip <= duration::zero()      ? duration::zero()
                          : round_trip >= duration::max() / 2 ? duration::max()
                                                              : 2 * round_trip;
   return freshness > trips ? freshness - trips : duration::zero();
-}
-
-bool admit_at_enqueue(duration freshness, duration predicted_wait, duration min_budget) noexcept {
-  if (freshness == duration::max()) return true;
-  if (predicted_wait == duration::max()) return false;
-  // freshness >= wait + max(min_budget, 1 tick), without overflowing.
-  const duration need = std::max(min_budget, duration(1));
-  return freshness > predicted_wait && freshness - predicted_wait >= need;
 }
 
 }  // namespace hourglass::fleet

@@ -10,6 +10,7 @@
 
 #include "batch_lane.hpp"
 #include "hourglass/fleet/freshness.hpp"
+#include "hourglass/jobs/job_state.hpp"
 #include "scripts.hpp"
 
 namespace hourglass::fleet {
@@ -121,7 +122,9 @@ std::vector<finish_result> job_queue::finish_batch(const context& ctx, const std
     // The outcome must name a final state, or the job would leave the stream unfinished.
     bool final_state = false;
     for (const auto& [f, v] : o.fields) {
-      if (f == "state") final_state = !v.empty() && v != "queued" && v != "running";
+      if (f != "state") continue;
+      const auto state = jobs::parse_job_state(v);
+      final_state = state && jobs::is_final(*state);
     }
     if (!final_state) throw std::invalid_argument("job_queue::finish needs a final \"state\" field");
     if (o.retry) {

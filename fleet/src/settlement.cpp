@@ -1,9 +1,17 @@
 #include "settlement.hpp"
 
+#include "hourglass/jobs/job_state.hpp"
+
 namespace hourglass::fleet::detail {
 
+std::pair<std::string, std::string> state_field(outcome o) {
+  return {"state", std::string(jobs::to_string(jobs::final_state(o)))};
+}
+
 field_list expired_fields(duration queued, expiry_stage stage) {
-  return {{"state", "deadline_exceeded"}, {"stage", std::string(to_string(stage))}, {"queued_ms", ms_text(queued)}};
+  return {state_field(outcome::deadline_exceeded),
+          {"stage", std::string(to_string(stage))},
+          {"queued_ms", ms_text(queued)}};
 }
 
 namespace {
@@ -28,7 +36,7 @@ void plan_retry(const delivery_facts& d, const error_record& e, settlement& s) {
   if (f.policy.max_attempts > 1) s.retry_verdict = plan.verdict;
   if (plan.verdict != job_retry_verdict::scheduled && plan.verdict != job_retry_verdict::no_budget) return;
   // Recorded at once (no_budget), or by the finish should the retry not fit.
-  s.fields.front().second = "deadline_exceeded";
+  s.fields.front() = state_field(outcome::deadline_exceeded);
   s.fields.emplace_back("stage", std::string(to_string(expiry_stage::retry)));
   s.recorded = status::expired(expiry_stage::retry);
   if (plan.verdict == job_retry_verdict::scheduled) {
@@ -61,7 +69,9 @@ settlement settle(const delivery_facts& d, job_result<run_value>&& r,
         s.wait = std::move(v.out.wait);
         return s;
       }
-      s = write({{"state", "ok"}, {"content_type", std::move(v.out.content_type)}, {"result", std::move(v.out.body)}},
+      s = write({state_field(outcome::ok),
+                 {"content_type", std::move(v.out.content_type)},
+                 {"result", std::move(v.out.body)}},
                 status::ok());
       break;
     }
@@ -70,7 +80,7 @@ settlement settle(const delivery_facts& d, job_result<run_value>&& r,
       // the entry is reclaimed after a lease, by us or another.
       if (!d.started) return forget(tally::broker_error);
       const error_record e = describe(r.error);
-      s = write({{"state", "error"},
+      s = write({state_field(outcome::error),
                  {"error", e.code},
                  {"message", e.message},
                  {"http_status", std::to_string(e.http_status)}},
@@ -88,13 +98,13 @@ settlement settle(const delivery_facts& d, job_result<run_value>&& r,
     case outcome::cancelled:
       // Stopped before it started, and not by a DELETE: the job is not done.
       if (!d.started && r.st.cause != cancel_cause::requested) return hand_back();
-      s = write({{"state", "cancelled"}, {"cause", std::string(to_string(r.st.cause))}}, r.st);
+      s = write({state_field(outcome::cancelled), {"cause", std::string(to_string(r.st.cause))}}, r.st);
       break;
     case outcome::rejected:
       // It ran, and a call it made was refused by an open circuit breaker:
       // that is its outcome (running it again now would meet the same breaker).
       if (d.started && r.st.reason == reject_reason::circuit_open) {
-        s = write({{"state", "rejected"}, {"reason", std::string(to_string(r.st.reason))}}, r.st);
+        s = write({state_field(outcome::rejected), {"reason", std::string(to_string(r.st.reason))}}, r.st);
         break;
       }
       return hand_back();  // refused by the executor (full, shutting down): back to the fleet at once

@@ -22,6 +22,10 @@ namespace hourglass::fleet::detail {
 
 using field_list = std::vector<std::pair<std::string, std::string>>;
 
+// An outcome's `state` field: the final state of a job that ended with `o`,
+// named as the job object names it.
+std::pair<std::string, std::string> state_field(outcome o);
+
 // What the job's function (the start script, then the handler) returns.
 struct run_value {
   enum class kind {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "hourglass/job_bounds.hpp"
 #include "hourglass/retry.hpp"
 
 namespace hourglass {
@@ -36,13 +37,9 @@ job_retry_plan plan_job_retry(const job_retry_policy& p, const job_attempt_end& 
     return plan;
   }
   plan.due = saturating_add(now, job_retry_backoff(p, done, jitter_sample));
-  const time_point could_start = saturating_add(
-      plan.due, end.predicted_wait < duration::zero() ? duration::zero() : end.predicted_wait);
-  const time_point worth_it_by = saturating_add(could_start,
-                                                end.min_budget < duration::zero() ? duration::zero() : end.min_budget);
-  // Strictly before: an attempt that would start with no time left is no attempt.
-  const bool fits = end.overall_deadline == time_point::max() || worth_it_by < end.overall_deadline;
-  plan.verdict = fits ? job_retry_verdict::scheduled : job_retry_verdict::no_budget;
+  const job_bounds next{.deadline = end.overall_deadline, .min_budget = end.min_budget};
+  plan.verdict = starts_in_time(next, plan.due, end.predicted_wait) ? job_retry_verdict::scheduled
+                                                                    : job_retry_verdict::no_budget;
   return plan;
 }
 

@@ -55,29 +55,12 @@ TEST(Freshness, AnEntryNewerThanTimeCountsAsZeroAndIsFlagged) {
   EXPECT_EQ(age.waited, 0s);
 }
 
-TEST(FleetAdmission, PredictedWaitIsBacklogTimesMeanOverSlots) {
-  EXPECT_EQ(fleet_predicted_wait(0, 1s, 0), 0s) << "an empty backlog waits for nothing";
-  EXPECT_EQ(fleet_predicted_wait(100, 20ms, 4), 500ms);
-  EXPECT_EQ(fleet_predicted_wait(3, 10ms, 2), 15ms);
-  EXPECT_EQ(fleet_predicted_wait(1, 1s, 0), duration::max()) << "no live worker slot";
-  EXPECT_EQ(fleet_predicted_wait(UINT64_MAX, 1h, 1), duration::max());
-}
-
 TEST(FleetAdmission, TheStoredFreshnessLosesTheEnqueuesRoundTripsSoItErrsEarly) {
   EXPECT_EQ(freshness_at_entry(1s, 3ms), 994ms) << "the round trip so far, and one more for the XADD";
   EXPECT_EQ(freshness_at_entry(1s, 0ms), 1s);
   EXPECT_EQ(freshness_at_entry(5ms, 3ms), 0ms) << "never below zero: it is refused, or expires at once";
   EXPECT_EQ(freshness_at_entry(duration::max(), 3ms), duration::max()) << "no freshness bound";
   EXPECT_EQ(freshness_at_entry(1s, duration::max()), 0ms);
-}
-
-TEST(FleetAdmission, FreshnessMustCoverTheWaitAndTheMinimumBudget) {
-  EXPECT_TRUE(admit_at_enqueue(1s, 500ms, 500ms));
-  EXPECT_FALSE(admit_at_enqueue(1s, 500ms, 500ms + 1ns));
-  EXPECT_FALSE(admit_at_enqueue(1s, 1s, 0ns)) << "nothing starts with zero time left";
-  EXPECT_TRUE(admit_at_enqueue(1s, 1s - 1ns, 0ns));
-  EXPECT_FALSE(admit_at_enqueue(1s, duration::max(), 0ns));
-  EXPECT_TRUE(admit_at_enqueue(duration::max(), duration::max(), 1s)) << "no freshness bound";
 }
 
 }  // namespace

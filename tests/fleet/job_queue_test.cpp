@@ -90,17 +90,17 @@ TEST_F(JobQueue, AdmissionRefusesWhatTheFleetsBacklogCannotStartInTime) {
   live_consumer("gone", 50, true);  // an expired lease: its slots do not count
   raw({"HSET", queue.key("stats"), "mean_run_us", "100000"});
   for (int i = 0; i < 10; ++i) ASSERT_EQ(queue.enqueue(context(), echo()).verdict, enqueued::kind::accepted);
-  // backlog 10 x 100 ms / 2 live slots = 500 ms
+  // (backlog 10 + 1/2 for the first busy slot to free up) x 100 ms / 2 live slots = 525 ms
   job_spec tight = echo();
   tight.freshness = 400ms;
   const enqueued refused = queue.enqueue(context(), tight);
   EXPECT_EQ(refused.verdict, enqueued::kind::refused);
-  EXPECT_EQ(refused.predicted_wait, 500ms);
+  EXPECT_EQ(refused.predicted_wait, 525ms);
   EXPECT_EQ(xlen(), 10) << "a refused job never enters the stream";
   job_spec enough = echo();
-  enough.freshness = 600ms;
+  enough.freshness = 625ms;
   enough.min_budget = 100ms;
-  EXPECT_EQ(queue.enqueue(context(), enough).verdict, enqueued::kind::accepted) << "500 + 100 <= 600";
+  EXPECT_EQ(queue.enqueue(context(), enough).verdict, enqueued::kind::accepted) << "525 + 100 <= 625";
   enough.min_budget = 101ms;
   EXPECT_EQ(queue.enqueue(context(), enough).verdict, enqueued::kind::refused);
 }
@@ -493,7 +493,7 @@ TEST_F(JobQueue, ABulkEnqueueAnswersEachJobOnItsOwnInOneScriptCall) {
   ASSERT_EQ(first.verdict, enqueued::kind::accepted);
   const long long calls = evalsha_calls();
   job_spec tight = echo();
-  tight.freshness = 300ms;  // after the first two: a backlog of 2 x 100 ms, plus 100 ms of budget
+  tight.freshness = 350ms;  // after the first two: a backlog of (2 + 1/2) x 100 ms, plus 100 ms of budget
   tight.min_budget = 100ms;
   const std::vector<async_answer<enqueued>> got = queue.enqueue_bulk(context(), {echo("a"), keyed, tight, tight});
   EXPECT_EQ(evalsha_calls(), calls + 1) << "one script call for the whole bulk";
@@ -502,9 +502,9 @@ TEST_F(JobQueue, ABulkEnqueueAnswersEachJobOnItsOwnInOneScriptCall) {
   EXPECT_EQ(got[0].value.verdict, enqueued::kind::accepted);
   EXPECT_EQ(got[1].value.verdict, enqueued::kind::duplicate);
   EXPECT_EQ(got[1].value.id, first.id);
-  EXPECT_EQ(got[2].value.verdict, enqueued::kind::accepted) << "2 x 100 ms / 1 slot + 100 <= 300";
+  EXPECT_EQ(got[2].value.verdict, enqueued::kind::accepted) << "2.5 x 100 ms / 1 slot + 100 <= 350";
   EXPECT_EQ(got[3].value.verdict, enqueued::kind::refused);
-  EXPECT_EQ(got[3].value.predicted_wait, 300ms) << "the job before it in the same bulk counts";
+  EXPECT_EQ(got[3].value.predicted_wait, 350ms) << "the job before it in the same bulk counts";
   EXPECT_EQ(xlen(), 3);
   EXPECT_TRUE(queue.enqueue_bulk(context(), {}).empty());
 }

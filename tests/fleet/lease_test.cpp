@@ -49,15 +49,5 @@ TEST(LeaseValue, ANameIsTakenOverOnlyFromAHolderThatStoppedRenewing) {
   EXPECT_EQ(judge_name("", "u:0"), name_claim::live_holder) << "another process took it while we looked";
 }
 
-TEST(WorthStarting, NeedsTheMinimumBudgetAndAtLeastOneTickLeft) {
-  const time_point now = time_point{} + 1h;
-  EXPECT_TRUE(worth_starting(never, 1h, now));
-  EXPECT_FALSE(worth_starting(now, 0ns, now)) << "zero left: never started";
-  EXPECT_TRUE(worth_starting(now + 1ns, 0ns, now));
-  EXPECT_TRUE(worth_starting(now + 20ms, 20ms, now));
-  EXPECT_FALSE(worth_starting(now + 20ms - 1ns, 20ms, now));
-  EXPECT_FALSE(worth_starting(now - 1ms, 0ns, now));
-}
-
 }  // namespace
 }  // namespace hourglass::fleet

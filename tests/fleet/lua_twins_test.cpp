@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/process.hpp"
-#include "hourglass/fleet/freshness.hpp"
+#include "hourglass/admission_policy.hpp"
 #include "hourglass/fleet/redis.hpp"
 #include "hourglass/jobs/job_state.hpp"
 #include "redis_server.hpp"
@@ -68,7 +68,7 @@ TEST_F(LuaTwins, TheStatesAreTheDaemonsAndNoOther) {
 
 TEST_F(LuaTwins, ThePredictedWaitIsTheDaemons) {
   struct row {
-    std::uint64_t backlog, mean_us, live_slots;
+    std::size_t backlog, mean_us, live_slots;
   };
   for (const row& r : std::vector<row>{{0, 5000, 0},
                                        {0, 5000, 4},
@@ -81,7 +81,7 @@ TEST_F(LuaTwins, ThePredictedWaitIsTheDaemons) {
     const std::string tail = "fleet_counts = {" + std::to_string(r.backlog) + ", " + std::to_string(r.mean_us) + ", " +
                              std::to_string(r.live_slots) + ", 0}\nreturn fleet_predicted_wait_us()";
     const long long lua_us = run(detail::lib_fleet_wait_lua, tail).integer;
-    const duration cpp = fleet_predicted_wait(r.backlog, std::chrono::microseconds(r.mean_us), r.live_slots);
+    const duration cpp = predicted_wait({r.backlog, r.live_slots, std::chrono::microseconds(r.mean_us)});
     const long long cpp_us = cpp == duration::max()
                                  ? -1
                                  : std::chrono::duration_cast<std::chrono::microseconds>(cpp).count();
@@ -108,7 +108,10 @@ TEST_F(LuaTwins, AdmissionIsTheDaemons) {
                          {std::to_string(r.left_us), std::to_string(r.wait_us), std::to_string(r.need_us)})
                          .integer == 1;
     const duration wait = r.wait_us < 0 ? duration::max() : duration(std::chrono::microseconds(r.wait_us));
-    const bool cpp = admit_at_enqueue(std::chrono::microseconds(r.left_us), wait, std::chrono::microseconds(r.need_us));
+    const time_point now = time_point{} + 1h;
+    const job_bounds fresh{.start_by = now + std::chrono::microseconds(r.left_us),
+                           .min_budget = std::chrono::microseconds(r.need_us)};
+    const bool cpp = starts_in_time(fresh, now, wait);
     EXPECT_EQ(lua, cpp) << r.left_us << " left, " << r.wait_us << " wait, " << r.need_us << " need";
   }
 }

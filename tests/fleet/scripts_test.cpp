@@ -321,20 +321,21 @@ TEST_F(LuaScript, EnqueueAdmitsEachJobAgainstTheCountsAndTheJobsBeforeIt) {
   const long long now_ms = std::stoll(call({"TIME"}).elements[0].str) * 1000;
   call({"HSET", slots, "a", "2:" + std::to_string(now_ms + 600000), "b", "5:" + std::to_string(now_ms - 1000), "c",
         "garbage"});
-  // backlog 2 (3 entries, 1 delivered) x 100 ms (floored) / 2 live slots (b expired, c not a lease) = 100 ms
+  // (backlog 2 (3 entries, 1 delivered) + 1/2) x 100 ms (floored) / 2 live slots (b expired, c not a
+  // lease) = 125 ms
   const std::string a = new_job_id(), b = new_job_id(), c = new_job_id(), d = new_job_id(), e = new_job_id();
-  const enqueue_batch_reply r = enqueue_batch({{.id = a, .freshness_ms = "150", .min_budget_ms = "50"},
-                                               {.id = b, .freshness_ms = "150", .min_budget_ms = "50"},
-                                               {.id = c, .freshness_ms = "200", .min_budget_ms = "50"},
+  const enqueue_batch_reply r = enqueue_batch({{.id = a, .freshness_ms = "175", .min_budget_ms = "50"},
+                                               {.id = b, .freshness_ms = "175", .min_budget_ms = "50"},
+                                               {.id = c, .freshness_ms = "225", .min_budget_ms = "50"},
                                                {.id = d, .freshness_ms = "1", .admission = "0"},
                                                {.id = e}});
   ASSERT_FALSE(r.nostream);
   using kind = enqueue_reply::kind;
-  EXPECT_EQ(r.jobs[0].verdict, kind::accepted) << "100 + 50 <= 150";
-  EXPECT_EQ(r.jobs[0].predicted_wait, 100ms);
-  EXPECT_EQ(r.jobs[1].verdict, kind::refused) << "a's place in the backlog counts: 150 + 50 > 150";
-  EXPECT_EQ(r.jobs[1].predicted_wait, 150ms);
-  EXPECT_EQ(r.jobs[2].verdict, kind::accepted) << "150 + 50 <= 200";
+  EXPECT_EQ(r.jobs[0].verdict, kind::accepted) << "125 + 50 <= 175";
+  EXPECT_EQ(r.jobs[0].predicted_wait, 125ms);
+  EXPECT_EQ(r.jobs[1].verdict, kind::refused) << "a's place in the backlog counts: 175 + 50 > 175";
+  EXPECT_EQ(r.jobs[1].predicted_wait, 175ms);
+  EXPECT_EQ(r.jobs[2].verdict, kind::accepted) << "175 + 50 <= 225";
   EXPECT_EQ(r.jobs[3].verdict, kind::accepted) << "admission off: never refused";
   EXPECT_EQ(r.jobs[4].verdict, kind::accepted) << "no freshness: always admitted";
   EXPECT_EQ(call({"EXISTS", job(b)}).integer, 0) << "a refused job writes nothing";

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 namespace hourglass {
 namespace {
 
@@ -49,12 +51,35 @@ TEST(AdmissionPolicy, RejectsWorkThatCannotStartInTime) {
 }
 
 TEST(AdmissionPolicy, FreshnessBoundsAsyncStarts) {
-  // An async job: no caller deadline, worth starting for 5 s.
+  // An async job: no caller deadline, worth starting for 5 s, with its
+  // minimum budget (one tick when it has none) still left of its freshness,
+  // as a fleet judges it at enqueue and at its start.
   const job_bounds async_job{never, t0 + 5s, 0ms};
-  EXPECT_EQ(admit(async_job, {}, t0 + 5s), status::ok());
-  EXPECT_EQ(admit(async_job, {}, t0 + 5s + 1ns), kAdmissionExpiry);
-  EXPECT_FALSE(expired_at_start(async_job, t0 + 5s));
-  EXPECT_TRUE(expired_at_start(async_job, t0 + 5s + 1ns));
+  EXPECT_EQ(admit(async_job, {}, t0 + 5s - 1ns), status::ok());
+  EXPECT_EQ(admit(async_job, {}, t0 + 5s), kAdmissionExpiry);
+  EXPECT_FALSE(expired_at_start(async_job, t0 + 5s - 1ns));
+  EXPECT_TRUE(expired_at_start(async_job, t0 + 5s));
+  const job_bounds needs_20ms{never, t0 + 5s, 20ms};
+  EXPECT_FALSE(expired_at_start(needs_20ms, t0 + 5s - 20ms));
+  EXPECT_TRUE(expired_at_start(needs_20ms, t0 + 5s - 20ms + 1ns));
+  // With an overall deadline too, the earlier bound rules.
+  const job_bounds both{t0 + 1s, t0 + 5s, 20ms};
+  EXPECT_EQ(both.latest_useful_start(), t0 + 1s - 20ms);
+}
+
+// The one inequality (hourglass/job_bounds.hpp) behind admission, the
+// checks at dequeue and start, a retry's plan, and the fleet's twin of it.
+TEST(StartsInTime, TheWaitAndTheMinimumBudgetMustFitBeforeTheEarlierBound) {
+  const job_bounds fresh_1s{never, t0 + 1s, 500ms};
+  EXPECT_TRUE(starts_in_time(fresh_1s, t0, 500ms)) << "exactly its minimum budget left";
+  EXPECT_FALSE(starts_in_time(fresh_1s, t0, 500ms + 1ns));
+  const job_bounds no_minimum{never, t0 + 1s, 0ns};
+  EXPECT_FALSE(starts_in_time(no_minimum, t0, 1s)) << "nothing starts with zero time left";
+  EXPECT_TRUE(starts_in_time(no_minimum, t0, 1s - 1ns));
+  EXPECT_FALSE(starts_in_time(no_minimum, t0, duration::max())) << "a wait nothing ends";
+  EXPECT_TRUE(starts_in_time(job_bounds{}, t0, duration::max())) << "no bound: always";
+  EXPECT_FALSE(starts_in_time(no_minimum, t0 + 2s)) << "already past";
+  EXPECT_TRUE(starts_in_time(no_minimum, t0, -1s)) << "a negative wait counts as none";
 }
 
 TEST(AdmissionPolicy, FifoTurnsEveryCheckOff) {
@@ -68,6 +93,13 @@ TEST(AdmissionPolicy, FifoTurnsEveryCheckOff) {
 TEST(AdmissionPolicy, UnknownServiceTimePredictsNoWait) {
   EXPECT_EQ(predicted_wait({100, 4, 0ns}), 0ns);
   EXPECT_EQ(predicted_wait({0, 4, 1s}), 0ns) << "an empty queue: a worker may be free";
+}
+
+TEST(AdmissionPolicy, ABacklogNoWorkerServesWaitsForEver) {
+  // A fleet whose leases all expired: no live slot (its counts on the broker).
+  EXPECT_EQ(predicted_wait({1, 0, 1s}), duration::max());
+  EXPECT_EQ(predicted_wait({0, 0, 1s}), 0ns) << "nothing to wait behind";
+  EXPECT_EQ(predicted_wait({SIZE_MAX, 1, 1h}), duration::max()) << "saturates";
 }
 
 TEST(AdmissionPolicy, AWaitIsTheJobsAheadAndHalfAnIntervalForTheFirstWorker) {

@@ -90,20 +90,29 @@ TEST(PlanJobRetry, AtMostMaxAttemptsRun) {
       << "by default a job is not retried";
 }
 
-TEST(PlanJobRetry, ARetryLandingExactlyOnTheDeadlineIsNotScheduledOneNanosecondEarlierItIs) {
+// Admission's rule (starts_in_time): at least its minimum budget left.
+TEST(PlanJobRetry, ARetryStartingWithExactlyItsMinimumBudgetIsScheduledOneNanosecondLessIsNot) {
   const job_retry_policy p{.max_attempts = 5, .base = 2s, .cap = 10s};
   job_attempt_end e = failed(1);
   e.predicted_wait = 300ms;
   e.min_budget = 200ms;
   // due = t0 + 1 s (2 s x 0.5); + 300 ms wait + 200 ms budget = t0 + 1.5 s.
+  e.overall_deadline = t0 + 1500ms - 1ns;
+  const job_retry_plan short_by_1ns = plan_job_retry(p, e, t0, 0.5);
+  EXPECT_EQ(short_by_1ns.verdict, job_retry_verdict::no_budget);
+  EXPECT_EQ(short_by_1ns.due, t0 + 1s) << "the due time that did not fit, for the record";
   e.overall_deadline = t0 + 1500ms;
-  const job_retry_plan at = plan_job_retry(p, e, t0, 0.5);
-  EXPECT_EQ(at.verdict, job_retry_verdict::no_budget);
-  EXPECT_EQ(at.due, t0 + 1s) << "the due time that did not fit, for the record";
-  e.overall_deadline = t0 + 1500ms + 1ns;
-  const job_retry_plan before = plan_job_retry(p, e, t0, 0.5);
-  EXPECT_EQ(before.verdict, job_retry_verdict::scheduled);
-  EXPECT_EQ(before.due, t0 + 1s);
+  const job_retry_plan exactly = plan_job_retry(p, e, t0, 0.5);
+  EXPECT_EQ(exactly.verdict, job_retry_verdict::scheduled);
+  EXPECT_EQ(exactly.due, t0 + 1s);
+}
+
+TEST(PlanJobRetry, ARetryLandingExactlyOnTheDeadlineIsNotScheduled) {
+  const job_retry_policy p{.max_attempts = 5, .base = 2s, .cap = 10s};
+  job_attempt_end e = failed(1, t0 + 1s);  // due t0 + 1 s, no wait, no minimum budget: nothing left
+  EXPECT_EQ(plan_job_retry(p, e, t0, 0.5).verdict, job_retry_verdict::no_budget);
+  e.overall_deadline = t0 + 1s + 1ns;  // one tick left
+  EXPECT_EQ(plan_job_retry(p, e, t0, 0.5).verdict, job_retry_verdict::scheduled);
 }
 
 TEST(PlanJobRetry, TheQueuesPredictedWaitCountsAgainstTheDeadline) {

@@ -189,9 +189,11 @@ TEST(HttpServerClock, AnAsyncJobPastItsFreshnessIsDroppedAtDequeue) {
   client c(srv.port());
   const std::string blocker = submit_async(c, "sleep", R"({"ms": 1000})");
   ASSERT_TRUE(clk.wait_for_timers(2));  // its run limit (the context's deadline), its sleep
-  const std::string fresh = submit_async(c, "echo", "a", {{"Prefer", "respond-async"}, {"Job-Freshness", "1000m"}});
-  const std::string stale = submit_async(c, "echo", "b", {{"Prefer", "respond-async"}, {"Job-Freshness", "999m"}});
-  clk.advance(1000ms);  // the blocker ends exactly at the fresh job's bound: it starts; the stale one does not
+  // A start needs the handler's minimum budget (--min-budget, 1 ms) left of
+  // its freshness, as in a fleet.
+  const std::string fresh = submit_async(c, "echo", "a", {{"Prefer", "respond-async"}, {"Job-Freshness", "1001m"}});
+  const std::string stale = submit_async(c, "echo", "b", {{"Prefer", "respond-async"}, {"Job-Freshness", "1000m"}});
+  clk.advance(1000ms);  // the blocker ends at the fresh job's last moment: it starts; the stale one does not
   ASSERT_TRUE(wait_until([&] { return json_string(c.get(stale).body, "state") == "deadline_exceeded"; }));
   EXPECT_EQ(json_string(c.get(stale).body, "stage"), "queue");
   EXPECT_EQ(json_number(c.get(stale).body, "queued_ms"), 1000);
@@ -206,11 +208,11 @@ TEST(HttpServerClock, AnAsyncJobPastItsFreshnessIsDroppedAtDequeue) {
   const auto fresh_t = events(fresh);
   ASSERT_EQ(fresh_t.size(), 3u) << fresh_t;
   EXPECT_EQ(fresh_t[0].at("event"), "accepted");
-  EXPECT_EQ(fresh_t[0].at("freshness_ms").to_number<double>(), 1000);
+  EXPECT_EQ(fresh_t[0].at("freshness_ms").to_number<double>(), 1001);
   EXPECT_EQ(fresh_t[1].at("event"), "started");
   EXPECT_EQ(fresh_t[1].at("at_ms").to_number<double>(), 1000);
   EXPECT_EQ(fresh_t[1].at("waited_ms").to_number<double>(), 1000);
-  EXPECT_EQ(fresh_t[1].at("freshness_left_ms").to_number<double>(), 0) << "it started on its last moment";
+  EXPECT_EQ(fresh_t[1].at("freshness_left_ms").to_number<double>(), 1) << "it started with its minimum budget left";
   EXPECT_EQ(fresh_t[2].at("event"), "finished");
   EXPECT_EQ(fresh_t[2].at("state"), "ok");
   EXPECT_EQ(fresh_t[2].at("at_ms").to_number<double>(), 1000);

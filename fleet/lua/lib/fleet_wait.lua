@@ -1,6 +1,8 @@
--- The fleet's predicted wait for a job admitted now: the backlog (entries
--- not yet delivered) times the mean run time (finish.lua's average), over
--- the slots of the live leases (renew.lua's). The counts are read once.
+-- The fleet's predicted wait for a job admitted now, the executor's rule
+-- (predicted_wait, hourglass/admission_policy.hpp) on the broker's counts:
+-- (backlog + 1/2) x the mean run time (finish.lua's average) over the slots
+-- of the live leases (renew.lua's); the half, for the first busy slot to
+-- free up. The counts are read once.
 -- @include clock
 local fleet_counts  -- {backlog, mean_run_us, live_slots, pending}
 
@@ -29,5 +31,5 @@ end
 local function fleet_predicted_wait_us()
   if fleet_counts[1] == 0 then return 0 end
   if fleet_counts[3] == 0 then return -1 end
-  return math.floor(fleet_counts[1] * fleet_counts[2] / fleet_counts[3])
+  return math.floor((fleet_counts[1] + 0.5) * fleet_counts[2] / fleet_counts[3])
 end

@@ -7,31 +7,11 @@
 #include <atomic>
 #include <cstdint>
 
+#include "hourglass/job_bounds.hpp"
 #include "hourglass/outcome.hpp"
 #include "hourglass/time.hpp"
 
 namespace hourglass {
-
-// The time bounds admission stamps on a job.
-//  - deadline: the caller waits until then (sync jobs); `never` for async jobs.
-//  - start_by: the latest time the job is still worth starting. For a sync job
-//    it is the deadline; for an async job it is its freshness bound.
-//  - min_budget: the least run time that can still produce a useful result.
-//    A job is never started with nothing left: at least one tick of budget
-//    must remain even when min_budget is zero ("if r <= 0, fail at once").
-struct job_bounds {
-  time_point deadline = never;
-  time_point start_by = never;
-  duration min_budget = duration::zero();
-
-  // The last instant at which starting the job is still useful (inclusive):
-  // deadline - max(min_budget, 1 tick), and no later than start_by.
-  constexpr time_point latest_useful_start() const noexcept {
-    const duration need = min_budget > duration::zero() ? min_budget : duration(1);
-    const time_point by_budget = deadline == never ? never : saturating_sub(deadline, need);
-    return earliest(start_by, by_budget);
-  }
-};
 
 // What admission knows about the load when it decides.
 struct queue_load {
@@ -48,9 +28,15 @@ struct queue_load {
 // in that interval). Without the half, admission under overload filled the
 // queue to the edge of every budget, and jobs started with too little left
 // and ended late (seen in overload runs with 100 us jobs). An empty queue
-// predicts no wait: a worker may well be free.
+// predicts no wait: a worker may well be free. A backlog that no worker
+// serves (a fleet with no live slot) waits for ever: duration::max(). The
+// fleet predicts its wait with this too, on the broker's counts (backlog,
+// mean run, live slots), and its scripts with the Lua twin
+// (fleet/lua/lib/fleet_wait.lua).
 constexpr duration predicted_wait(const queue_load& load) noexcept {
-  if (load.depth == 0 || load.mean_service <= duration::zero() || load.workers == 0) return duration::zero();
+  if (load.depth == 0) return duration::zero();
+  if (load.workers == 0) return duration::max();
+  if (load.mean_service <= duration::zero()) return duration::zero();
   const auto per_worker = (static_cast<double>(load.depth) + 0.5) / static_cast<double>(load.workers);
   const double ns = per_worker * static_cast<double>(load.mean_service.count());
   return ns >= 9.2e18 ? duration::max() : duration(static_cast<duration::rep>(ns));
@@ -66,18 +52,13 @@ struct admission_options {
 constexpr status admit(const job_bounds& job, const queue_load& load, time_point now,
                        const admission_options& options = {}) noexcept {
   if (!options.check_budget) return status::ok();
-  const time_point latest = job.latest_useful_start();
-  if (latest == never) return status::ok();
-  if (now > latest) return status::expired(expiry_stage::admission);
-  if (options.check_predicted_wait && saturating_add(now, predicted_wait(load)) > latest) {
-    return status::expired(expiry_stage::admission);
-  }
-  return status::ok();
+  const duration wait = options.check_predicted_wait ? predicted_wait(load) : duration::zero();
+  return starts_in_time(job, now, wait) ? status::ok() : status::expired(expiry_stage::admission);
 }
 
 // At dequeue and again when the job starts: still worth running?
 constexpr bool expired_at_start(const job_bounds& job, time_point now, bool check_budget = true) noexcept {
-  return check_budget && now > job.latest_useful_start();
+  return check_budget && !starts_in_time(job, now);
 }
 
 // Exponentially weighted mean of observed service times, lock-free. Updated

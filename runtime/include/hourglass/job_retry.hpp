@@ -80,8 +80,8 @@ struct job_attempt_end {
 duration job_retry_backoff(const job_retry_policy& policy, int retry, double jitter_sample) noexcept;
 
 // The next attempt of a job whose attempt just ended at `now`. Checks, in order:
-// not_retryable, exhausted, then the deadline rule
-//     due + predicted_wait + min_budget < overall_deadline   (due = now + backoff)
+// not_retryable, exhausted, then the deadline rule (starts_in_time, job_bounds.hpp)
+//     due + predicted_wait <= overall_deadline - max(min_budget, 1 tick)   (due = now + backoff)
 // which a retry landing exactly on the deadline fails.
 job_retry_plan plan_job_retry(const job_retry_policy& policy, const job_attempt_end& end, time_point now,
                               double jitter_sample) noexcept;

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "hourglass/fleet/freshness.hpp"
+#include "hourglass/admission_policy.hpp"
 #include "hourglass/support/json.hpp"
 
 namespace hourglass::server::detail {
@@ -180,7 +180,7 @@ queue_view view_of(const fleet::queue_state& s, std::string name) {
   }
   q.mean_run_ms = std::chrono::duration<double, std::milli>(s.mean_run).count();
   q.predicts_wait = true;
-  const duration wait = fleet::fleet_predicted_wait(q.queued, s.mean_run, q.live_slots);
+  const duration wait = predicted_wait({q.queued, q.live_slots, s.mean_run});
   if (wait != duration::max()) q.predicted_wait_ms = std::chrono::duration<double, std::milli>(wait).count();
   return q;
 }

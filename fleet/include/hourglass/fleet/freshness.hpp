@@ -41,16 +41,11 @@ job_age age_on_broker(const stream_id& entry, std::int64_t broker_now_us) noexce
 
 // What is left of `freshness` once a job has waited `age`, as a deadline on
 // our monotonic clock from `time_sent` (when the TIME call went out). The job
-// is past its freshness when the deadline is not after `time_sent`.
+// is past its freshness when the deadline is not after `time_sent`. Whether
+// it is still worth starting is the executor's rule (starts_in_time,
+// hourglass/job_bounds.hpp), and the fleet's predicted wait its
+// predicted_wait (hourglass/admission_policy.hpp) on the broker's counts.
 time_point start_by_on_our_clock(const job_age& age, duration freshness, time_point time_sent) noexcept;
-
-// Whether a job that must start by `start_by` is still worth starting at
-// `now`: at least max(min_budget, 1 tick) left, the executor's own rule.
-bool worth_starting(time_point start_by, duration min_budget, time_point now) noexcept;
-
-// The fleet's predicted wait for a new job: backlog x mean run time / live
-// worker slots. With no live slot nothing will start it: `duration::max()`.
-duration fleet_predicted_wait(std::uint64_t backlog, duration mean_run, std::uint64_t live_slots) noexcept;
 
 // The freshness to store with a job enqueued `round_trip` after its
 // freshness began counting (one round trip of our own so far): its age
@@ -58,10 +53,5 @@ duration fleet_predicted_wait(std::uint64_t backlog, duration mean_run, std::uin
 // a round trip later still. Both come off (the next estimated by the
 // first), so the fleet errs early, never late; never below zero.
 duration freshness_at_entry(duration freshness, duration round_trip) noexcept;
-
-// Admission at enqueue: the freshness must cover the predicted wait plus the
-// minimum useful budget. False: refused (504 deadline_exceeded/admission),
-// never entering the stream.
-bool admit_at_enqueue(duration freshness, duration predicted_wait, duration min_budget) noexcept;
 
 }  // namespace hourglass::fleet
