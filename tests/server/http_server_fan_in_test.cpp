@@ -69,7 +69,10 @@ TEST_F(HttpServerFanIn, AParentWaitingOnThreeChildrenHoldsNoWorkerAndResumesWhen
   EXPECT_EQ(g.runs.load(), 2) << "called once to send, once to gather";
   const handler_metrics& m = srv.get().jobs().stats().handler("gather");
   EXPECT_EQ(m.admitted.value(), 2u) << "each run is admitted";
-  EXPECT_EQ(m.admitted_later.value(), 1u) << "the resumed run came after the caller's 202";
+  EXPECT_EQ(m.admitted_answered.value(), 1u) << "the resumed run came after the caller's 202";
+  const handler_metrics& kids = srv.get().jobs().stats().handler("work");
+  EXPECT_EQ(kids.admitted.value(), 3u);
+  EXPECT_EQ(kids.admitted_answered.value(), 0u) << "a child has no answer of its own: its parent's run asked";
 }
 
 // Child 2 never finishes: at the parent's deadline less its keep the wait

@@ -177,7 +177,7 @@ status executor::admit(detail::job_record* rec, time_point now) {
     refuse_pushed(rec, st);
     return st;
   }
-  if (rec->admitted_later) h.admitted_later.add();  // first: whoever sees it admitted sees this
+  if (!rec->admitted_later) h.admitted_answered.add();
   metrics_->on_admitted(h, budget);
   return st;
 }
@@ -227,7 +227,7 @@ void executor::run_here(detail::job_record* rec, time_point now, worker_slot* gu
   // try_push): either shutdown waits for this job or we see the queue closed.
   push_attempts_.fetch_add(1, std::memory_order_seq_cst);
   if (queue_.closed_seq_cst()) return refuse_pushed(rec, status::rejected(reject_reason::shutting_down));
-  if (rec->admitted_later) rec->metrics->admitted_later.add();
+  if (!rec->admitted_later) rec->metrics->admitted_answered.add();
   metrics_->on_admitted(*rec->metrics, budget);
   run_one(rec, guest);
   settle(1);

@@ -187,11 +187,13 @@ struct alignas(64) handler_metrics {
   counter rejected_broker_unavailable;
   counter rejected_queue_paused;
   counter rejected_cancelled;
-  // Of the admitted: attempts submitted with job_options::admitted_later
-  // (the daemon's async store: a retry, a delayed start, a run resumed after
-  // a wait, each after the job's caller was answered). Not rendered: what
-  // lets a test match admissions to answered requests exactly.
-  counter admitted_later;
+  // Of the admitted: attempts a caller is answered for, those not submitted
+  // with job_options::admitted_later (the daemon's async store: a retry, a
+  // delayed start, a run resumed after a wait, a child job). Not rendered:
+  // what lets a test match admissions to answered requests exactly. One
+  // counter, not admitted less a count of the later ones: a reader of two
+  // could see half of an admission under way (the fuzzer found it).
+  counter admitted_answered;
   // written when a job ends (workers; cancel() for a job cancelled while queued)
   alignas(64) counter expired_queue;
   counter expired_run;

@@ -108,7 +108,9 @@ class memory_job_store final : public job_store {
       out.job.state = jobs::to_string(jobs::job_state::scheduled);
       return done(std::move(out));
     }
-    if (std::optional<status> refused = submit_attempt(run, run->job.headers_at, /*later=*/false)) {
+    // A child's first attempt has no answer of its own (its parent's run asked for it).
+    const bool answered = run->job.parent.empty();
+    if (std::optional<status> refused = submit_attempt(run, run->job.headers_at, /*later=*/!answered)) {
       out.verdict = created::kind::refused;  // the executor refused it, and booked it
       out.refusal = *refused;
       out.booked = true;
@@ -273,9 +275,10 @@ class memory_job_store final : public job_store {
 
   // Submits an attempt that became due at `due`: it may start by due +
   // freshness (and before the job's overall deadline). Every attempt but
-  // the one create() submits comes after the caller's answer: admitted_later. The refusal when the
-  // executor refused a first attempt at admission (its record is then gone:
-  // no 202 was sent); a retry refused so is finished with it.
+  // the one create() submits for a caller comes after the caller's answer:
+  // admitted_later. The refusal when the executor refused a first attempt at
+  // admission (its record is then gone: no 202 was sent); a retry refused so
+  // is finished with it.
   std::optional<status> submit_attempt(const std::shared_ptr<const job_run>& run, time_point due, bool later = true) {
     const handler_entry& e = *run->job.in->entry;
     job_options o;

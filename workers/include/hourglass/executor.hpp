@@ -74,9 +74,9 @@ struct job_options {
   // saves the two thread hand-offs. The outcome then arrives before submit
   // returns. Otherwise the job is queued as usual.
   bool run_here_when_idle = false;
-  // An attempt of a job its caller was answered for already (a retry, a
-  // delayed start, a run resumed after a wait): admitted, it is counted in
-  // handler_metrics::admitted_later as well as in admitted.
+  // An attempt no caller is answered for now (a retry, a delayed start, a
+  // run resumed after a wait, a child job): admitted, it is counted in
+  // handler_metrics::admitted but not in admitted_answered.
   bool admitted_later = false;
 
   // A job for a caller who waits `budget` from now.
