@@ -12,7 +12,9 @@
 //    this input was served (less later attempts of async jobs answered
 //    before) are exactly the answers that are job outcomes (2xx with
 //    Server-Timing, or an error body naming an outcome that only an
-//    admitted job has), plus the 202s of async jobs.
+//    admitted job has), plus the 202s of async jobs (not delayed ones,
+//    whose first attempt is admitted when due, after the answer, nor a
+//    repeated Idempotency-Key's, which names the job it admitted before).
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -24,6 +26,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -127,10 +130,12 @@ bool is_job_outcome(const http::response<http::string_body>& res) {
   boost::system::error_code ec;
   const boost::json::value v = boost::json::parse(res.body(), ec);
   const boost::json::object* o = !ec && v.is_object() ? &v.as_object() : nullptr;
-  if (status == 202) {  // async: admitted
+  if (status == 202) {  // async: admitted, unless delayed (admitted when due, later) or a repeated Idempotency-Key
     FUZZ_CHECK(o != nullptr && !string_field(*o, "id").empty());
     async_ids().insert(string_field(*o, "id"));
-    return true;
+    const boost::json::value* duplicate = o->if_contains("duplicate");
+    return string_field(*o, "state") != "scheduled" &&
+           !(duplicate != nullptr && duplicate->is_bool() && duplicate->as_bool());
   }
   // A stream's Server-Timing is a trailer (Beast's parser adds trailers to
   // the fields): a 2xx stream is a job's outcome like any other 2xx.
@@ -198,6 +203,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   ::close(sv[1]);
 
   std::uint64_t outcomes = 0;
+  std::string answers;  // each answer's status, and whether it counted: what a failure prints
   boost::beast::flat_buffer buffer;
   if (!in.empty()) {  // nothing at all: a request that timed out and swallowed the last one
     auto b = buffer.prepare(in.size());
@@ -226,9 +232,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       FUZZ_CHECK(false && "a response cut short");
     }
     if (p.get().result_int() == 100) continue;  // 100 Continue, then the real answer
-    if (is_job_outcome(p.get())) ++outcomes;
+    const bool outcome = is_job_outcome(p.get());
+    if (outcome) ++outcomes;
+    answers += std::to_string(p.get().result_int()) + (outcome ? "* " : " ");
   }
   // Jobs are counted at admission, before their answer is written.
+  if (const std::uint64_t jobs = admitted() - before; jobs != outcomes) {
+    std::fprintf(stderr, "admitted %llu, answered as job outcomes (*) %llu: %s\n",
+                 static_cast<unsigned long long>(jobs), static_cast<unsigned long long>(outcomes), answers.c_str());
+  }
   FUZZ_CHECK(admitted() - before == outcomes);
   return 0;
 }
