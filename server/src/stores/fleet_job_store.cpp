@@ -420,40 +420,18 @@ class fleet_job_store final : public job_store {
       out.note = "broker unavailable";
       return done(std::move(out));
     }
-    const fleet::enqueued& r = a.value;
-    if (r.verdict == fleet::enqueued::kind::paused) {
-      out.verdict = created::kind::refused;
-      out.refusal = status::rejected(reject_reason::queue_paused);
-      out.note = "the queue is paused (--refuse-while-paused)";
-      return done(std::move(out));
-    }
-    switch (r.verdict) {
-      case fleet::enqueued::kind::no_parent: return done(parent_refusal(parent_problem::unknown));
-      case fleet::enqueued::kind::parent_finished: return done(parent_refusal(parent_problem::finished));
-      case fleet::enqueued::kind::too_deep: return done(parent_refusal(parent_problem::too_deep));
-      case fleet::enqueued::kind::too_many_children: return done(parent_refusal(parent_problem::too_many_children));
-      default: break;
-    }
-    if (r.verdict == fleet::enqueued::kind::refused) {
-      out.verdict = created::kind::refused;
-      out.refusal = status::expired(expiry_stage::admission);
-      out.budget = asked;
-      out.remaining = left;
-      return done(std::move(out));
-    }
-    out.job.id = r.id;
-    out.job.state = jobs::to_string(r.scheduled ? jobs::job_state::scheduled : jobs::job_state::queued);
-    if (r.verdict == fleet::enqueued::kind::accepted) {
+    out = created_of(a.value, asked, left);
+    if (out.verdict == created::kind::accepted) {
       // Admitted here, on the daemon that promised it; its outcome is counted
       // by the daemon that records it (fleet-wide: admitted = finished + in flight).
       c_.jobs->stats().on_admitted(*e.metrics, asked);
-      return done(std::move(out));
     }
+    if (out.verdict != created::kind::duplicate) return done(std::move(out));
     // A repeat: the first job's state now, so a repeat of a finished job says
     // so. The id is what the client needs; should the read fail, it can GET.
-    out.verdict = created::kind::duplicate;
+    const std::string first = out.job.id;
     queue_.async_find(
-        context(), r.id,
+        context(), first,
         tracked([out = std::move(out), done](fleet::async_answer<std::optional<fleet::fleet_job>> f) mutable {
           if (!f.error && f.value) out.job.state = std::string(f.value->state());
           done(std::move(out));

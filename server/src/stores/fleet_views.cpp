@@ -148,6 +148,34 @@ job_view view_of(const fleet::fleet_job& j, std::int64_t broker_now_ms) {
   return v;
 }
 
+created created_of(const fleet::enqueued& r, duration asked, duration left) {
+  using verdict = fleet::enqueued::kind;
+  created out;
+  switch (r.verdict) {
+    case verdict::paused:
+      out.verdict = created::kind::refused;
+      out.refusal = status::rejected(reject_reason::queue_paused);
+      out.note = "the queue is paused (--refuse-while-paused)";
+      return out;
+    case verdict::no_parent: return parent_refusal(parent_problem::unknown);
+    case verdict::parent_finished: return parent_refusal(parent_problem::finished);
+    case verdict::too_deep: return parent_refusal(parent_problem::too_deep);
+    case verdict::too_many_children: return parent_refusal(parent_problem::too_many_children);
+    case verdict::refused:
+      out.verdict = created::kind::refused;
+      out.refusal = status::expired(expiry_stage::admission);
+      out.budget = asked;
+      out.remaining = left;
+      return out;
+    case verdict::accepted:
+    case verdict::duplicate: break;
+  }
+  out.verdict = r.verdict == verdict::accepted ? created::kind::accepted : created::kind::duplicate;
+  out.job.id = r.id;
+  out.job.state = jobs::to_string(r.scheduled ? jobs::job_state::scheduled : jobs::job_state::queued);
+  return out;
+}
+
 queue_view view_of(const fleet::queue_state& s, std::string name) {
   using std::chrono::milliseconds;
   queue_view q;
