@@ -12,6 +12,9 @@
 //
 // The decoders are pure: they read a reply and never call the broker. A
 // reply of the wrong shape throws redis_unavailable ("redis: <script>: ...").
+// The reply's shape is the script's header's ("Reply:"); what is written
+// here is only how a decoder reads it, and what it does with a reply that
+// is off.
 // Internal to fleet/.
 #pragma once
 
@@ -83,19 +86,17 @@ job_queue::taken decode_take(const redis_reply& r, std::size_t count);
 
 // ---- renew_script: lease, slots and held entries, every lease/3 ----
 using renew_reply = job_queue::renew_answer;
-// {"fenced"}, or the eleven elements {"ok", marked, lost, TIME s, TIME us,
-// backlog, pending, deleted, mean_run_us, live_slots, scheduled}; any other
-// shape: "renew". A TIME that is not a
-// time: "redis: TIME is not a time". Negative counts read as 0.
+// {"fenced"}, or renew.lua's twelve elements; any other shape: "renew". A
+// TIME that is not a time: "redis: TIME is not a time". Negative counts
+// read as 0; a non-empty `paused` reads as paused.
 renew_reply decode_renew(const redis_reply& r);
 
 // ---- promote_script: due jobs from the delayed set to the stream ----
 struct promote_reply : job_queue::promoted {
   bool nostream = false;  // no stream: nothing moved
 };
-// {"nostream"}, or {moved, expired handlers, next_due_ms (-1: none), TIME s,
-// TIME us, human-wait handlers, cancelled children's handlers}; any other
-// shape: "promote".
+// {"nostream"}, or promote.lua's seven elements (next_due_ms -1: none); any
+// other shape: "promote".
 promote_reply decode_promote(const redis_reply& r);
 
 // ---- schedule_script: a periodic job's record (job_queue.cpp reads its replies) ----
