@@ -6,6 +6,7 @@
 #include <charconv>
 #include <condition_variable>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -35,23 +36,82 @@ bool valid_job_id(std::string_view id) noexcept {
   return true;
 }
 
+// A number the scripts wrote ("" or not one: nullopt).
+std::optional<double> number_field(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  double v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc()) return std::nullopt;
+  (void)end;
+  return v;
+}
+
+// The job's hash (HGETALL's field, value pairs), decoded: the one place
+// fleet/ reads its field names.
 fleet_job job_from(std::string_view id, const redis_reply& r) {
   fleet_job j;
   j.id = std::string(id);
-  for (std::size_t i = 0; i + 1 < r.elements.size(); i += 2) j.fields[r.elements[i].str] = r.elements[i + 1].str;
+  // A count: a number from 0 to T's most, else `fallback` (a NaN or a
+  // negative never converts: that would be undefined).
+  const auto whole = [](const std::string& v, auto fallback) {
+    using T = decltype(fallback);
+    const std::optional<double> n = number_field(v);
+    if (!n || !(*n >= 0 && *n <= static_cast<double>(std::numeric_limits<T>::max()))) return fallback;
+    return static_cast<T>(*n);
+  };
+  for (std::size_t i = 0; i + 1 < r.elements.size(); i += 2) {
+    const std::string& f = r.elements[i].str;
+    std::string v = r.elements[i + 1].str;
+    if (f == "handler") j.handler = std::move(v);
+    else if (f == "state") j.state = std::move(v);
+    else if (f == "parent") j.parent = std::move(v);
+    else if (f == "children") j.child_count = whole(v, 0u);
+    else if (f == "idempotency_key") j.idempotency_key = std::move(v);
+    else if (f == "entry") j.entry = std::move(v);
+    else if (f == "payload") j.payload = std::move(v);
+    else if (f == "content_type") j.content_type = std::move(v);
+    else if (f == "attempt") j.attempt = std::max(whole(v, 1), 1);
+    else if (f == "max_attempts") j.max_attempts = std::max(whole(v, 1), 1);
+    else if (f == "deliveries" && !v.empty()) j.deliveries = whole(v, 0u);
+    else if (f == "consumer") j.consumer = std::move(v);
+    else if (f == "attempts") j.attempts_json = std::move(v);
+    else if (f == "accepted_ms") j.accepted_ms = number_field(v);
+    else if (f == "freshness_ms") j.freshness_ms = number_field(v);
+    else if (f == "deadline_us") j.deadline_us = number_field(v);
+    else if (f == "due_ms") j.due_ms = number_field(v);
+    else if (f == "started_ms") j.started_ms = number_field(v);
+    else if (f == "starts") j.starts = std::move(v);
+    else if (f == "wait_rule") j.wait_rule = std::move(v);
+    else if (f == "wake_ms") j.wake_ms = number_field(v);
+    else if (f == "human_since_us") j.human_since_us = number_field(v);
+    else if (f == "human_waited_us") j.human_waited_us = number_field(v);
+    else if (f == "wakes") j.wakes = whole(v, 0);
+    else if (f == "woke_by") j.woke_by = std::move(v);
+    else if (f == "cancel_requested") j.cancel_requested = v == "1";
+    else if (f == "stage") j.stage = std::move(v);
+    else if (f == "cause") j.cause = std::move(v);
+    else if (f == "reason") j.reason = std::move(v);
+    else if (f == "error") j.error = std::move(v);
+    else if (f == "message") j.message = std::move(v);
+    else if (f == "http_status") j.http_status = whole(v, 0u);
+    else if (f == "queued_ms") j.queued_ms = number_field(v);
+    else if (f == "run_ms") j.run_ms = number_field(v);
+    else if (f == "committed") j.committed = v == "1";
+    else if (f == "result") j.result = std::move(v);
+  }
   return j;
 }
 
 // A job against a listing's filters: its state ("finished": any final one;
 // "retrying": scheduled for an attempt after the first) and its handler.
 bool job_matches(const fleet_job& j, const list_query& q) {
-  if (!q.handler.empty() && j.field("handler") != q.handler) return false;
+  if (!q.handler.empty() && j.handler != q.handler) return false;
   const auto filter = jobs::parse_job_filter(q.state);
   if (!filter) return false;
   if (filter->k == jobs::job_filter::kind::any) return true;
-  const auto state = jobs::parse_job_state(j.state());
+  const auto state = jobs::parse_job_state(j.state);
   // retrying: scheduled for an attempt after the first (attempt names the next)
-  return state && filter->matches(*state, detail::number_or(j.field("attempt"), 1) > 1);
+  return state && filter->matches(*state, j.attempt > 1);
 }
 
 // The index that holds a state's jobs, walked by list.lua: "" for none (the
@@ -226,7 +286,7 @@ void job_queue::async_find(const context& ctx, std::string id, answer_fn<std::op
                         return done(failed<std::optional<fleet_job>>(broker_error_ptr("HGETALL", r.reply)));
                       if (r.reply.elements.empty()) return done(answer(std::optional<fleet_job>()));
                       fleet_job j = job_from(id, r.reply);
-                      if (j.field("children").empty()) return done(answer(std::optional<fleet_job>(std::move(j))));
+                      if (j.child_count == 0) return done(answer(std::optional<fleet_job>(std::move(j))));
                       // A parent: its children's ids too (the sorted set enqueue writes beside it).
                       redis.async_call(ctx, {"ZRANGE", std::move(children_key), "0", "-1"},
                                        [j = std::move(j), done = std::move(done)](redis_result c) mutable {

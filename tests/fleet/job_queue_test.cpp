@@ -60,11 +60,11 @@ TEST_F(JobQueue, EnqueueWritesAStreamEntryAndAJobRecordInOneHashSlot) {
   EXPECT_EQ(xlen(), 1);
   const auto job = queue.find(context(), e.id);
   ASSERT_TRUE(job);
-  EXPECT_EQ(job->state(), "queued");
-  EXPECT_EQ(job->field("handler"), "echo");
-  EXPECT_EQ(job->field("payload"), "hello");
-  EXPECT_EQ(job->field("freshness_ms"), "-1");
-  EXPECT_TRUE(parse_stream_id(job->field("entry"))) << job->field("entry");
+  EXPECT_EQ(job->state, "queued");
+  EXPECT_EQ(job->handler, "echo");
+  EXPECT_EQ(job->payload, "hello");
+  EXPECT_EQ(job->freshness_ms, -1.0);
+  EXPECT_TRUE(parse_stream_id(job->entry)) << job->entry;
   EXPECT_EQ(queue.key("stream"), "hg:{default}:stream");
   // Redis Cluster hashes only what is inside the first {...}: one queue, one slot.
   EXPECT_EQ(queue.key("job:" + e.id), "hg:{default}:job:" + e.id);
@@ -80,7 +80,7 @@ TEST_F(JobQueue, AnIdempotencyKeyAnswersTheFirstJobAndEnqueuesNothing) {
   EXPECT_EQ(again.verdict, enqueued::kind::duplicate);
   EXPECT_EQ(again.id, first.id);
   EXPECT_EQ(xlen(), 1);
-  EXPECT_EQ(queue.find(context(), first.id)->field("idempotency_key"), "order-17");
+  EXPECT_EQ(queue.find(context(), first.id)->idempotency_key, "order-17");
   const long long ttl = raw({"PTTL", queue.key("idem:order-17")}).integer;
   EXPECT_GT(ttl, 23 * 3600 * 1000LL) << "kept for --idempotency-ttl (24 h)";
 }
@@ -119,12 +119,12 @@ TEST_F(JobQueue, TheFirstOutcomeWinsAndItsEntryLeavesTheStream) {
   EXPECT_EQ(xlen(), 0) << "finished entries are deleted: the stream holds live work only";
   auto job = queue.find(context(), e.id);
   ASSERT_TRUE(job);
-  EXPECT_EQ(job->state(), "ok");
-  EXPECT_EQ(job->field("result"), "done");
-  EXPECT_EQ(job->field("payload"), "") << "the payload is dropped once finished";
+  EXPECT_EQ(job->state, "ok");
+  EXPECT_EQ(job->result, "done");
+  EXPECT_EQ(job->payload, "") << "the payload is dropped once finished";
   EXPECT_GT(raw({"PTTL", queue.key("job:" + e.id)}).integer, 0) << "kept for --result-ttl";
   EXPECT_EQ(queue.finish(context(), e.id, 10ms, {{"state", "error"}}), finish_result::duplicate);
-  EXPECT_EQ(queue.find(context(), e.id)->state(), "ok") << "a second completion is counted, not stored";
+  EXPECT_EQ(queue.find(context(), e.id)->state, "ok") << "a second completion is counted, not stored";
   EXPECT_EQ(raw({"HGET", queue.key("stats"), "duplicate_outcomes"}).str, "1");
   EXPECT_EQ(raw({"HGET", queue.key("stats"), "mean_run_us"}).str, "10000");
   EXPECT_EQ(queue.finish(context(), new_job_id(), std::nullopt, {{"state", "ok"}}), finish_result::unknown);
@@ -140,8 +140,8 @@ TEST_F(JobQueue, CancelFinishesAQueuedJobAtOnceAndMarksARunningOne) {
   EXPECT_TRUE(cancelled_here) << "this call recorded its outcome";
   queue.cancel(context(), queued.id, &cancelled_here);
   EXPECT_FALSE(cancelled_here) << "a second cancel finds it finished";
-  EXPECT_EQ(c->state(), "cancelled");
-  EXPECT_EQ(c->field("cause"), "requested");
+  EXPECT_EQ(c->state, "cancelled");
+  EXPECT_EQ(c->cause, "requested");
   EXPECT_EQ(xlen(), 0);
   EXPECT_EQ(queue.finish(context(), queued.id, 1ms, {{"state", "ok"}}), finish_result::duplicate)
       << "a worker that took it meanwhile does not overwrite the cancel";
@@ -151,8 +151,8 @@ TEST_F(JobQueue, CancelFinishesAQueuedJobAtOnceAndMarksARunningOne) {
   const auto m = queue.cancel(context(), running.id, &cancelled_here);
   ASSERT_TRUE(m);
   EXPECT_FALSE(cancelled_here) << "its worker records the outcome when it stops";
-  EXPECT_EQ(m->state(), "running");
-  EXPECT_EQ(m->field("cancel_requested"), "1");
+  EXPECT_EQ(m->state, "running");
+  EXPECT_TRUE(m->cancel_requested);
   EXPECT_EQ(xlen(), 1) << "its worker acknowledges it when it stops";
 }
 
@@ -178,8 +178,8 @@ TEST_F(JobQueue, AChildNamesItsParentAndTheParentsCancelReachesEveryDescendant) 
   ASSERT_TRUE(p);
   const std::vector<std::string> in_order_sent{queued_child.id, running_child.id};
   EXPECT_EQ(p->children, in_order_sent);
-  EXPECT_EQ(queue.find(context(), queued_child.id)->field("parent"), parent.id);
-  EXPECT_TRUE(queue.find(context(), other.id)->field("parent").empty());
+  EXPECT_EQ(queue.find(context(), queued_child.id)->parent, parent.id);
+  EXPECT_TRUE(queue.find(context(), other.id)->parent.empty());
   EXPECT_TRUE(queue.find(context(), other.id)->children.empty());
 
   bool cancelled_here = true;
@@ -187,19 +187,19 @@ TEST_F(JobQueue, AChildNamesItsParentAndTheParentsCancelReachesEveryDescendant) 
   ASSERT_TRUE(c);
   EXPECT_FALSE(cancelled_here) << "the parent runs: marked";
   const auto qc = queue.find(context(), queued_child.id);
-  EXPECT_EQ(qc->state(), "cancelled");
-  EXPECT_EQ(qc->field("cause"), "parent");
+  EXPECT_EQ(qc->state, "cancelled");
+  EXPECT_EQ(qc->cause, "parent");
   const auto rc = queue.find(context(), running_child.id);
-  EXPECT_EQ(rc->state(), "running") << "its worker stops it";
-  EXPECT_EQ(rc->field("cancel_requested"), "1");
-  EXPECT_EQ(rc->field("cancel_cause"), "parent");
-  EXPECT_EQ(queue.find(context(), grand.id)->field("cause"), "parent") << "a grandchild too";
-  EXPECT_EQ(queue.find(context(), other.id)->state(), "queued") << "no other job";
+  EXPECT_EQ(rc->state, "running") << "its worker stops it";
+  EXPECT_TRUE(rc->cancel_requested);
+  EXPECT_EQ(raw({"HGET", queue.key("job:" + rc->id), "cancel_cause"}).str, "parent");
+  EXPECT_EQ(queue.find(context(), grand.id)->cause, "parent") << "a grandchild too";
+  EXPECT_EQ(queue.find(context(), other.id)->state, "queued") << "no other job";
 
   // The running child's worker records its stop: the cause is its parent's cancel.
   EXPECT_EQ(queue.finish(context(), running_child.id, 1ms, {{"state", "cancelled"}, {"cause", "requested"}}),
             finish_result::first);
-  EXPECT_EQ(queue.find(context(), running_child.id)->field("cause"), "parent");
+  EXPECT_EQ(queue.find(context(), running_child.id)->cause, "parent");
 }
 
 // A cancel walks through the jobs it cancels or marks: a finished child's
@@ -216,11 +216,11 @@ TEST_F(JobQueue, AParentsCancelDoesNotReachTheChildrenOfAFinishedChild) {
   ASSERT_EQ(queue.finish(context(), finished_child.id, 1ms, {{"state", "ok"}}), finish_result::first);
 
   ASSERT_TRUE(queue.cancel(context(), parent.id));
-  EXPECT_EQ(queue.find(context(), parent.id)->field("cancel_requested"), "1");
-  EXPECT_EQ(queue.find(context(), finished_child.id)->state(), "ok");
+  EXPECT_TRUE(queue.find(context(), parent.id)->cancel_requested);
+  EXPECT_EQ(queue.find(context(), finished_child.id)->state, "ok");
   const auto g = queue.find(context(), grand.id);
-  EXPECT_EQ(g->state(), "queued") << "its parent finished: not reached";
-  EXPECT_EQ(g->field("cancel_requested"), "");
+  EXPECT_EQ(g->state, "queued") << "its parent finished: not reached";
+  EXPECT_FALSE(g->cancel_requested);
 }
 
 // A parent's run that ends waiting (first success of two) frees its entry
@@ -232,7 +232,7 @@ TEST_F(JobQueue, AWaitingParentIsResumedByTheFinishOfTheChildThatMeetsItsRule) {
   job_spec p = echo("parent");
   p.deadline = std::chrono::seconds(30);
   const enqueued parent = queue.enqueue(context(), p);
-  const std::string first_entry(queue.find(context(), parent.id)->field("entry"));
+  const std::string first_entry = queue.find(context(), parent.id)->entry;
   raw({"HSET", queue.key("job:" + parent.id), "state", "running"});
   job_spec child = echo("child");
   child.parent = parent.id;
@@ -249,26 +249,26 @@ TEST_F(JobQueue, AWaitingParentIsResumedByTheFinishOfTheChildThatMeetsItsRule) {
   const finish_result waited = queue.finish_batch(context(), {wait}).front();
   const auto waiting = queue.find(context(), parent.id);
   ASSERT_EQ(waited, finish_result::waiting);
-  EXPECT_EQ(waiting->state(), "waiting");
-  EXPECT_EQ(waiting->field("wait_rule"), "first_success");
-  EXPECT_EQ(waiting->field("entry"), "");
-  const std::int64_t deadline_ms = std::stoll(std::string(waiting->field("deadline_us"))) / 1000;
-  const std::int64_t wake_ms = std::stoll(std::string(waiting->field("wake_ms")));
+  EXPECT_EQ(waiting->state, "waiting");
+  EXPECT_EQ(waiting->wait_rule, "first_success");
+  EXPECT_EQ(waiting->entry, "");
+  const std::int64_t deadline_ms = static_cast<std::int64_t>(*waiting->deadline_us) / 1000;
+  const std::int64_t wake_ms = static_cast<std::int64_t>(*waiting->wake_ms);
   EXPECT_GE(wake_ms, deadline_ms - 100) << "its deadline less its keep (rounded up: never early)";
   EXPECT_LE(wake_ms, deadline_ms - 99);
-  EXPECT_EQ(raw({"ZSCORE", queue.key("delayed"), parent.id}).str, std::string(waiting->field("wake_ms")));
+  EXPECT_EQ(std::stod(raw({"ZSCORE", queue.key("delayed"), parent.id}).str), *waiting->wake_ms);
   EXPECT_EQ(xlen(), 2) << "its entry left the stream; its two children wait there";
 
   EXPECT_EQ(queue.finish(context(), failing.id, 1ms, {{"state", "error"}, {"error", "x"}}), finish_result::first);
-  EXPECT_EQ(queue.find(context(), parent.id)->state(), "waiting") << "a failure is not a success";
-  EXPECT_EQ(queue.find(context(), parent.id)->field("children_done"), "1");
+  EXPECT_EQ(queue.find(context(), parent.id)->state, "waiting") << "a failure is not a success";
+  EXPECT_EQ(raw({"HGET", queue.key("job:" + parent.id), "children_done"}).str, "1");
   EXPECT_EQ(queue.finish(context(), winning.id, 1ms, {{"state", "ok"}, {"result", "r"}}), finish_result::first);
   const auto resumed = queue.find(context(), parent.id);
-  EXPECT_EQ(resumed->state(), "queued");
-  EXPECT_EQ(resumed->field("woke_by"), "children");
-  EXPECT_EQ(resumed->field("wakes"), "1");
-  EXPECT_EQ(resumed->field("children_ok"), "1");
-  EXPECT_NE(resumed->field("entry"), first_entry) << "a new entry on the stream";
+  EXPECT_EQ(resumed->state, "queued");
+  EXPECT_EQ(resumed->woke_by, "children");
+  EXPECT_EQ(resumed->wakes, 1);
+  EXPECT_EQ(raw({"HGET", queue.key("job:" + resumed->id), "children_ok"}).str, "1");
+  EXPECT_NE(resumed->entry, first_entry) << "a new entry on the stream";
   EXPECT_TRUE(raw({"ZSCORE", queue.key("delayed"), parent.id}).is_nil()) << "no wake time left";
   EXPECT_EQ(xlen(), 1) << "the parent's new entry only";
 }
@@ -319,7 +319,7 @@ TEST_F(JobQueue, AParentsOutcomeKeepsItsChildrenListedForItsOwnTimeAndAChildless
 
 TEST_F(JobQueue, AStartCalledAgainWithItsTokenAfterALostReplyCountsOneDelivery) {
   const enqueued e = queue.enqueue(context(), echo("p"));
-  const std::string entry(queue.find(context(), e.id)->field("entry"));
+  const std::string entry(queue.find(context(), e.id)->entry);
   raw({"XREADGROUP", "GROUP", std::string(job_queue::group), "c1", "COUNT", "1", "STREAMS", queue.key("stream"), ">"});
   using verdict = job_queue::start_answer::verdict;
   const job_queue::start_answer first = queue.start(context(), {entry, e.id}, "c1", 1, "life-1/" + entry);
@@ -332,7 +332,7 @@ TEST_F(JobQueue, AStartCalledAgainWithItsTokenAfterALostReplyCountsOneDelivery) 
   ASSERT_EQ(again.v, verdict::run);
   EXPECT_EQ(again.deliveries, 1u);
   EXPECT_EQ(again.payload, "p");
-  EXPECT_EQ(queue.find(context(), e.id)->field("deliveries"), "1");
+  EXPECT_EQ(queue.find(context(), e.id)->deliveries, 1u);
   // Another life of the consumer (its worker died): a delivery of its own.
   EXPECT_EQ(queue.start(context(), {entry, e.id}, "c1", 3, "life-2/" + entry).deliveries, 2u);
   EXPECT_EQ(queue.start(context(), {entry, e.id}, "c1", 2, "life-3/" + entry).v, verdict::dead);
@@ -344,23 +344,23 @@ TEST_F(JobQueue, AHandBackUncountsTheStartsOfThisLifeOnlyWhetherOrNotTheirReplie
   const enqueued ours = queue.enqueue(context(), echo("ours"));
   const enqueued earlier = queue.enqueue(context(), echo("earlier"));
   const enqueued unstarted = queue.enqueue(context(), echo("unstarted"));
-  const std::string e_ours(queue.find(context(), ours.id)->field("entry"));
-  const std::string e_earlier(queue.find(context(), earlier.id)->field("entry"));
-  const std::string e_unstarted(queue.find(context(), unstarted.id)->field("entry"));
+  const std::string e_ours(queue.find(context(), ours.id)->entry);
+  const std::string e_earlier(queue.find(context(), earlier.id)->entry);
+  const std::string e_unstarted(queue.find(context(), unstarted.id)->entry);
   raw({"XREADGROUP", "GROUP", std::string(job_queue::group), "c1", "COUNT", "3", "STREAMS", queue.key("stream"), ">"});
   ASSERT_EQ(queue.start(context(), {e_ours, ours.id}, "c1", 5, "life-2/" + e_ours).deliveries, 1u);
   ASSERT_EQ(queue.start(context(), {e_earlier, earlier.id}, "c1", 5, "life-1/" + e_earlier).deliveries, 1u);
   const std::size_t n = queue.hand_back(context(), "c1", "life-2",
                                         {{e_ours, ours.id}, {e_earlier, earlier.id}, {e_unstarted, unstarted.id}});
   EXPECT_EQ(n, 3u);
-  EXPECT_EQ(queue.find(context(), ours.id)->field("deliveries"), "0");
-  EXPECT_EQ(queue.find(context(), ours.id)->field("state"), "queued");
-  EXPECT_EQ(queue.find(context(), earlier.id)->field("deliveries"), "1") << "a start of a life that died counts";
-  EXPECT_EQ(queue.find(context(), earlier.id)->field("state"), "running");
-  EXPECT_EQ(queue.find(context(), unstarted.id)->field("state"), "queued");
+  EXPECT_EQ(queue.find(context(), ours.id)->deliveries, 0u);
+  EXPECT_EQ(queue.find(context(), ours.id)->state, "queued");
+  EXPECT_EQ(queue.find(context(), earlier.id)->deliveries, 1u) << "a start of a life that died counts";
+  EXPECT_EQ(queue.find(context(), earlier.id)->state, "running");
+  EXPECT_EQ(queue.find(context(), unstarted.id)->state, "queued");
   // Handed back once: the same hand-back again uncounts nothing more.
   queue.hand_back(context(), "c1", "life-2", {{e_ours, ours.id}});
-  EXPECT_EQ(queue.find(context(), ours.id)->field("deliveries"), "0");
+  EXPECT_EQ(queue.find(context(), ours.id)->deliveries, 0u);
   // The next start of the job is its first delivery.
   EXPECT_EQ(queue.start(context(), {e_ours, ours.id}, "c2-not-owner", 5, "life-9/" + e_ours).v,
             job_queue::start_answer::verdict::not_owner);
@@ -445,7 +445,7 @@ TEST_F(JobQueue, ListingWalksJobsByStateWithACursor) {
   EXPECT_TRUE(walk("dead").empty());
   const job_list one = queue.list(context(), {.state = "ok", .count = 1000});
   ASSERT_FALSE(one.jobs.empty());
-  EXPECT_EQ(one.jobs.front().field("handler"), "echo") << "a listed job carries its fields";
+  EXPECT_EQ(one.jobs.front().handler, "echo") << "a listed job carries its fields";
 }
 
 TEST_F(JobQueue, TheAsynchronousFormsAnswerOnTheConnectionWithoutBlocking) {
@@ -473,7 +473,7 @@ TEST_F(JobQueue, TheAsynchronousFormsAnswerOnTheConnectionWithoutBlocking) {
   ASSERT_FALSE(cancelled.error);
   EXPECT_TRUE(cancelled.value.cancelled_here) << "it was queued: this call recorded its outcome";
   ASSERT_TRUE(cancelled.value.job);
-  EXPECT_EQ(cancelled.value.job->state(), "cancelled");
+  EXPECT_EQ(cancelled.value.job->state, "cancelled");
 
   server.kill9();
   std::promise<async_answer<std::optional<fleet_job>>> f;

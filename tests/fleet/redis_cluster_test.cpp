@@ -181,9 +181,9 @@ TEST_F(RedisCluster, AFleetQueueRunsItsJobsOnTheCluster) {
     for (std::size_t i = 0; i < ids.size(); ++i) {
       ASSERT_TRUE(test_common::eventually([&] {
         const auto j = queue.find(context(), ids[i]);
-        return j && j->state() == "ok";
+        return j && j->state == "ok";
       })) << ids[i];
-      EXPECT_EQ(queue.find(context(), ids[i])->field("result"), "ran:p" + std::to_string(i));
+      EXPECT_EQ(queue.find(context(), ids[i])->result, "ran:p" + std::to_string(i));
     }
     // All of it on the master of the queue's slot.
     redis_server& owner = cluster.master_of(queue.key("stream"));

@@ -78,7 +78,7 @@ struct ShardedConsumer : ::testing::Test {
   }
   std::string state(const std::string& id) {
     const auto j = queue.of_id(id).find(context(), id);
-    return j ? std::string(j->state()) : "";
+    return j ? std::string(j->state) : "";
   }
 
   redis_server server;

@@ -62,7 +62,7 @@ TEST_F(ShardedQueue, EachShardHasItsOwnKeysAndEachIdNamesItsShard) {
     EXPECT_EQ(redis.call(context(), {"HGET", queue.shard(s).key("job:" + id), "state"}).str, "queued") << id;
     const auto j = find(id);
     ASSERT_TRUE(j) << id;
-    EXPECT_EQ(j->state(), "queued");
+    EXPECT_EQ(j->state, "queued");
   }
   EXPECT_EQ(shards.size(), 3u) << "jobs without a key go to each shard in turn";
   for (unsigned s = 0; s < 3; ++s) {
@@ -86,7 +86,7 @@ TEST_F(ShardedQueue, JobsOfAQueueOfOneShardAreFoundOnceItHasMore) {
     EXPECT_EQ(shard_of_job(id, 64), 0u) << id;
     const auto j = waited<std::optional<fleet_job>>([&](auto done) { grown.async_find(context(), id, done); });
     ASSERT_TRUE(j) << "lost after the queue grew: " << id;
-    EXPECT_EQ(j->state(), "queued");
+    EXPECT_EQ(j->state, "queued");
   }
 }
 
@@ -144,7 +144,7 @@ TEST_F(ShardedQueue, ABulkGoesToEachJobsShardAndIsAnsweredInOrder) {
     ASSERT_EQ(answers[i].value.verdict, enqueued::kind::accepted) << i;
     const auto j = find(answers[i].value.id);
     ASSERT_TRUE(j);
-    EXPECT_EQ(j->field("payload"), "p" + std::to_string(i)) << "answer " << i << " is job " << i;
+    EXPECT_EQ(j->payload, "p" + std::to_string(i)) << "answer " << i << " is job " << i;
   }
   EXPECT_EQ(answers[7].value.verdict, enqueued::kind::duplicate);
   EXPECT_EQ(answers[7].value.id, answers[3].value.id);
@@ -185,11 +185,11 @@ TEST_F(ShardedQueue, AnIdFromBeforeTheQueueWasShardedIsFoundInShardZero) {
   ASSERT_EQ(shard_of_job(id, 3), 1u);
   const auto j = find(id);
   ASSERT_TRUE(j) << "looked up in the shard its digits name, then in shard 0";
-  EXPECT_EQ(j->state(), "queued");
+  EXPECT_EQ(j->state, "queued");
   const cancelled_job c = waited<cancelled_job>([&](auto done) { queue.async_cancel(context(), id, done); });
   ASSERT_TRUE(c.job);
   EXPECT_TRUE(c.cancelled_here);
-  EXPECT_EQ(c.job->state(), "cancelled");
+  EXPECT_EQ(c.job->state, "cancelled");
 }
 
 TEST_F(ShardedQueue, ListingWalksEveryShardOnceAndStatesComePerShard) {

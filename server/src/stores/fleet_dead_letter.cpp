@@ -28,7 +28,7 @@ void fleet_dead_letter::replay(std::string id, duration freshness, callback<dead
                       done = std::move(done)](fleet::async_answer<std::optional<fleet::fleet_job>> j) mutable {
         if (j.error || !j.value) return done(failure(j.error, "replay"));
         queue_.async_replay(
-            context(), id, freshness, min_budget_of(j.value->field("handler")), c_.opts.scheduling == policy::hourglass,
+            context(), id, freshness, min_budget_of(j.value->handler), c_.opts.scheduling == policy::hourglass,
             calls_.tracked([this, id, freshness, done = std::move(done)](fleet::async_answer<fleet::dead_answer> a) {
               if (a.error) return done(failure(a.error, "replay"));
               dead_result r = result_of(a.value);
@@ -100,7 +100,7 @@ void fleet_dead_letter::replay_next(std::shared_ptr<bulk_replay> walk) {
                                      }));
   }
   const fleet::fleet_job& j = walk->jobs[walk->next++];
-  queue_.async_replay(context(), j.id, walk->freshness, min_budget_of(j.field("handler")),
+  queue_.async_replay(context(), j.id, walk->freshness, min_budget_of(j.handler),
                       c_.opts.scheduling == policy::hourglass,
                       calls_.tracked([this, walk](fleet::async_answer<fleet::dead_answer> a) mutable {
                         if (a.error) return walk->done(failure(a.error, "replay"));

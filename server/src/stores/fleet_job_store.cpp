@@ -136,7 +136,7 @@ class fleet_job_store final : public job_store {
         context(), id, tracked([this, id, cause, done = std::move(done)](fleet::async_answer<fleet::cancelled_job> a) {
           if (!a.error && a.value.cancelled_here && a.value.job) {
             // This daemon recorded its outcome: counted here, as the consumers count theirs.
-            c_.jobs->stats().on_recorded(c_.jobs->handler(a.value.job->field("handler")), status::cancelled(cause));
+            c_.jobs->stats().on_recorded(c_.jobs->handler(a.value.job->handler), status::cancelled(cause));
           }
           if (!a.error) {  // and those of the family its cancel ended on the spot
             for (const std::string& h : a.value.family_cancelled_here) {
@@ -268,7 +268,7 @@ class fleet_job_store final : public job_store {
         if (!s.opts.allow_overlap && !rec.last_job.empty()) {
           before = queue_.of_id(rec.last_job).find(ctx, rec.last_job);
         }
-        const auto state = before ? jobs::parse_job_state(before->state()) : std::nullopt;
+        const auto state = before ? jobs::parse_job_state(before->state) : std::nullopt;
         if (state && !jobs::is_final(*state)) {
           t.skipped_overlap = 1;
         } else if (const handler_entry* e = c_.find_handler(s.opts.handler)) {
@@ -433,7 +433,7 @@ class fleet_job_store final : public job_store {
     queue_.async_find(
         context(), first,
         tracked([out = std::move(out), done](fleet::async_answer<std::optional<fleet::fleet_job>> f) mutable {
-          if (!f.error && f.value) out.job.state = std::string(f.value->state());
+          if (!f.error && f.value) out.job.state = f.value->state;
           done(std::move(out));
         }));
   }

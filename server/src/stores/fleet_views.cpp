@@ -48,42 +48,36 @@ std::vector<attempt_view> attempts_of(std::string_view text) {
 job_view view_of(const fleet::fleet_job& j, std::int64_t broker_now_ms) {
   job_view v;
   v.id = j.id;
-  v.handler = std::string(j.field("handler"));
-  v.state = std::string(j.state());
-  if (!j.field("deliveries").empty()) v.deliveries = static_cast<unsigned>(millis_field(j.field("deliveries")));
-  v.consumer = std::string(j.field("consumer"));  // the daemon that started it last
-  v.parent = std::string(j.field("parent"));
+  v.handler = j.handler;
+  v.state = j.state;
+  v.deliveries = j.deliveries;
+  v.consumer = j.consumer;  // the daemon that started it last
+  v.parent = j.parent;
   v.children = j.children;
   // Held until an outcome empties it; a dead job keeps it whole for replay.
-  if (!v.finished() || v.in(jobs::job_state::dead))
-    v.payload = shown_payload(j.field("payload"), j.field("content_type"));
-  if (const int max_attempts = static_cast<int>(millis_field(j.field("max_attempts"))); max_attempts > 1) {
+  if (!v.finished() || v.in(jobs::job_state::dead)) v.payload = shown_payload(j.payload, j.content_type);
+  if (j.max_attempts > 1) {
     // Attempts started so far: the broker's `attempt` is the current one's
     // number, not started yet while its deliveries are 0 (scheduled, queued).
-    const int current = std::max(static_cast<int>(millis_field(j.field("attempt"))), 1);
-    v.attempt = j.field("deliveries") == "0" ? current - 1 : current;
-    v.attempts_left = std::max(max_attempts - *v.attempt, 0);
+    v.attempt = j.deliveries == 0u ? j.attempt - 1 : j.attempt;
+    v.attempts_left = std::max(j.max_attempts - *v.attempt, 0);
   }
-  if (!j.field("attempts").empty()) v.attempts = attempts_of(j.field("attempts"));
-  if (const std::string_view accepted = j.field("accepted_ms"); !accepted.empty()) {
+  if (!j.attempts_json.empty()) v.attempts = attempts_of(j.attempts_json);
+  if (j.accepted_ms) {
     // The timeline, on the broker's clock from the job's acceptance.
-    const double at = millis_field(accepted);
+    const double at = *j.accepted_ms;
     v.accepted = true;
-    if (const std::string_view f = j.field("freshness_ms"); !f.empty() && millis_field(f) >= 0) {
-      v.freshness_ms = millis_field(f);
-    }
+    if (j.freshness_ms && *j.freshness_ms >= 0) v.freshness_ms = *j.freshness_ms;
     // On the timeline's whole-millisecond grid: its origin is an entry id's
     // millisecond (a floored clock), so the deadline's microseconds are
     // floored too; else a child accepted within its parent's millisecond reads
     // up to 1 ms past the parent's deadline less the reserve. Never later than
     // the deadline judged (in microseconds, by the scripts).
-    if (!j.field("deadline_us").empty()) {
-      v.deadline_at_ms = std::floor(millis_field(j.field("deadline_us")) / 1000) - at;
-    }
-    if (!j.field("due_ms").empty()) v.due_at_ms = millis_field(j.field("due_ms")) - at;
+    if (j.deadline_us) v.deadline_at_ms = std::floor(*j.deadline_us / 1000) - at;
+    if (j.due_ms) v.due_at_ms = *j.due_ms - at;
     // (an entry id may run ahead of TIME by a millisecond: never before acceptance)
-    if (!j.field("started_ms").empty()) v.started_at_ms = std::max(millis_field(j.field("started_ms")) - at, 0.0);
-    std::string_view starts = j.field("starts");  // "<ms> <consumer>\n" each
+    if (j.started_ms) v.started_at_ms = std::max(*j.started_ms - at, 0.0);
+    std::string_view starts = j.starts;  // "<ms> <consumer>\n" each
     while (!starts.empty()) {
       const std::string_view line = starts.substr(0, starts.find('\n'));
       starts.remove_prefix(std::min(line.size() + 1, starts.size()));
@@ -93,57 +87,49 @@ job_view view_of(const fleet::fleet_job& j, std::int64_t broker_now_ms) {
           {std::max(millis_field(line.substr(0, space)) - at, 0.0), std::string(line.substr(space + 1))});
     }
   }
-  if (v.in(jobs::job_state::scheduled) && !j.field("due_ms").empty()) {
-    const double due = millis_field(j.field("due_ms"));
-    v.due_in_ms = std::max(due - static_cast<double>(broker_now_ms), 0.0);
-  }
+  const double now_ms = static_cast<double>(broker_now_ms);
+  if (v.in(jobs::job_state::scheduled) && j.due_ms) v.due_in_ms = std::max(*j.due_ms - now_ms, 0.0);
   if (v.in(jobs::job_state::waiting)) {
-    v.waiting_for = std::string(j.field("wait_rule"));
-    if (!j.field("wake_ms").empty()) {
-      v.wake_in_ms = std::max(millis_field(j.field("wake_ms")) - static_cast<double>(broker_now_ms), 0.0);
-    }
+    v.waiting_for = j.wait_rule;
+    if (j.wake_ms) v.wake_in_ms = std::max(*j.wake_ms - now_ms, 0.0);
   }
-  if (!j.field("wakes").empty()) v.wakes = static_cast<int>(millis_field(j.field("wakes")));
-  v.woke_by = std::string(j.field("woke_by"));
-  if (const std::string_view rule = j.field("wait_rule"); rule.starts_with("signal:")) {
+  v.wakes = j.wakes;
+  v.woke_by = j.woke_by;
+  if (j.wait_rule.starts_with("signal:")) {
     // Both clocks, on the broker's: the person's wait (human_since_us while
     // it waits; the waits before summed) and the machine's budget, which
     // stands still while it waits.
     const bool waiting = v.in(jobs::job_state::waiting);
-    const double since_ms = millis_field(j.field("human_since_us")) / 1000;
-    const double now_ms = static_cast<double>(broker_now_ms);
-    const double waited_ms = millis_field(j.field("human_waited_us")) / 1000 +
-                             (waiting ? std::max(now_ms - since_ms, 0.0) : 0.0);
+    const double since_ms = j.human_since_us.value_or(0) / 1000;
+    const double waited_ms = j.human_waited_us.value_or(0) / 1000 + (waiting ? std::max(now_ms - since_ms, 0.0) : 0.0);
     v.human_wait_used_ms = waited_ms;
-    if (waiting && !j.field("wake_ms").empty()) {
-      v.human_wait_left_ms = std::max(millis_field(j.field("wake_ms")) - now_ms, 0.0);
+    if (waiting && j.wake_ms) {
+      v.human_wait_left_ms = std::max(*j.wake_ms - now_ms, 0.0);
       v.wake_in_ms.reset();
     }
-    if (const std::string_view accepted = j.field("accepted_ms"); !accepted.empty() && !v.finished()) {
-      v.machine_used_ms = std::max(now_ms - millis_field(accepted) - waited_ms, 0.0);
-      if (!j.field("deadline_us").empty()) {
-        v.machine_left_ms = std::max(millis_field(j.field("deadline_us")) / 1000 - (waiting ? since_ms : now_ms), 0.0);
-      }
+    if (j.accepted_ms && !v.finished()) {
+      v.machine_used_ms = std::max(now_ms - *j.accepted_ms - waited_ms, 0.0);
+      if (j.deadline_us) v.machine_left_ms = std::max(*j.deadline_us / 1000 - (waiting ? since_ms : now_ms), 0.0);
     }
   }
   if (!v.finished()) {
-    v.cancel_requested = j.field("cancel_requested") == "1";
+    v.cancel_requested = j.cancel_requested;
     return v;
   }
-  v.stage = std::string(j.field("stage"));
-  v.cause = std::string(j.field("cause"));
-  v.reason = std::string(j.field("reason"));
+  v.stage = j.stage;
+  v.cause = j.cause;
+  v.reason = j.reason;
   if (v.in(jobs::job_state::error) || v.stage == "retry") {  // retry: the last attempt's error, kept
-    v.error = std::string(j.field("error"));
-    v.message = std::string(j.field("message"));
-    v.http_status = static_cast<unsigned>(millis_field(j.field("http_status")));
+    v.error = j.error;
+    v.message = j.message;
+    v.http_status = j.http_status;
   }
-  if (!j.field("queued_ms").empty()) v.queued_ms = millis_field(j.field("queued_ms"));
-  if (!j.field("run_ms").empty()) v.run_ms = millis_field(j.field("run_ms"));
-  v.committed = j.field("committed") == "1";
+  v.queued_ms = j.queued_ms;
+  v.run_ms = j.run_ms;
+  v.committed = j.committed;
   if (v.in(jobs::job_state::ok)) {
-    v.content_type = std::string(j.field("content_type"));
-    v.result = std::string(j.field("result"));
+    v.content_type = j.content_type;
+    v.result = j.result;
   }
   return v;
 }

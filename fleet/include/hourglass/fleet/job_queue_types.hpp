@@ -91,16 +91,53 @@ struct enqueued {
   bool scheduled = false;     // accepted into the delayed set (a delay or a Not-Before), not the stream
 };
 
-// A job as the broker holds it: the fields of its hash, as written.
+// A job as the broker holds it, decoded once from its hash
+// (docs/reference/fleet-layout.md, "Job hash") by job_queue::find: the
+// fields the scripts write, typed. A field the hash lacks is empty, or
+// nullopt where "absent" means something of its own.
 struct fleet_job {
   std::string id;
-  std::map<std::string, std::string, std::less<>> fields;  // handler, state, entry, outcome fields ...
-  std::vector<std::string> children;                       // find(): the child jobs it enqueued, in order
-  std::string_view field(std::string_view name) const {
-    const auto it = fields.find(name);
-    return it == fields.end() ? std::string_view() : std::string_view(it->second);
-  }
-  std::string_view state() const { return field("state"); }  // queued, running, ok, ..., dead
+  std::string handler;
+  // A job state's name (hourglass/jobs/job_state.hpp) as written: one a
+  // newer daemon wrote shows as it is.
+  std::string state;
+  std::string parent;                 // a child job's ("" none)
+  unsigned child_count = 0;           // the child jobs it enqueued
+  std::vector<std::string> children;  // their ids, in order
+  std::string idempotency_key;
+  std::string entry;  // its stream entry now ("" none: scheduled, waiting or finished)
+  // What it was sent: kept while it is unfinished, and whole when dead.
+  std::string payload, content_type;
+  // Its attempts: the current one's number (the next, while a retry is
+  // scheduled), its policy's most, its deliveries (starts, a worker's death
+  // included; nullopt: never written), and the earlier attempts as
+  // finish.lua keeps them (a JSON array).
+  int attempt = 1;
+  int max_attempts = 1;
+  std::optional<unsigned> deliveries;
+  std::string consumer;  // the daemon that started it last
+  std::string attempts_json;
+  // Its timeline on the broker's clock: accepted (ms, its entry's), its
+  // freshness, its whole deadline (us), its due time, its latest start, its
+  // starts ("<ms> <consumer>\n" each, the last 10).
+  std::optional<double> accepted_ms, freshness_ms, deadline_us, due_ms, started_ms;
+  std::string starts;
+  // A wait: what for ("all", "first:<n>", "first_success",
+  // "signal:<name>"), its wake time (ms), the person's wait so far (us),
+  // and how often and by what it woke.
+  std::string wait_rule;
+  std::optional<double> wake_ms;
+  std::optional<double> human_since_us, human_waited_us;
+  int wakes = 0;
+  std::string woke_by;
+  bool cancel_requested = false;
+  // Its outcome.
+  std::string stage, cause, reason;  // deadline_exceeded / cancelled, dead / rejected
+  std::string error, message;
+  unsigned http_status = 0;
+  std::optional<double> queued_ms, run_ms;
+  bool committed = false;
+  std::string result;  // ok, with content_type
 };
 
 // What an asynchronous call ends with: its value, or (error set) the
