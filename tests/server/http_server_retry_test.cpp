@@ -130,13 +130,15 @@ TEST(HttpServerRetry, ARetryThatWouldComeTooLateForTheJobsDeadlineEndsItAtOnce) 
   test_server srv(
       test_options(),
       [&](http_server& s) {
-        s.add_handler("flaky", f.fn(), {.min_budget = 10ms, .retry = {.max_attempts = 5, .base = 0ms, .cap = 0ms}});
+        s.add_handler("flaky", f.fn(),
+                      {.min_budget = 10ms, .retry = {.max_attempts = 5, .base = 10ms, .cap = 10ms, .jitter = false}});
       },
       clk);
   client c(srv.port());
-  // Even a retry due at once would start with 5 ms of the job left, less
-  // than the 10 ms it needs to be worth starting.
-  const std::string loc = submit_job(c, "flaky", {{"Job-Deadline", "5m"}});
+  // Admitted with 15 ms (at least its 10 ms minimum); its retry, due 10 ms
+  // after the failure, would start with 5 ms left, less than the 10 ms it
+  // needs to be worth starting.
+  const std::string loc = submit_job(c, "flaky", {{"Job-Deadline", "15m"}});
   ASSERT_TRUE(wait_until([&] { return retry_state(c, loc) == "deadline_exceeded"; }));
   const json::value j = job_of(c, loc);
   EXPECT_EQ(j.at("stage").as_string(), "retry");

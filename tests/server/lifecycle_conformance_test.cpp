@@ -384,8 +384,8 @@ TEST(LifecycleConformance, BothStoresLiveEachScriptAsTheRuleSays) {
 // What a client is answered at the door, as one line per request: a
 // repeated Idempotency-Key names the first job (settled: memory mode kept
 // no keys), a malformed one is refused (settled: memory mode never looked),
-// and a delay that leaves less than the minimum budget before the job's
-// deadline is refused at admission.
+// a delay that leaves less than the minimum budget before the job's
+// deadline is refused at admission, and so is a freshness shorter than it.
 std::vector<std::string> door_answers(store& st) {
   std::vector<std::string> lines;
   const auto send = [&](const std::string& key, headers hs = {}) {
@@ -409,6 +409,10 @@ std::vector<std::string> door_answers(store& st) {
   send(std::string(129, 'k'));
   send("tab\there");
   send("", {{"Job-Delay", "2S"}, {"Job-Deadline", "1S"}});
+  // Less freshness than the handler's minimum budget (--min-budget, 1 ms):
+  // settled, memory mode admitted it (a start bound without the budget).
+  send("", {{"Job-Freshness", "500u"}});
+  send("", {{"Job-Deadline", "500u"}});
   return lines;
 }
 
@@ -417,10 +421,12 @@ TEST(LifecycleConformance, BothStoresAnswerTheDoorAlike) {
   fleet_store fleet;
   const std::vector<std::string> in_memory = door_answers(memory);
   EXPECT_EQ(in_memory, door_answers(fleet));
-  ASSERT_EQ(in_memory.size(), 6u);
+  ASSERT_EQ(in_memory.size(), 8u);
   EXPECT_EQ(in_memory[1], "202 duplicate=true error=- stage=-");
   EXPECT_EQ(in_memory[3], "400 duplicate=- error=invalid_idempotency_key stage=-");
   EXPECT_EQ(in_memory[5], "504 duplicate=- error=deadline_exceeded stage=admission");
+  EXPECT_EQ(in_memory[6], "504 duplicate=- error=deadline_exceeded stage=admission");
+  EXPECT_EQ(in_memory[7], "504 duplicate=- error=deadline_exceeded stage=admission");
 }
 
 }  // namespace lifecycle_conformance

@@ -242,6 +242,7 @@ std::optional<status> memory_job_store::submit_attempt(const std::shared_ptr<con
   o.admitted_later = later;
   o.start_by = std::min(saturating_add(due, run->job.freshness), run->job.deadline);
   o.deadline = run->job.deadline;  // the whole job's: an attempt running into it ends deadline_exceeded/run
+  o.min_budget = e.min_budget;     // as a fleet judges it: at enqueue, at a start, for a retry
   o.run_limit = e.run_limit;
   o.idle_limit = run->job.in->idle_limit;
   job_ref ref = c_.jobs->submit(
