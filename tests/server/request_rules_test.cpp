@@ -534,6 +534,17 @@ TEST(ReadErrors, SortedFromBeastAndTheSocket) {
   EXPECT_EQ(sort_read_error(net::error::operation_aborted), read_error::transport);
 }
 
+TEST(ReadErrors, EveryReadAfterTheTimerClosedTheSocketIsATimeout) {
+  namespace net = boost::asio;
+  EXPECT_EQ(read_as_seen({}, false), boost::system::error_code{});
+  EXPECT_EQ(read_as_seen(net::error::connection_reset, false), net::error::connection_reset);
+  // Completed from pipelined bytes already buffered: no request is started.
+  EXPECT_EQ(sort_read_error(read_as_seen({}, true)), read_error::timeout);
+  EXPECT_EQ(judge_read(read_phase::headers, sort_read_error(read_as_seen({}, true))), read_verdict::close);
+  EXPECT_EQ(judge_read(read_phase::body, sort_read_error(read_as_seen({}, true))), read_verdict::close);
+  EXPECT_EQ(sort_read_error(read_as_seen(net::error::bad_descriptor, true)), read_error::timeout);
+}
+
 TEST(ReadErrors, WhatEachPhaseAnswers) {
   using E = read_error;
   using V = read_verdict;

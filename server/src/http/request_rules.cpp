@@ -138,6 +138,10 @@ read_error sort_read_error(const boost::system::error_code& ec) noexcept {
   return read_error::transport;
 }
 
+boost::system::error_code read_as_seen(const boost::system::error_code& ec, bool timed_out) noexcept {
+  return timed_out ? boost::beast::error::timeout : ec;
+}
+
 framing judge_framing(const http::fields& req) {
   const std::size_t lengths = req.count(http::field::content_length);
   if (lengths > 1) return framing::ambiguous;

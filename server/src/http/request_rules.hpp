@@ -223,6 +223,13 @@ enum class read_error {
 // Sorts a read's error code (Beast's HTTP errors, its timeout, the socket's).
 read_error sort_read_error(const boost::system::error_code& ec) noexcept;
 
+// A read's error code once the connection's timer may have closed its
+// socket: after that every read is a timeout, a success too. A read can
+// complete from bytes already buffered (pipelined) after the timer fired
+// and closed the socket; a request started then would run a job whose
+// answer can never be written.
+boost::system::error_code read_as_seen(const boost::system::error_code& ec, bool timed_out) noexcept;
+
 enum class read_phase { headers, body };
 
 // What the session does with it. Every answer here also closes the

@@ -424,6 +424,6 @@ void session::on_io_timeout() {
   stream_.close(ignored);
 }
 
-boost::system::error_code session::seen(error_code ec) const { return ec && timed_out_ ? beast::error::timeout : ec; }
+boost::system::error_code session::seen(error_code ec) const { return read_as_seen(ec, timed_out_); }
 
 }  // namespace hourglass::server::detail
