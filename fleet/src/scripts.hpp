@@ -3,9 +3,9 @@
 // reply, and the decoder from the broker's reply to that type.
 //
 // The scripts are fleet/lua/<name>.lua, one per file, each opening with its
-// contract (KEYS, ARGV, the reply's exact shape; also in
-// docs/reference/fleet-layout.md), so one runs by hand with
-// `redis-cli --eval`. fleet/CMakeLists.txt embeds them at build time as
+// contract (KEYS, ARGV, the reply's exact shape), so one runs by hand with
+// `redis-cli --eval`; docs/reference/fleet-layout.md shows a copy that
+// tools/fleet-contracts makes and the docs.fleet_contracts test checks. fleet/CMakeLists.txt embeds them at build time as
 // <name>_script in the generated fleet_scripts.inc. Every key a script
 // touches is in KEYS and in the queue's hash tag, so a queue lives on one
 // Redis Cluster slot.
@@ -73,7 +73,7 @@ struct start_batch_reply {
   std::vector<job_queue::start_answer> jobs;  // each with broker_now_us set
 };
 // Not {TIME s, TIME us, then `jobs` answers}, or an answer that is not an
-// array of at least two, or a "run" verdict without eleven: "start". A
+// array of at least two, or a "run" verdict without fifteen: "start". A
 // retry field that is not a number reads as none (attempt 1, max 1, base
 // and cap 0, no deadline). A TIME
 // that is not a time: "redis: TIME is not a time". An unknown verdict reads
