@@ -7,7 +7,7 @@
 -- KEYS[3] stats_key       hg:{Q}:stats
 -- KEYS[4] dead_key        hg:{Q}:dead
 -- KEYS[5] job_key         hg:{Q}:job:<id>
--- ARGV[1] op              'replay' or 'delete'
+-- ARGV[1] op              'replay', 'delete' or 'purge'
 -- ARGV[2] group           the consumer group, 'hourglass'
 -- replay: ARGV[3] freshness_ms ('-1': none), ARGV[4] min_budget_ms,
 --         ARGV[5] admission ('1': judged by the predicted wait; '0': never refused)

@@ -21,7 +21,7 @@
 --                     an entry id, '<due ms>:<job id>' or a SCAN cursor
 -- ARGV[3] count       index positions to read (the page holds at most as many
 --                     ids); 'scan': ids to find (SCAN may return a few more)
--- ARGV[4] filter      'scan' only: '*' (any state), 'finished' (any final state) or a state
+-- scan: ARGV[4] filter  '*' (any state), 'finished' (any final state) or a state
 --
 -- Reply {next_cursor, id, id, ...}; next_cursor '' once the index is read to
 -- its end. A stream entry's job id is its `id` field.

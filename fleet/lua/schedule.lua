@@ -10,12 +10,12 @@
 --   (fires before a schedule is first seen are neither run nor counted).
 --   Reply {settled_ms, last_fire_ms, last_job, missed, TIME s, TIME us,
 --   paused since ms}; settled_ms an integer, the rest strings ('' when none).
--- settle ARGV[2] fire_ms, ARGV[3] missed, ARGV[4] settled_ms as the caller's
+-- settle: ARGV[2] fire_ms, ARGV[3] missed, ARGV[4] settled_ms as the caller's
 --   look read it: fires up to fire_ms are settled by this call, unless the
 --   record moved since that look (compare and set: another daemon settled,
 --   and the caller's count of missed fires may be wrong).
 --   Reply 1: settled here (the caller runs the fire, counts the missed); 0: not.
--- ran ARGV[2] job id: the job of the latest run. Reply 1.
+-- ran: ARGV[2] job id: the job of the latest run. Reply 1.
 local schedule_key = KEYS[1]
 local op = ARGV[1]
 

@@ -27,10 +27,10 @@
 -- ARGV[6] dead_max        the dead list's bound: the oldest entries beyond it are dropped (counted)
 -- ARGV[7 + 3(i-1)] ...    given: job i's entry id, job id (32 hex digits) and
 --                         start token ('<lease token>/<entry id>')
--- ARGV[7] 'take'          taken instead, with
--- ARGV[8] count           how many new entries at most
--- ARGV[9] lease_token     each start token is '<lease_token>/<entry id>'
--- ARGV[10] judge          '1': a late entry is not started; '0' (--policy fifo): every one is
+-- take: ARGV[7] 'take'    taken instead, with
+-- take: ARGV[8] count     how many new entries at most
+-- take: ARGV[9] lease_token  each start token is '<lease_token>/<entry id>'
+-- take: ARGV[10] judge    '1': a late entry is not started; '0' (--policy fifo): every one is
 --
 -- Reply: {TIME s, TIME us, answer 1, ..., answer n}, TIME as strings (the
 -- broker's TIME); taken, answer i is {entry id, {field, value, ...}, start

@@ -18,7 +18,6 @@ namespace hourglass::fleet {
 namespace {
 
 using detail::broker_error;
-using detail::millis;
 
 }  // namespace
 
@@ -92,11 +91,9 @@ job_queue::~job_queue() {
   alive_->alive = false;
 }
 
-std::string job_queue::key(std::string_view suffix) const {
-  std::string k;
-  k.reserve(6 + tag_.size() + suffix.size());
-  return k.append("hg:{").append(tag_).append("}:").append(suffix);
-}
+std::string job_queue::key(std::string_view suffix) const { return keys()(suffix); }
+
+detail::queue_keys job_queue::keys() const { return {tag_}; }
 
 void job_queue::ensure_group(const context& ctx) {
   const redis_reply r = redis_.call(ctx, {"XGROUP", "CREATE", key("stream"), std::string(group), "0", "MKSTREAM"});
@@ -106,44 +103,8 @@ void job_queue::ensure_group(const context& ctx) {
 std::vector<finish_result> job_queue::finish_batch(const context& ctx, const std::vector<outcome>& outcomes,
                                                    std::string_view token, std::vector<std::string>* cancelled) {
   if (outcomes.empty()) return {};
-  std::vector<std::string> keys{key("stream"), key("stats"), key("delayed")};
-  std::vector<std::string> args{std::string(group), millis(options_.result_ttl), std::string(token)};
-  for (const outcome& o : outcomes) {
-    keys.push_back(key("job:" + o.job_id));
-    args.push_back(o.entry);
-    args.push_back(o.run_time ? detail::micros(*o.run_time) : "-1");
-    if (o.wait) {  // no outcome: the job waits for its children
-      args.emplace_back("wait");
-      args.push_back(o.wait->rule);
-      args.push_back(detail::micros_up(std::clamp(o.wait->keep, duration::zero(), duration::max() / 2)));
-      args.emplace_back("0");
-      continue;
-    }
-    // The outcome must name a final state, or the job would leave the stream unfinished.
-    bool final_state = false;
-    for (const auto& [f, v] : o.fields) {
-      if (f != "state") continue;
-      const auto state = jobs::parse_job_state(v);
-      final_state = state && jobs::is_final(*state);
-    }
-    if (!final_state) throw std::invalid_argument("job_queue::finish needs a final \"state\" field");
-    if (o.retry) {
-      args.emplace_back("retry");
-      args.push_back(detail::micros_up(std::max(o.retry->delay, duration::zero())));
-      args.push_back(detail::micros_up(std::clamp(o.retry->need, duration::zero(), duration::max() / 2)));
-      args.push_back(o.retry->error);
-      args.push_back(o.retry->message);
-      args.push_back(detail::ms_text(o.retry->run_time));
-    } else {
-      args.emplace_back("final");
-    }
-    args.push_back(std::to_string(2 * o.fields.size()));
-    for (const auto& [f, v] : o.fields) {
-      args.push_back(f);
-      args.push_back(v);
-    }
-  }
-  return detail::decode_finish(eval(ctx, detail::finish_script, keys, args), outcomes.size(), cancelled);
+  return detail::decode_finish(eval(ctx, detail::encode_finish(keys(), options_.result_ttl, token, outcomes)),
+                               outcomes.size(), cancelled);
 }
 
 finish_result job_queue::finish(const context& ctx, std::string_view id, std::optional<duration> run_time,
@@ -153,36 +114,18 @@ finish_result job_queue::finish(const context& ctx, std::string_view id, std::op
 
 job_queue::renew_answer job_queue::renew(const context& ctx, std::string_view consumer, const lease_value& lease_v,
                                          duration lease, std::size_t slots, const std::vector<held_entry>& held) {
-  std::vector<std::string> keys{
-      key("lease:" + std::string(consumer)), key("slots"), key("stream"), key("stats"), key("delayed"), key("paused")};
-  std::vector<std::string> args{std::string(group), std::string(consumer),
-                                lease_v.token,      std::to_string(lease_v.renewals),
-                                millis(lease),      std::to_string(slots)};
-  for (const held_entry& h : held) {
-    keys.push_back(key("job:" + h.job_id));
-    args.push_back(h.entry);
-  }
-  return detail::decode_renew(eval(ctx, detail::renew_script, keys, args));
+  return detail::decode_renew(eval(ctx, detail::encode_renew(keys(), consumer, lease_v, lease, slots, held)));
 }
 
 std::size_t job_queue::hand_back(const context& ctx, std::string_view consumer, std::string_view lease_token,
                                  const std::vector<held_entry>& held) {
   if (held.empty()) return 0;
-  std::vector<std::string> keys{key("stream")};
-  // Idle far past any daemon's lease (about three years), so the next reclaim takes them.
-  std::vector<std::string> args{std::string(group), std::string(consumer), "100000000000", std::string(lease_token)};
-  for (const held_entry& h : held) {
-    keys.push_back(key("job:" + h.job_id));
-    args.push_back(h.entry);
-  }
-  return detail::decode_hand_back(eval(ctx, detail::hand_back_script, keys, args));
+  return detail::decode_hand_back(eval(ctx, detail::encode_hand_back(keys(), consumer, lease_token, held)));
 }
 
 void job_queue::release(const context& ctx, std::string_view consumer, std::string_view token) {
   // Released or not (another process holds the name now), nothing is left to do.
-  static_cast<void>(
-      detail::decode_release(eval(ctx, detail::release_script, {key("lease:" + std::string(consumer)), key("slots")},
-                                  {std::string(consumer), std::string(token)})));
+  static_cast<void>(detail::decode_release(eval(ctx, detail::encode_release(keys(), consumer, token))));
 }
 
 std::vector<job_queue::delayed_job> job_queue::first_delayed(const context& ctx, std::size_t count) {
@@ -205,21 +148,12 @@ std::vector<job_queue::delayed_job> job_queue::first_delayed(const context& ctx,
 
 job_queue::promoted job_queue::promote(const context& ctx, const std::vector<std::string>& job_ids,
                                        std::optional<duration> predicted_wait) {
-  std::vector<std::string> keys{key("stream"), key("delayed")};
-  std::vector<std::string> args{!predicted_wait                      ? std::string()
-                                : *predicted_wait == duration::max() ? std::string("-1")
-                                                                     : detail::micros_up(*predicted_wait),
-                                millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1))),
-                                std::string(group)};
-  for (const std::string& id : job_ids) {
-    keys.push_back(key("job:" + id));
-    args.push_back(id);
-  }
-  detail::promote_reply p = detail::decode_promote(eval(ctx, detail::promote_script, keys, args));
+  const detail::script_call call = detail::encode_promote(keys(), predicted_wait, options_.result_ttl, job_ids);
+  detail::promote_reply p = detail::decode_promote(eval(ctx, call));
   if (p.nostream) {
     // The stream was deleted (FLUSHALL, a new broker): made again, with its group, and once more.
     ensure_group(ctx);
-    p = detail::decode_promote(eval(ctx, detail::promote_script, keys, args));
+    p = detail::decode_promote(eval(ctx, call));
     if (p.nostream) throw redis_unavailable("redis: promote: the stream is gone");
   }
   return std::move(static_cast<promoted&>(p));
@@ -233,40 +167,21 @@ std::string job_queue::shard_tags(const context& ctx) {
 
 std::string job_queue::exchange_shard_tags(const context& ctx, const std::string& expected,
                                            const std::string& desired) {
-  const redis_reply r = eval(ctx, detail::shards_script, {key("shards")}, {expected, desired});
-  if (!r.is_string()) broker_error("shards", r);
-  return r.str;
+  return detail::decode_shards(eval(ctx, detail::encode_shards(keys(), expected, desired)));
 }
 
 job_queue::schedule_record job_queue::look_schedule(const context& ctx, std::string_view name) {
-  const redis_reply r = eval(ctx, detail::schedule_script, {key("schedule:" + std::string(name)), key("paused")},
-                             {"look"});
-  if (!r.is_array() || r.elements.size() != 7 || !r.elements[0].is_integer()) broker_error("schedule", r);
-  schedule_record s;
-  s.settled_ms = r.elements[0].integer;
-  s.last_fire_ms = detail::number_or(r.elements[1].str, 0);
-  s.last_job = r.elements[2].str;
-  s.queue_paused = !r.elements[6].str.empty();
-  s.missed = static_cast<std::uint64_t>(std::max<std::int64_t>(detail::number_or(r.elements[3].str, 0), 0));
-  const auto now = parse_broker_time(r.elements[4].str, r.elements[5].str);
-  if (!now) throw redis_unavailable("redis: TIME is not a time");
-  s.broker_now_us = *now;
-  return s;
+  return detail::decode_schedule_look(eval(ctx, detail::encode_schedule_look(keys(), name)));
 }
 
 bool job_queue::settle_schedule(const context& ctx, std::string_view name, const schedule_record& looked,
                                 std::int64_t fire_ms, std::uint64_t missed) {
-  const redis_reply r = eval(
-      ctx, detail::schedule_script, {key("schedule:" + std::string(name))},
-      {"settle", std::to_string(fire_ms), std::to_string(missed), std::to_string(looked.settled_ms)});
-  if (!r.is_integer()) broker_error("schedule", r);
-  return r.integer == 1;
+  return detail::decode_schedule_settle(
+      eval(ctx, detail::encode_schedule_settle(keys(), name, fire_ms, missed, looked.settled_ms)));
 }
 
 void job_queue::schedule_ran(const context& ctx, std::string_view name, std::string_view job_id) {
-  const redis_reply r = eval(ctx, detail::schedule_script, {key("schedule:" + std::string(name))},
-                             {"ran", std::string(job_id)});
-  if (!r.is_integer()) broker_error("schedule", r);
+  detail::decode_schedule_ran(eval(ctx, detail::encode_schedule_ran(keys(), name, job_id)));
 }
 
 std::string job_queue::lease_of(const context& ctx, std::string_view consumer) {

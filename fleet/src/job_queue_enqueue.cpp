@@ -26,9 +26,6 @@ namespace {
 
 using detail::answer;
 using detail::failed;
-using detail::micros;
-using detail::micros_up;
-using detail::millis;
 using detail::own_copy;
 
 }  // namespace
@@ -118,41 +115,16 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
   if (batch.empty()) return next_enqueues();
   hourglass::clock& clk = options_.clock != nullptr ? *options_.clock : real_clock();
   const time_point now = clk.now();
-  std::vector<std::string> keys{key("stream"), key("slots"), key("stats"), key("delayed"), key("paused")};
   // Sent again after `nostream`, part of the batch may be written already
   // (delayed jobs): a pause meanwhile must not refuse what will run.
-  std::vector<std::string> args{std::string(group),
-                                millis(options_.idempotency_ttl),
-                                options_.refuse_while_paused && !group_ensured ? "1" : "0",
-                                micros(options_.parent_reserve),
-                                std::to_string(options_.max_job_depth),
-                                std::to_string(options_.max_children)};
-  keys.reserve(5 + 3 * batch.size());
-  args.reserve(6 + 16 * batch.size());
+  const bool refuse_paused = options_.refuse_while_paused && !group_ensured;
+  std::vector<detail::enqueue_item> items;
+  items.reserve(batch.size());
   for (const auto& c : batch) {
-    const job_spec& job = c->job;
     // Its wait for this batch, counted twice: once spent, once for the trip ahead.
-    const duration freshness = freshness_at_entry(job.freshness, elapsed(c->began, now));
-    const duration deadline = freshness_at_entry(job.deadline, elapsed(c->began, now));  // likewise
-    keys.push_back(key("job:" + c->id));
-    keys.push_back(key("idem:" + job.idempotency_key));
-    keys.push_back(key("children:" + job.parent));
-    args.push_back(c->id);
-    args.push_back(job.handler);
-    args.push_back(job.payload);
-    args.push_back(job.content_type);
-    args.push_back(freshness == duration::max() ? "-1" : millis(freshness));
-    args.push_back(millis(job.min_budget));
-    args.push_back(job.idempotency_key);
-    args.emplace_back(job.admission ? "1" : "0");
-    args.push_back(std::to_string(job.retry.max_attempts));
-    args.push_back(micros(job.retry.base));
-    args.push_back(micros(job.retry.cap));
-    args.push_back(deadline == duration::max() ? "-1" : micros(deadline));
-    args.push_back(micros_up(std::max(job.delay, duration::zero())));
-    args.push_back(std::to_string(std::max<std::int64_t>(job.not_before_us, 0)));
-    args.push_back(job.parent);
-    args.emplace_back(job.retry.jitter ? "full" : "none");
+    const duration waited = elapsed(c->began, now);
+    items.push_back(
+        {c->id, &c->job, freshness_at_entry(c->job.freshness, waited), freshness_at_entry(c->job.deadline, waited)});
   }
   // A completion holds the queue's liveness lock: a caller answered early
   // may have destroyed the queue, and then its calls are only answered.
@@ -161,7 +133,7 @@ void job_queue::send_enqueues(std::vector<std::shared_ptr<enqueue_call>> batch, 
     next_enqueues();
   };
   async_eval(
-      context(), detail::enqueue_script, std::move(keys), std::move(args),
+      context(), detail::encode_enqueue(keys(), options_, refuse_paused, items),
       [this, alive = alive_, batch, group_ensured, fail_all](async_answer<redis_reply> r) {
         const std::lock_guard lock(alive->mu);
         if (!alive->alive) {

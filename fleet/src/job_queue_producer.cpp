@@ -25,7 +25,6 @@ using detail::answer;
 using detail::broker_error_ptr;
 using detail::error_of;
 using detail::failed;
-using detail::millis;
 using detail::wait_for;
 
 bool valid_job_id(std::string_view id) noexcept {
@@ -201,10 +200,9 @@ struct job_queue::eval_call {
   duration replica_timeout{};
 };
 
-void job_queue::async_eval(const context& ctx, std::string_view script, std::vector<std::string> keys,
-                           std::vector<std::string> args, answer_fn<redis_reply> done, bool replicated) {
+void job_queue::async_eval(const context& ctx, detail::script_call sc, answer_fn<redis_reply> done, bool replicated) {
   auto call = std::make_shared<eval_call>(
-      eval_call{&redis_, ctx, script, std::move(keys), std::move(args), std::move(done)});
+      eval_call{&redis_, ctx, sc.script, std::move(sc.keys), std::move(sc.args), std::move(done)});
   if (replicated) {
     call->replicas = static_cast<int>(options_.replicas);
     call->replica_timeout = options_.replica_timeout;
@@ -255,10 +253,8 @@ void job_queue::load_script(std::shared_ptr<eval_call> call) {
       false, route);
 }
 
-redis_reply job_queue::eval(const context& ctx, std::string_view script, const std::vector<std::string>& keys,
-                            const std::vector<std::string>& args) {
-  return wait_for<redis_reply>(
-      [&](answer_fn<redis_reply> done) { async_eval(ctx, script, keys, args, std::move(done)); });
+redis_reply job_queue::eval(const context& ctx, const detail::script_call& call) {
+  return wait_for<redis_reply>([&](answer_fn<redis_reply> done) { async_eval(ctx, call, std::move(done)); });
 }
 
 void job_queue::async_ensure_group(const context& ctx, answer_fn<bool> done) {
@@ -305,11 +301,9 @@ std::optional<fleet_job> job_queue::find(const context& ctx, std::string_view id
 
 void job_queue::async_cancel(const context& ctx, std::string id, answer_fn<cancelled_job> done, cancel_cause cause) {
   if (!valid_job_id(id)) return done(answer(cancelled_job{}));
-  std::vector<std::string> keys{key("stream"), key("job:" + id), key("delayed")};
-  std::vector<std::string> args{std::string(group),
-                                millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1))),
-                                std::string(to_string(cause))};
-  async_eval(ctx, detail::cancel_script, std::move(keys), std::move(args),
+  // (encoded first: the callback below takes `id`)
+  detail::script_call call = detail::encode_cancel(keys(), id, options_.result_ttl, cause);
+  async_eval(ctx, std::move(call),
              [this, ctx, id = std::move(id), done = std::move(done)](async_answer<redis_reply> r) mutable {
                if (r.error) return done(failed<cancelled_job>(r.error));
                const detail::cancel_reply c = detail::decode_cancel(r.value);
@@ -327,10 +321,9 @@ void job_queue::async_cancel(const context& ctx, std::string id, answer_fn<cance
 void job_queue::async_signal(const context& ctx, std::string id, std::string name, std::string payload,
                              answer_fn<signal_answer> done) {
   if (!valid_job_id(id)) return done(answer(signal_answer{}));
-  std::vector<std::string> keys{key("stream"), key("job:" + id), key("delayed")};
-  std::vector<std::string> args{std::move(name), std::move(payload),
-                                millis(std::max<duration>(options_.result_ttl, std::chrono::milliseconds(1)))};
-  async_eval(ctx, detail::signal_script, std::move(keys), std::move(args),
+  detail::script_call call = detail::encode_signal(keys(), id, std::move(name), std::move(payload),
+                                                   options_.result_ttl);
+  async_eval(ctx, std::move(call),
              [this, ctx, id = std::move(id), done = std::move(done)](async_answer<redis_reply> r) mutable {
                if (r.error) return done(failed<signal_answer>(r.error));
                signal_answer s;
@@ -405,39 +398,30 @@ bool listed_by_scan(std::string_view state) noexcept { return index_of(state).em
 void job_queue::async_list(const context& ctx, list_query q, answer_fn<job_list> done) {
   const std::string_view index = index_of(q.state);
   if (!valid_cursor(index, q.cursor)) return done(answer(job_list{.invalid_cursor = true}));
-  const std::string count = std::to_string(std::clamp<std::size_t>(q.count, 1, 1000));
-  // (the arguments first: the callback below takes `q`)
-  std::vector<std::string> args;
-  if (index.empty()) {  // no index: SCAN over the job hashes, filtered on their state in the script
-    args = {"scan", q.cursor, count, q.state.empty() ? std::string("*") : q.state};
-  } else {
-    args = {index == "delayed" ? "zset" : "stream", q.cursor, count};
-  }
-  async_eval(ctx, detail::list_script, {key(std::string(index.empty() ? "stream" : index))}, std::move(args),
+  // (encoded first: the callback below takes `q`)
+  detail::script_call call = detail::encode_list(keys(), index, q.cursor, q.count, q.state);
+  async_eval(ctx, std::move(call),
              [this, ctx, q = std::move(q), done = std::move(done)](async_answer<redis_reply> r) mutable {
                if (r.error) return done(failed<job_list>(r.error));
-               const redis_reply& page = r.value;
-               if (!page.is_array() || page.elements.empty()) {
-                 return done(failed<job_list>(broker_error_ptr("list", page)));
+               detail::list_page page;
+               try {
+                 page = detail::decode_list(r.value);
+               } catch (...) {
+                 return done(failed<job_list>(std::current_exception()));
                }
-               std::vector<std::string> ids;
-               for (std::size_t i = 1; i < page.elements.size(); ++i) ids.push_back(page.elements[i].str);
-               fetch_page(*this, ctx, std::move(ids), std::move(q), page.elements[0].str, std::move(done));
+               fetch_page(*this, ctx, std::move(page.ids), std::move(q), std::move(page.next_cursor), std::move(done));
              });
 }
 
 void job_queue::async_queue_state(const context& ctx, queue_op op, answer_fn<queue_state> done) {
-  const char* name = op == queue_op::pause ? "pause" : op == queue_op::resume ? "resume" : "look";
-  async_eval(ctx, detail::queue_script,
-             {key("stream"), key("delayed"), key("dead"), key("slots"), key("stats"), key("paused")},
-             {name, std::string(group)}, [done = std::move(done)](async_answer<redis_reply> r) {
-               if (r.error) return done(failed<queue_state>(r.error));
-               try {
-                 done(answer(detail::decode_queue(r.value)));
-               } catch (...) {
-                 done(failed<queue_state>(std::current_exception()));
-               }
-             });
+  async_eval(ctx, detail::encode_queue(keys(), op), [done = std::move(done)](async_answer<redis_reply> r) {
+    if (r.error) return done(failed<queue_state>(r.error));
+    try {
+      done(answer(detail::decode_queue(r.value)));
+    } catch (...) {
+      done(failed<queue_state>(std::current_exception()));
+    }
+  });
 }
 
 namespace {
@@ -458,31 +442,24 @@ answer_fn<redis_reply> dead_reply(answer_fn<dead_answer> done) {
 void job_queue::async_replay(const context& ctx, std::string id, duration freshness, duration min_budget,
                              bool admission, answer_fn<dead_answer> done) {
   if (!valid_job_id(id)) return done(answer(dead_answer{}));
-  std::vector<std::string> args{"replay", std::string(group), freshness == duration::max() ? "-1" : millis(freshness),
-                                millis(min_budget), admission ? "1" : "0"};
-  async_eval(ctx, detail::dead_script, {key("stream"), key("slots"), key("stats"), key("dead"), key("job:" + id)},
-             std::move(args), dead_reply(std::move(done)));
+  async_eval(ctx, detail::encode_dead_replay(keys(), id, freshness, min_budget, admission),
+             dead_reply(std::move(done)));
 }
 
 void job_queue::async_delete_dead(const context& ctx, std::string id, answer_fn<dead_answer> done) {
   if (!valid_job_id(id)) return done(answer(dead_answer{}));
-  async_eval(ctx, detail::dead_script, {key("stream"), key("slots"), key("stats"), key("dead"), key("job:" + id)},
-             {"delete", std::string(group)}, dead_reply(std::move(done)));
+  async_eval(ctx, detail::encode_dead_delete(keys(), id), dead_reply(std::move(done)));
 }
 
 void job_queue::async_purge_dead(const context& ctx, std::size_t count, answer_fn<purged> done) {
-  async_eval(ctx, detail::dead_script, {key("stream"), key("slots"), key("stats"), key("dead"), key("job:")},
-             {"purge", std::string(group), std::to_string(std::max<std::size_t>(count, 1)), key("job:")},
-             [done = std::move(done)](async_answer<redis_reply> r) {
-               if (r.error) return done(failed<purged>(r.error));
-               const redis_reply& v = r.value;
-               if (!v.is_array() || v.elements.size() != 3) return done(failed<purged>(broker_error_ptr("dead", v)));
-               purged p;
-               p.jobs = static_cast<std::uint64_t>(std::max<long long>(v.elements[0].integer, 0));
-               p.entries = static_cast<std::uint64_t>(std::max<long long>(v.elements[1].integer, 0));
-               p.left = static_cast<std::uint64_t>(std::max<long long>(v.elements[2].integer, 0));
-               done(answer(p));
-             });
+  async_eval(ctx, detail::encode_dead_purge(keys(), count), [done = std::move(done)](async_answer<redis_reply> r) {
+    if (r.error) return done(failed<purged>(r.error));
+    try {
+      done(answer(detail::decode_purge(r.value)));
+    } catch (...) {
+      done(failed<purged>(std::current_exception()));
+    }
+  });
 }
 
 job_list job_queue::list(const context& ctx, const list_query& q) {

@@ -22,20 +22,6 @@ struct job_queue::start_call : detail::lane_call<start_answer> {
   std::string token;
 };
 
-namespace {
-
-// start.lua's first six ARGV, given or taken.
-std::vector<std::string> start_args(const queue_options& o, std::string_view consumer, unsigned max_deliveries) {
-  return {std::string(job_queue::group),
-          std::string(consumer),
-          std::to_string(max_deliveries),
-          detail::millis(std::max<duration>(o.result_ttl, std::chrono::milliseconds(1))),
-          detail::millis(std::max<duration>(o.dead_ttl, std::chrono::milliseconds(1))),
-          std::to_string(std::max<std::size_t>(o.dead_max, 1))};
-}
-
-}  // namespace
-
 std::shared_ptr<job_queue::start_lane> job_queue::new_start_lane() {
   return std::make_shared<start_lane>(
       start_lane::limits{.max_calls = 256, .same_batch = [](const start_call& a, const start_call& b) {
@@ -63,15 +49,10 @@ void job_queue::send_starts(std::vector<std::shared_ptr<start_call>> batch) {
     return;
   }
   const start_call& first = *batch.front();
-  std::vector<std::string> keys{key("stream"), key("dead"), key("stats")};
-  std::vector<std::string> args = start_args(options_, first.consumer, first.max_deliveries);
-  for (const auto& c : batch) {
-    keys.push_back(key("job:" + c->entry.job_id));
-    args.push_back(c->entry.entry);
-    args.push_back(c->entry.job_id);
-    args.push_back(c->token);
-  }
-  async_eval(context(), detail::start_script, std::move(keys), std::move(args),
+  std::vector<detail::start_item> items;
+  items.reserve(batch.size());
+  for (const auto& c : batch) items.push_back({c->entry.entry, c->entry.job_id, c->token});
+  async_eval(context(), detail::encode_start(keys(), options_, first.consumer, first.max_deliveries, items),
              [this, alive = alive_, batch](async_answer<redis_reply> r) {
                // Held while the queue is used: a caller answered early may have destroyed it.
                const std::lock_guard lock(alive->mu);
@@ -106,9 +87,7 @@ job_queue::taken job_queue::take(const context& ctx, std::string_view consumer, 
 void job_queue::async_take(const context& ctx, std::string_view consumer, std::size_t count, unsigned max_deliveries,
                            std::string_view lease_token, bool judge_late, answer_fn<taken> done) {
   count = std::max<std::size_t>(count, 1);
-  std::vector<std::string> args = start_args(options_, consumer, max_deliveries);
-  args.insert(args.end(), {"take", std::to_string(count), std::string(lease_token), judge_late ? "1" : "0"});
-  async_eval(ctx, detail::start_script, {key("stream"), key("dead"), key("stats")}, std::move(args),
+  async_eval(ctx, detail::encode_take(keys(), options_, consumer, max_deliveries, count, lease_token, judge_late),
              [count, done = std::move(done)](async_answer<redis_reply> r) {
                if (r.error) return done(detail::failed<taken>(r.error));
                taken t;

@@ -8,8 +8,6 @@
 
 namespace hourglass::fleet::detail {
 
-namespace {
-
 std::int64_t broker_us(const redis_reply& s, const redis_reply& us) {
   const auto t = parse_broker_time(s.str, us.str);
   if (!t) throw redis_unavailable("redis: TIME is not a time");
@@ -18,7 +16,11 @@ std::int64_t broker_us(const redis_reply& s, const redis_reply& us) {
 
 long long at_least_zero(const redis_reply& r) noexcept { return std::max<long long>(0, r.integer); }
 
-}  // namespace
+std::string queue_keys::operator()(std::string_view suffix) const {
+  std::string k;
+  k.reserve(6 + tag.size() + suffix.size());
+  return k.append("hg:{").append(tag).append("}:").append(suffix);
+}
 
 std::int64_t number_or(std::string_view text, std::int64_t fallback) noexcept {
   std::int64_t v = 0;
@@ -64,57 +66,11 @@ bool refusal_is_lasting(std::string_view error) noexcept {
 
 namespace hourglass::fleet::detail {
 
-enqueue_batch_reply decode_enqueue(const redis_reply& r, std::size_t jobs) {
-  enqueue_batch_reply b;
-  if (r.is_array() && r.elements.size() == 1 && r.elements[0].str == "nostream") {
-    b.nostream = true;
-    return b;
-  }
-  if (r.is_array() && r.elements.size() == 1 && r.elements[0].str == "paused") {
-    b.paused = true;
-    return b;
-  }
-  if (!r.is_array() || r.elements.size() != jobs) broker_error("enqueue", r);
-  b.jobs.reserve(jobs);
-  for (const redis_reply& j : r.elements) {
-    if (!j.is_array() || j.elements.size() != 3 || !j.elements[2].is_integer()) broker_error("enqueue", r);
-    enqueue_reply e;
-    const std::string& v = j.elements[0].str;
-    e.verdict = v == "duplicate"           ? enqueue_reply::kind::duplicate
-                : v == "refused"           ? enqueue_reply::kind::refused
-                : v == "no_parent"         ? enqueue_reply::kind::no_parent
-                : v == "parent_finished"   ? enqueue_reply::kind::parent_finished
-                : v == "too_deep"          ? enqueue_reply::kind::too_deep
-                : v == "too_many_children" ? enqueue_reply::kind::too_many_children
-                                           : enqueue_reply::kind::accepted;
-    e.id = j.elements[1].str;
-    const long long us = j.elements[2].integer;
-    e.predicted_wait = us < 0 ? duration::max() : std::chrono::duration_cast<duration>(std::chrono::microseconds(us));
-    b.jobs.push_back(std::move(e));
-  }
-  return b;
-}
-
-std::vector<finish_result> decode_finish(const redis_reply& r, std::size_t jobs, std::vector<std::string>* cancelled) {
-  const bool with_cancelled = r.is_array() && r.elements.size() == jobs + 1 && r.elements.back().is_array();
-  if (!r.is_array() || (r.elements.size() != jobs && !with_cancelled)) broker_error("finish", r);
-  std::vector<finish_result> out;
-  out.reserve(jobs);
-  if (with_cancelled && cancelled != nullptr) {
-    for (const redis_reply& h : r.elements.back().elements) cancelled->push_back(h.str);
-  }
-  for (std::size_t i = 0; i < jobs; ++i) {
-    const redis_reply& j = r.elements[i];
-    out.push_back(j.str == "first"       ? finish_result::first
-                  : j.str == "scheduled" ? finish_result::scheduled
-                  : j.str == "no_budget" ? finish_result::no_budget
-                  : j.str == "cancelled" ? finish_result::cancelled
-                  : j.str == "duplicate" ? finish_result::duplicate
-                  : j.str == "waiting"   ? finish_result::waiting
-                  : j.str == "resumed"   ? finish_result::resumed
-                                         : finish_result::unknown);
-  }
-  return out;
+script_call encode_signal(const queue_keys& k, std::string_view id, std::string name, std::string payload,
+                          duration result_ttl) {
+  return {signal_script,
+          {k("stream"), k("job:" + std::string(id)), k("delayed")},
+          {std::move(name), std::move(payload), millis(std::max<duration>(result_ttl, std::chrono::milliseconds(1)))}};
 }
 
 signal_answer decode_signal(const redis_reply& r) {
@@ -134,6 +90,13 @@ signal_answer decode_signal(const redis_reply& r) {
   return a;
 }
 
+script_call encode_cancel(const queue_keys& k, std::string_view id, duration result_ttl, cancel_cause cause) {
+  return {cancel_script,
+          {k("stream"), k("job:" + std::string(id)), k("delayed")},
+          {std::string(job_queue::group), millis(std::max<duration>(result_ttl, std::chrono::milliseconds(1))),
+           std::string(to_string(cause))}};
+}
+
 cancel_reply decode_cancel(const redis_reply& r) noexcept {
   const std::string& v = r.is_array() && !r.elements.empty() ? r.elements[0].str : r.str;
   if (v == "cancelled") return cancel_reply::cancelled;
@@ -149,79 +112,17 @@ std::vector<std::string> decode_cancelled_family(const redis_reply& r) {
   return handlers;
 }
 
-namespace {
-
-// One start answer of `whole` (for its error message); nullopt: 'late'.
-std::optional<job_queue::start_answer> start_answer_of(const redis_reply& j, const redis_reply& whole,
-                                                       std::int64_t broker_now_us) {
-  if (!j.is_array() || j.elements.size() < 2) broker_error("start", whole);
-  using verdict = job_queue::start_answer::verdict;
-  const std::string& v = j.elements[0].str;
-  if (v == "late") return std::nullopt;
-  job_queue::start_answer a;
-  a.v = v == "run"         ? verdict::run
-        : v == "not_owner" ? verdict::not_owner
-        : v == "finished"  ? verdict::finished
-        : v == "cancelled" ? verdict::cancelled
-        : v == "dead"      ? verdict::dead
-                           : verdict::gone;
-  a.broker_now_us = broker_now_us;
-  a.deliveries = static_cast<unsigned>(at_least_zero(j.elements[1]));
-  if (a.v == verdict::dead && j.elements.size() >= 3)
-    a.dead_dropped = static_cast<unsigned>(at_least_zero(j.elements[2]));
-  if (a.v == verdict::run) {
-    if (j.elements.size() != 15) broker_error("start", whole);
-    a.handler = j.elements[2].str;
-    a.payload = j.elements[3].str;
-    a.content_type = j.elements[4].str;
-    a.idempotency_key = j.elements[5].str;
-    a.attempt = static_cast<int>(std::clamp<std::int64_t>(number_or(j.elements[6].str, 1), 1, 1'000'000));
-    a.retry.max_attempts = static_cast<int>(std::clamp<std::int64_t>(number_or(j.elements[7].str, 1), 1, 1'000'000));
-    a.retry.base = std::chrono::microseconds(std::max<std::int64_t>(number_or(j.elements[8].str, 0), 0));
-    a.retry.cap = std::chrono::microseconds(std::max<std::int64_t>(number_or(j.elements[9].str, 0), 0));
-    if (!j.elements[10].str.empty()) a.deadline_us = number_or(j.elements[10].str, 0);
-    a.woke_by = j.elements[11].str;
-    a.wait_rule = j.elements[12].str;
-    a.signal_payload = j.elements[13].str;
-    a.retry.jitter = j.elements[14].str != "none";  // '': a job enqueued before the field existed
+script_call encode_renew(const queue_keys& k, std::string_view consumer, const lease_value& lease_v, duration lease,
+                         std::size_t slots, const std::vector<job_queue::held_entry>& held) {
+  script_call c{renew_script,
+                {k("lease:" + std::string(consumer)), k("slots"), k("stream"), k("stats"), k("delayed"), k("paused")},
+                {std::string(job_queue::group), std::string(consumer), lease_v.token, std::to_string(lease_v.renewals),
+                 millis(lease), std::to_string(slots)}};
+  for (const job_queue::held_entry& h : held) {
+    c.keys.push_back(k("job:" + h.job_id));
+    c.args.push_back(h.entry);
   }
-  return a;
-}
-
-}  // namespace
-
-start_batch_reply decode_start(const redis_reply& r, std::size_t jobs) {
-  if (!r.is_array() || r.elements.size() != 2 + jobs) broker_error("start", r);
-  start_batch_reply b;
-  b.broker_now_us = broker_us(r.elements[0], r.elements[1]);
-  b.jobs.reserve(jobs);
-  for (std::size_t i = 0; i < jobs; ++i) {
-    // 'late' is the taken form's only: here it reads as gone, as any unknown verdict
-    std::optional<job_queue::start_answer> a = start_answer_of(r.elements[2 + i], r, b.broker_now_us);
-    job_queue::start_answer gone;
-    gone.broker_now_us = b.broker_now_us;
-    b.jobs.push_back(a ? std::move(*a) : std::move(gone));
-  }
-  return b;
-}
-
-job_queue::taken decode_take(const redis_reply& r, std::size_t count) {
-  if (!r.is_array() || r.elements.size() < 2 || r.elements.size() > 2 + count) broker_error("take", r);
-  job_queue::taken t;
-  t.broker_now_us = broker_us(r.elements[0], r.elements[1]);
-  t.entries.reserve(r.elements.size() - 2);
-  for (std::size_t i = 2; i < r.elements.size(); ++i) {
-    const redis_reply& e = r.elements[i];
-    if (!e.is_array() || e.elements.size() != 3 || !e.elements[1].is_array() || e.elements[1].elements.size() % 2 != 0)
-      broker_error("take", r);
-    job_queue::taken_entry te;
-    te.id = e.elements[0].str;
-    const auto& kv = e.elements[1].elements;
-    for (std::size_t k = 0; k < kv.size(); k += 2) te.fields.emplace_back(kv[k].str, kv[k + 1].str);
-    te.started = start_answer_of(e.elements[2], r, t.broker_now_us);
-    t.entries.push_back(std::move(te));
-  }
-  return t;
+  return c;
 }
 
 renew_reply decode_renew(const redis_reply& r) {
@@ -245,22 +146,11 @@ renew_reply decode_renew(const redis_reply& r) {
   return a;
 }
 
-promote_reply decode_promote(const redis_reply& r) {
-  promote_reply p;
-  if (r.is_array() && r.elements.size() == 1 && r.elements[0].str == "nostream") {
-    p.nostream = true;
-    return p;
-  }
-  if (!r.is_array() || r.elements.size() != 7 || !r.elements[0].is_integer() || !r.elements[1].is_array() ||
-      !r.elements[2].is_integer() || !r.elements[5].is_array() || !r.elements[6].is_array())
-    broker_error("promote", r);
-  p.moved = static_cast<std::size_t>(at_least_zero(r.elements[0]));
-  for (const redis_reply& h : r.elements[1].elements) p.expired_handlers.push_back(h.str);
-  if (r.elements[2].integer >= 0) p.next_due_ms = r.elements[2].integer;
-  p.broker_now_us = broker_us(r.elements[3], r.elements[4]);
-  for (const redis_reply& h : r.elements[5].elements) p.human_wait_handlers.push_back(h.str);
-  for (const redis_reply& h : r.elements[6].elements) p.cancelled_handlers.push_back(h.str);
-  return p;
+script_call encode_queue(const queue_keys& k, queue_op op) {
+  const char* name = op == queue_op::pause ? "pause" : op == queue_op::resume ? "resume" : "look";
+  return {queue_script,
+          {k("stream"), k("delayed"), k("dead"), k("slots"), k("stats"), k("paused")},
+          {name, std::string(job_queue::group)}};
 }
 
 queue_state decode_queue(const redis_reply& r) {
@@ -299,6 +189,41 @@ queue_state decode_queue(const redis_reply& r) {
   return q;
 }
 
+namespace {
+
+std::vector<std::string> dead_keys(const queue_keys& k, std::string_view id) {
+  return {k("stream"), k("slots"), k("stats"), k("dead"), k("job:" + std::string(id))};
+}
+
+}  // namespace
+
+script_call encode_dead_replay(const queue_keys& k, std::string_view id, duration freshness, duration min_budget,
+                               bool admission) {
+  return {dead_script,
+          dead_keys(k, id),
+          {"replay", std::string(job_queue::group), freshness == duration::max() ? "-1" : millis(freshness),
+           millis(min_budget), admission ? "1" : "0"}};
+}
+
+script_call encode_dead_delete(const queue_keys& k, std::string_view id) {
+  return {dead_script, dead_keys(k, id), {"delete", std::string(job_queue::group)}};
+}
+
+script_call encode_dead_purge(const queue_keys& k, std::size_t count) {
+  return {dead_script,
+          dead_keys(k, ""),
+          {"purge", std::string(job_queue::group), std::to_string(std::max<std::size_t>(count, 1)), k("job:")}};
+}
+
+job_queue::purged decode_purge(const redis_reply& r) {
+  if (!r.is_array() || r.elements.size() != 3) broker_error("dead", r);
+  job_queue::purged p;
+  p.jobs = static_cast<std::uint64_t>(at_least_zero(r.elements[0]));
+  p.entries = static_cast<std::uint64_t>(at_least_zero(r.elements[1]));
+  p.left = static_cast<std::uint64_t>(at_least_zero(r.elements[2]));
+  return p;
+}
+
 dead_answer decode_dead(const redis_reply& r) {
   if (!r.is_array() || r.elements.empty()) broker_error("dead", r);
   const auto& e = r.elements;
@@ -322,11 +247,93 @@ dead_answer decode_dead(const redis_reply& r) {
   broker_error("dead", r);
 }
 
+script_call encode_hand_back(const queue_keys& k, std::string_view consumer, std::string_view lease_token,
+                             const std::vector<job_queue::held_entry>& held) {
+  // Idle far past any daemon's lease (about three years), so the next reclaim takes them.
+  script_call c{hand_back_script,
+                {k("stream")},
+                {std::string(job_queue::group), std::string(consumer), "100000000000", std::string(lease_token)}};
+  for (const job_queue::held_entry& h : held) {
+    c.keys.push_back(k("job:" + h.job_id));
+    c.args.push_back(h.entry);
+  }
+  return c;
+}
+
 std::size_t decode_hand_back(const redis_reply& r) {
   if (!r.is_integer()) broker_error("hand back", r);
   return static_cast<std::size_t>(at_least_zero(r));
 }
 
+script_call encode_release(const queue_keys& k, std::string_view consumer, std::string_view token) {
+  return {
+      release_script, {k("lease:" + std::string(consumer)), k("slots")}, {std::string(consumer), std::string(token)}};
+}
+
 bool decode_release(const redis_reply& r) noexcept { return r.is_integer() && r.integer == 1; }
+
+// ---- schedule, shards, list ----
+
+script_call encode_schedule_look(const queue_keys& k, std::string_view name) {
+  return {schedule_script, {k("schedule:" + std::string(name)), k("paused")}, {"look"}};
+}
+
+job_queue::schedule_record decode_schedule_look(const redis_reply& r) {
+  if (!r.is_array() || r.elements.size() != 7 || !r.elements[0].is_integer()) broker_error("schedule", r);
+  job_queue::schedule_record s;
+  s.settled_ms = r.elements[0].integer;
+  s.last_fire_ms = number_or(r.elements[1].str, 0);
+  s.last_job = r.elements[2].str;
+  s.queue_paused = !r.elements[6].str.empty();
+  s.missed = static_cast<std::uint64_t>(std::max<std::int64_t>(number_or(r.elements[3].str, 0), 0));
+  s.broker_now_us = broker_us(r.elements[4], r.elements[5]);
+  return s;
+}
+
+script_call encode_schedule_settle(const queue_keys& k, std::string_view name, std::int64_t fire_ms,
+                                   std::uint64_t missed, std::int64_t settled_ms) {
+  return {schedule_script,
+          {k("schedule:" + std::string(name)), k("paused")},
+          {"settle", std::to_string(fire_ms), std::to_string(missed), std::to_string(settled_ms)}};
+}
+
+bool decode_schedule_settle(const redis_reply& r) {
+  if (!r.is_integer()) broker_error("schedule", r);
+  return r.integer == 1;
+}
+
+script_call encode_schedule_ran(const queue_keys& k, std::string_view name, std::string_view job_id) {
+  return {schedule_script, {k("schedule:" + std::string(name)), k("paused")}, {"ran", std::string(job_id)}};
+}
+
+void decode_schedule_ran(const redis_reply& r) {
+  if (!r.is_integer()) broker_error("schedule", r);
+}
+
+script_call encode_shards(const queue_keys& k, std::string expected, std::string desired) {
+  return {shards_script, {k("shards")}, {std::move(expected), std::move(desired)}};
+}
+
+std::string decode_shards(const redis_reply& r) {
+  if (!r.is_string()) broker_error("shards", r);
+  return r.str;
+}
+
+script_call encode_list(const queue_keys& k, std::string_view index, std::string cursor, std::size_t count,
+                        std::string_view state) {
+  const std::string page = std::to_string(std::clamp<std::size_t>(count, 1, 1000));
+  if (index.empty()) {  // no index: SCAN over the job hashes, filtered on their state in the script
+    return {list_script, {k("stream")}, {"scan", std::move(cursor), page, state.empty() ? "*" : std::string(state)}};
+  }
+  return {list_script, {k(index)}, {index == "delayed" ? "zset" : "stream", std::move(cursor), page}};
+}
+
+list_page decode_list(const redis_reply& r) {
+  if (!r.is_array() || r.elements.empty()) broker_error("list", r);
+  list_page p;
+  p.next_cursor = r.elements[0].str;
+  for (std::size_t i = 1; i < r.elements.size(); ++i) p.ids.push_back(r.elements[i].str);
+  return p;
+}
 
 }  // namespace hourglass::fleet::detail

@@ -52,7 +52,9 @@
 namespace hourglass::fleet {
 
 namespace detail {
-struct liveness;  // fleet/src/batch_lane.hpp
+struct liveness;     // fleet/src/batch_lane.hpp
+struct script_call;  // fleet/src/scripts.hpp
+struct queue_keys;
 template <class Call>
 class batch_lane;
 }  // namespace detail
@@ -274,6 +276,7 @@ class job_queue {
 
   // "hg:{tag}:suffix": every key of this queue (shard), in one hash slot.
   std::string key(std::string_view suffix) const;
+  detail::queue_keys keys() const;  // what the scripts' encoders name keys with
   const queue_options& options() const noexcept { return options_; }
   redis_client& connection() const noexcept { return redis_; }
   static constexpr std::string_view group = "hourglass";
@@ -281,11 +284,9 @@ class job_queue {
  private:
   // EVALSHA of one of scripts.hpp's scripts (SCRIPT LOAD first, and again
   // after NOSCRIPT); an error reply throws redis_unavailable.
-  redis_reply eval(const context& ctx, std::string_view script, const std::vector<std::string>& keys,
-                   const std::vector<std::string>& args);
+  redis_reply eval(const context& ctx, const detail::script_call& call);
   struct eval_call;
-  void async_eval(const context& ctx, std::string_view script, std::vector<std::string> keys,
-                  std::vector<std::string> args, answer_fn<redis_reply> done, bool replicated = false);
+  void async_eval(const context& ctx, detail::script_call call, answer_fn<redis_reply> done, bool replicated = false);
   static void send_eval(std::shared_ptr<eval_call> call);
   static void load_script(std::shared_ptr<eval_call> call);
   void async_ensure_group(const context& ctx, answer_fn<bool> done);
