@@ -15,6 +15,7 @@
 #include "hourglass/fleet/freshness.hpp"
 #include "hourglass/fleet/job_queue.hpp"
 #include "hourglass/jobs/job_state.hpp"
+#include "job_fields.hpp"
 #include "scripts.hpp"
 
 namespace hourglass::fleet {
@@ -48,6 +49,7 @@ std::optional<double> number_field(const std::string& text) {
 // The job's hash (HGETALL's field, value pairs), decoded: the one place
 // fleet/ reads its field names.
 fleet_job job_from(std::string_view id, const redis_reply& r) {
+  namespace job_field = detail::job_field;
   fleet_job j;
   j.id = std::string(id);
   // A count: a number from 0 to T's most, else `fallback` (a NaN or a
@@ -61,42 +63,42 @@ fleet_job job_from(std::string_view id, const redis_reply& r) {
   for (std::size_t i = 0; i + 1 < r.elements.size(); i += 2) {
     const std::string& f = r.elements[i].str;
     std::string v = r.elements[i + 1].str;
-    if (f == "handler") j.handler = std::move(v);
-    else if (f == "state") j.state = std::move(v);
-    else if (f == "parent") j.parent = std::move(v);
-    else if (f == "children") j.child_count = whole(v, 0u);
-    else if (f == "idempotency_key") j.idempotency_key = std::move(v);
-    else if (f == "entry") j.entry = std::move(v);
-    else if (f == "payload") j.payload = std::move(v);
-    else if (f == "content_type") j.content_type = std::move(v);
-    else if (f == "attempt") j.attempt = std::max(whole(v, 1), 1);
-    else if (f == "max_attempts") j.max_attempts = std::max(whole(v, 1), 1);
-    else if (f == "deliveries" && !v.empty()) j.deliveries = whole(v, 0u);
-    else if (f == "consumer") j.consumer = std::move(v);
-    else if (f == "attempts") j.attempts_json = std::move(v);
-    else if (f == "accepted_ms") j.accepted_ms = number_field(v);
-    else if (f == "freshness_ms") j.freshness_ms = number_field(v);
-    else if (f == "deadline_us") j.deadline_us = number_field(v);
-    else if (f == "due_ms") j.due_ms = number_field(v);
-    else if (f == "started_ms") j.started_ms = number_field(v);
-    else if (f == "starts") j.starts = std::move(v);
-    else if (f == "wait_rule") j.wait_rule = std::move(v);
-    else if (f == "wake_ms") j.wake_ms = number_field(v);
-    else if (f == "human_since_us") j.human_since_us = number_field(v);
-    else if (f == "human_waited_us") j.human_waited_us = number_field(v);
-    else if (f == "wakes") j.wakes = whole(v, 0);
-    else if (f == "woke_by") j.woke_by = std::move(v);
-    else if (f == "cancel_requested") j.cancel_requested = v == "1";
-    else if (f == "stage") j.stage = std::move(v);
-    else if (f == "cause") j.cause = std::move(v);
-    else if (f == "reason") j.reason = std::move(v);
-    else if (f == "error") j.error = std::move(v);
-    else if (f == "message") j.message = std::move(v);
-    else if (f == "http_status") j.http_status = whole(v, 0u);
-    else if (f == "queued_ms") j.queued_ms = number_field(v);
-    else if (f == "run_ms") j.run_ms = number_field(v);
-    else if (f == "committed") j.committed = v == "1";
-    else if (f == "result") j.result = std::move(v);
+    if (f == job_field::handler) j.handler = std::move(v);
+    else if (f == job_field::state) j.state = std::move(v);
+    else if (f == job_field::parent) j.parent = std::move(v);
+    else if (f == job_field::children) j.child_count = whole(v, 0u);
+    else if (f == job_field::idempotency_key) j.idempotency_key = std::move(v);
+    else if (f == job_field::entry) j.entry = std::move(v);
+    else if (f == job_field::payload) j.payload = std::move(v);
+    else if (f == job_field::content_type) j.content_type = std::move(v);
+    else if (f == job_field::attempt) j.attempt = std::max(whole(v, 1), 1);
+    else if (f == job_field::max_attempts) j.max_attempts = std::max(whole(v, 1), 1);
+    else if (f == job_field::deliveries && !v.empty()) j.deliveries = whole(v, 0u);
+    else if (f == job_field::consumer) j.consumer = std::move(v);
+    else if (f == job_field::attempts) j.attempts_json = std::move(v);
+    else if (f == job_field::accepted_ms) j.accepted_ms = number_field(v);
+    else if (f == job_field::freshness_ms) j.freshness_ms = number_field(v);
+    else if (f == job_field::deadline_us) j.deadline_us = number_field(v);
+    else if (f == job_field::due_ms) j.due_ms = number_field(v);
+    else if (f == job_field::started_ms) j.started_ms = number_field(v);
+    else if (f == job_field::starts) j.starts = std::move(v);
+    else if (f == job_field::wait_rule) j.wait_rule = std::move(v);
+    else if (f == job_field::wake_ms) j.wake_ms = number_field(v);
+    else if (f == job_field::human_since_us) j.human_since_us = number_field(v);
+    else if (f == job_field::human_waited_us) j.human_waited_us = number_field(v);
+    else if (f == job_field::wakes) j.wakes = whole(v, 0);
+    else if (f == job_field::woke_by) j.woke_by = std::move(v);
+    else if (f == job_field::cancel_requested) j.cancel_requested = v == "1";
+    else if (f == job_field::stage) j.stage = std::move(v);
+    else if (f == job_field::cause) j.cause = std::move(v);
+    else if (f == job_field::reason) j.reason = std::move(v);
+    else if (f == job_field::error) j.error = std::move(v);
+    else if (f == job_field::message) j.message = std::move(v);
+    else if (f == job_field::http_status) j.http_status = whole(v, 0u);
+    else if (f == job_field::queued_ms) j.queued_ms = number_field(v);
+    else if (f == job_field::run_ms) j.run_ms = number_field(v);
+    else if (f == job_field::committed) j.committed = v == "1";
+    else if (f == job_field::result) j.result = std::move(v);
   }
   return j;
 }

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "consumer_fixture.hpp"
+#include "job_hash.hpp"
 
 namespace hourglass::fleet::testing {
 namespace {
@@ -116,7 +117,10 @@ TEST_F(ConsumerOnManualClock, ADaemonThatCannotRenewItsLeaseStopsItsOwnJobsAtThe
 TEST_F(ConsumerOnManualClock, ADeadDaemonsEntryIsReclaimedAtTheNextReclaimOnOurClock) {
   const added a = add_job("echo", broker_ms());
   deliver_to("ghost", 1, false);  // its holder is alive for now: idle 0
-  raw({"HSET", queue.key("job:" + a.id), "state", "running", "deliveries", "1", "consumer", "ghost"});
+  raw(job_hash(queue.key("job:" + a.id))
+          .state(job_state::running)
+          .set(job_field::deliveries, 1)
+          .set(job_field::consumer, "ghost"));
   consumer c(clocked_queue, clocked_reads, on_clock, runner.get(), timed("a"));
   c.start(context());
   ASSERT_TRUE(eventually([&] { return calls_of("xautoclaim") == 1; })) << "the reclaim at start: nothing idle";
@@ -204,7 +208,7 @@ TEST_F(ConsumerOnManualClock, ARestartedDaemonTakesItsNameOverAndRunsItsOwnPendi
   const long long now = broker_ms();
   const added mine = add_job("echo", now - 3);
   deliver_to("a", 1, false);  // its earlier life took it, started it and died
-  raw({"HSET", queue.key("job:" + mine.id), "state", "running", "deliveries", "1"});
+  raw(job_hash(queue.key("job:" + mine.id)).state(job_state::running).set(job_field::deliveries, 1));
   const added later = add_job("echo", now - 2);
   raw({"SET", queue.key("lease:a"), "old-life:7", "PX", "60000"});  // not renewed any more
   consumer c(clocked_queue, clocked_reads, on_clock, runner.get(), timed("a", 1));

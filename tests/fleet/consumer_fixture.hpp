@@ -17,6 +17,7 @@
 
 #include "common/eventually.hpp"
 #include "hourglass/fleet/consumer.hpp"
+#include "job_hash.hpp"
 #include "redis_server.hpp"
 
 namespace hourglass::fleet::testing {
@@ -84,28 +85,17 @@ struct Consumer : ::testing::Test {
     const redis_reply r = raw({"XADD", queue.key("stream"), a.entry, "id", a.id, "handler", handler, "freshness_ms", f,
                                "min_budget_ms", "0"});
     EXPECT_EQ(r.str, a.entry) << r.str;
-    raw({"HSET",
-         queue.key("job:" + a.id),
-         "id",
-         a.id,
-         "handler",
-         handler,
-         "payload",
-         payload,
-         "content_type",
-         "text/plain",
-         "freshness_ms",
-         f,
-         "min_budget_ms",
-         "0",
-         "entry",
-         a.entry,
-         "state",
-         "queued",
-         "deliveries",
-         "0",
-         "idempotency_key",
-         ""});
+    raw(job_hash(queue.key("job:" + a.id))
+            .set(job_field::id, a.id)
+            .set(job_field::handler, handler)
+            .set(job_field::payload, payload)
+            .set(job_field::content_type, "text/plain")
+            .set(job_field::freshness_ms, f)
+            .set(job_field::min_budget_ms, 0)
+            .set(job_field::entry, a.entry)
+            .state(job_state::queued)
+            .set(job_field::deliveries, 0)
+            .set(job_field::idempotency_key, ""));
     return a;
   }
   // Delivers the next entries to `name` (a daemon that then dies holding them), idle for long.

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "consumer_fixture.hpp"
+#include "job_hash.hpp"
 
 namespace hourglass::fleet::testing {
 namespace {
@@ -184,7 +185,10 @@ TEST_F(Consumer, ADelayedJobMovesToTheStreamWhenDueEvenWhileEveryWorkerIsBusy) {
 TEST_F(Consumer, ADeadDaemonsJobIsReclaimedAndRunAgain) {
   const added a = add_job("echo", broker_ms());
   deliver_to("ghost", 1);
-  raw({"HSET", queue.key("job:" + a.id), "state", "running", "deliveries", "1", "consumer", "ghost"});
+  raw(job_hash(queue.key("job:" + a.id))
+          .state(job_state::running)
+          .set(job_field::deliveries, 1)
+          .set(job_field::consumer, "ghost"));
   consumer c(queue, reads, jobs, runner.get(), named("a"));
   c.start(context());
   ASSERT_TRUE(eventually([&] { return state(a.id) == "ok"; })) << state(a.id);
@@ -196,7 +200,7 @@ TEST_F(Consumer, ADeadDaemonsJobIsReclaimedAndRunAgain) {
 TEST_F(Consumer, AReclaimedJobPastItsFreshnessEndsStageReclaim) {
   const added a = add_job("echo", broker_ms() - 10000, 5s);
   deliver_to("ghost", 1);
-  raw({"HSET", queue.key("job:" + a.id), "state", "running", "deliveries", "1"});
+  raw(job_hash(queue.key("job:" + a.id)).state(job_state::running).set(job_field::deliveries, 1));
   consumer c(queue, reads, jobs, runner.get(), named("a"));
   c.start(context());
   ASSERT_TRUE(eventually([&] { return state(a.id) == "deadline_exceeded"; })) << state(a.id);
@@ -208,7 +212,7 @@ TEST_F(Consumer, AReclaimedJobPastItsFreshnessEndsStageReclaim) {
 TEST_F(Consumer, AJobWhoseWorkersDiedMaxDeliveriesTimesIsDeadLettered) {
   const added a = add_job("echo", broker_ms());
   deliver_to("ghost", 1);
-  raw({"HSET", queue.key("job:" + a.id), "state", "running", "deliveries", "3"});
+  raw(job_hash(queue.key("job:" + a.id)).state(job_state::running).set(job_field::deliveries, 3));
   consumer c(queue, reads, jobs, runner.get(), named("a"));
   c.start(context());
   ASSERT_TRUE(eventually([&] { return state(a.id) == "dead"; })) << state(a.id);
@@ -224,7 +228,7 @@ TEST_F(Consumer, AJobWhoseWorkersDiedMaxDeliveriesTimesIsDeadLettered) {
 TEST_F(Consumer, HandingBackAJobItNeverStartedKeepsTheDeadWorkersStart) {
   const added a = add_job("echo", broker_ms());
   deliver_to("ghost", 1);
-  raw({"HSET", queue.key("job:" + a.id), "state", "running", "deliveries", "1"});
+  raw(job_hash(queue.key("job:" + a.id)).state(job_state::running).set(job_field::deliveries, 1));
   executor paused{executor_options{.workers = 1, .start_paused = true}};
   {
     consumer c(queue, reads, paused, runner.get(), named("a"));
@@ -340,8 +344,8 @@ TEST_F(Consumer, EachRecordedOutcomeIsCountedOnceByStageAndADeadLetterAsAnError)
   const added late_reclaim = add_job("echo", now - 10000, 5s);  // its worker died; waited 10 s of 5
   const added dead = add_job("echo", now - 9999);               // its workers died 3 times
   deliver_to("ghost", 2);
-  raw({"HSET", queue.key("job:" + late_reclaim.id), "state", "running", "deliveries", "1"});
-  raw({"HSET", queue.key("job:" + dead.id), "state", "running", "deliveries", "3"});
+  raw(job_hash(queue.key("job:" + late_reclaim.id)).state(job_state::running).set(job_field::deliveries, 1));
+  raw(job_hash(queue.key("job:" + dead.id)).state(job_state::running).set(job_field::deliveries, 3));
   const added late_queue = add_job("echo", now - 9998, 5s);  // never delivered; waited 10 s of 5
   const added fine = add_job("echo", now - 1);
   hourglass::metrics m;
@@ -387,30 +391,18 @@ TEST_F(Consumer, AfterAFailedReadItsOwnStartedEntriesRunAtOnceCountedOnce) {
   const redis_reply done = raw({"EXEC"});
   ASSERT_TRUE(done.is_array() && done.elements.size() == 2u) << done.str;
   const std::string entry = done.elements[0].str;
-  raw({"HSET",
-       queue.key("job:" + id),
-       "id",
-       id,
-       "handler",
-       "echo",
-       "payload",
-       "p",
-       "content_type",
-       "text/plain",
-       "freshness_ms",
-       "-1",
-       "min_budget_ms",
-       "0",
-       "entry",
-       entry,
-       "state",
-       "running",
-       "deliveries",
-       "1",
-       "idempotency_key",
-       "",
-       "start_token",
-       token + "/" + entry});
+  raw(job_hash(queue.key("job:" + id))
+          .set(job_field::id, id)
+          .set(job_field::handler, "echo")
+          .set(job_field::payload, "p")
+          .set(job_field::content_type, "text/plain")
+          .set(job_field::freshness_ms, "-1")
+          .set(job_field::min_budget_ms, 0)
+          .set(job_field::entry, entry)
+          .state(job_state::running)
+          .set(job_field::deliveries, 1)
+          .set(job_field::idempotency_key, "")
+          .set(job_field::start_token, token + "/" + entry));
   EXPECT_EQ(pending(), 1);
   // The daemon's connections break until one of its reads fails (a kill
   // between two calls is mended by a reconnect before anyone notices).

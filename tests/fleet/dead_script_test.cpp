@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "job_hash.hpp"
 #include "lua_script_fixture.hpp"
 
 namespace hourglass::fleet::testing {
@@ -61,9 +62,9 @@ TEST_F(DeadLetter, StartKeepsADeadJobWholeAndTheListBounded) {
 // dead again): the parent's counts must not see it twice.
 TEST_F(DeadLetter, AReplayedDeadChildCountsDownItsParentOnce) {
   const std::string parent = new_job_id(), child = new_job_id();
-  call({"HSET", job(parent), "id", parent, "state", "running"});
+  call(job_hash(job(parent)).set(job_field::id, parent).state(job_state::running));
   const std::string e = enqueue(child, "p");
-  call({"HSET", job(child), "parent", parent});
+  call(job_hash(job(child)).set(job_field::parent, parent));
   deliver("c1", 1);
   (void)start_twice(child, e);
   ASSERT_EQ(field(job(child), "state"), "dead");

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "job_hash.hpp"
 #include "lua_script_fixture.hpp"
 
 namespace hourglass::fleet::testing {
@@ -186,7 +187,7 @@ TEST_F(DelayedSet, AFailedAttemptOfAJobADeleteMarkedIsRecordedCancelledNotRetrie
   const std::string id = new_job_id();
   enqueue_batch({{.id = id, .max_attempts = "3", .deadline_us = "60000000"}});
   const std::string entry = field(job(id), "entry");
-  call({"HSET", job(id), "state", "running"});  // as start.lua leaves it
+  call(job_hash(job(id)).state(job_state::running));  // as start.lua leaves it
   const redis_reply mark = eval(detail::cancel_script, {stream, job(id), delayed}, {group, "60000"});
   EXPECT_EQ(detail::decode_cancel(mark), detail::cancel_reply::marked) << "it is running";
   const std::vector<std::string> retry{
@@ -253,7 +254,7 @@ TEST_F(DelayedSet, ASignalResumesAJobWaitingForItOnceWithItsDeadlineMovedOnByThe
   ASSERT_EQ(enqueue_batch({{.id = id, .admission = "0", .deadline_us = "60000000"}}).jobs.at(0).verdict,
             detail::enqueue_reply::kind::accepted);
   const std::string first_entry = field(job(id), "entry");
-  call({"HSET", job(id), "state", "running"});
+  call(job_hash(job(id)).state(job_state::running));
   const long long deadline_before = std::stoll(field(job(id), "deadline_us"));
   const long long before = broker_ms();
   ASSERT_EQ(finish_one(id, {first_entry, "1000", "wait", "signal:approve", "5000000", "0"}), finish_result::waiting);
@@ -301,14 +302,14 @@ TEST_F(DelayedSet, PromoteEndsAPersonsWaitAtItsLimitAndResumesAParentAtItsWakeTi
                                 {.id = parent, .admission = "0", .deadline_us = "60000000"}});
   ASSERT_EQ(r.jobs.at(0).verdict, detail::enqueue_reply::kind::accepted);
   ASSERT_EQ(r.jobs.at(1).verdict, detail::enqueue_reply::kind::accepted);
-  for (const std::string& id : {person, parent}) call({"HSET", job(id), "state", "running"});
-  call({"HSET", job(parent), "children", "2"});
+  for (const std::string& id : {person, parent}) call(job_hash(job(id)).state(job_state::running));
+  call(job_hash(job(parent)).set(job_field::children, 2));
   ASSERT_EQ(finish_one(person, {field(job(person), "entry"), "1000", "wait", "signal:approve", "0", "0"}),
             finish_result::waiting);
   ASSERT_EQ(finish_one(parent, {field(job(parent), "entry"), "1000", "wait", "all", "1000000", "0"}),
             finish_result::waiting);
   const std::string past = std::to_string(broker_ms() - 1);  // as if its 59 s had gone by
-  call({"HSET", job(parent), "wake_ms", past});
+  call(job_hash(job(parent)).set(job_field::wake_ms, past));
   call({"ZADD", delayed, past, parent});
   const detail::promote_reply p = promote({person, parent});
   EXPECT_EQ(p.human_wait_handlers.size(), 1u);
@@ -323,7 +324,7 @@ TEST_F(DelayedSet, PromoteEndsAPersonsWaitAtItsLimitAndResumesAParentAtItsWakeTi
   const std::string late = new_job_id();
   ASSERT_EQ(enqueue_batch({{.id = late, .admission = "0", .deadline_us = "60000000"}}).jobs.at(0).verdict,
             detail::enqueue_reply::kind::accepted);
-  call({"HSET", job(late), "state", "running", "children", "1"});
+  call(job_hash(job(late)).state(job_state::running).set(job_field::children, 1));
   // keeps 60 s of its 60 s: its wake time has come already
   EXPECT_EQ(finish_one(late, {field(job(late), "entry"), "1000", "wait", "all", "60000000", "0"}),
             finish_result::resumed);
@@ -338,7 +339,7 @@ TEST_F(DelayedSet, AChildCancelledOnTheSpotPutsItsWaitingParentDueAndPromoteResu
   const std::string parent = new_job_id();
   ASSERT_EQ(enqueue_batch({{.id = parent, .admission = "0", .deadline_us = "60000000"}}).jobs.at(0).verdict,
             detail::enqueue_reply::kind::accepted);
-  call({"HSET", job(parent), "state", "running"});
+  call(job_hash(job(parent)).state(job_state::running));
   std::vector<std::string> children;
   for (int i = 0; i < 3; ++i) {
     children.push_back(new_job_id());
@@ -372,7 +373,7 @@ TEST_F(DelayedSet, PromoteCancelsTheChildrenStillUnfinishedWhenAParentWakes) {
   const std::string parent = new_job_id();
   ASSERT_EQ(enqueue_batch({{.id = parent, .admission = "0", .deadline_us = "60000000"}}).jobs.at(0).verdict,
             detail::enqueue_reply::kind::accepted);
-  call({"HSET", job(parent), "state", "running"});
+  call(job_hash(job(parent)).state(job_state::running));
   const auto child_of = [&](const std::string& p) {
     const std::string id = new_job_id();
     EXPECT_EQ(enqueue_batch({{.id = id, .admission = "0", .parent = p}}).jobs.at(0).verdict,
@@ -381,16 +382,16 @@ TEST_F(DelayedSet, PromoteCancelsTheChildrenStillUnfinishedWhenAParentWakes) {
   };
   const std::string queued = child_of(parent), running = child_of(parent), done = child_of(parent);
   const std::string waiting = child_of(parent);
-  call({"HSET", job(waiting), "state", "running"});
+  call(job_hash(job(waiting)).state(job_state::running));
   const std::string grandchild = child_of(waiting);
-  call({"HSET", job(running), "state", "running"});
-  call({"HSET", job(done), "state", "ok"});
+  call(job_hash(job(running)).state(job_state::running));
+  call(job_hash(job(done)).state(job_state::ok));
   ASSERT_EQ(finish_one(waiting, {field(job(waiting), "entry"), "1000", "wait", "all", "0", "0"}),
             finish_result::waiting);
   ASSERT_EQ(finish_one(parent, {field(job(parent), "entry"), "1000", "wait", "all", "1000000", "0"}),
             finish_result::waiting);
   const std::string past = std::to_string(broker_ms() - 1);  // its wake time has come
-  call({"HSET", job(parent), "wake_ms", past});
+  call(job_hash(job(parent)).set(job_field::wake_ms, past));
   call({"ZADD", delayed, past, parent});
   const std::string queued_entry = field(job(queued), "entry");
 
@@ -422,7 +423,7 @@ TEST_F(DelayedSet, AFinishThatEndsAWaitCancelsTheSiblingsAndSaysWhich) {
   const std::string parent = new_job_id();
   ASSERT_EQ(enqueue_batch({{.id = parent, .admission = "0", .deadline_us = "60000000"}}).jobs.at(0).verdict,
             detail::enqueue_reply::kind::accepted);
-  call({"HSET", job(parent), "state", "running"});
+  call(job_hash(job(parent)).state(job_state::running));
   std::vector<std::string> kids;
   for (int i = 0; i < 3; ++i) {
     kids.push_back(new_job_id());
@@ -431,8 +432,8 @@ TEST_F(DelayedSet, AFinishThatEndsAWaitCancelsTheSiblingsAndSaysWhich) {
   }
   ASSERT_EQ(finish_one(parent, {field(job(parent), "entry"), "1000", "wait", "first_success", "100000", "0"}),
             finish_result::waiting);
-  call({"HSET", job(kids[0]), "state", "running"});
-  call({"HSET", job(kids[1]), "state", "running"});
+  call(job_hash(job(kids[0])).state(job_state::running));
+  call(job_hash(job(kids[1])).state(job_state::running));
   const std::string queued_entry = field(job(kids[2]), "entry");
   const redis_reply r = eval(detail::finish_script, {stream, stats, delayed, job(kids[0])},
                              {group, "60000", "", field(job(kids[0]), "entry"), "1000", "final", "2", "state", "ok"});
@@ -456,7 +457,7 @@ TEST_F(DelayedSet, ASignalAfterTheWaitsLimitEndsTheJobInsteadOfResumingIt) {
   const std::string id = new_job_id();
   ASSERT_EQ(enqueue_batch({{.id = id, .admission = "0", .deadline_us = "60000000"}}).jobs.at(0).verdict,
             detail::enqueue_reply::kind::accepted);
-  call({"HSET", job(id), "state", "running"});
+  call(job_hash(job(id)).state(job_state::running));
   ASSERT_EQ(finish_one(id, {field(job(id), "entry"), "1000", "wait", "signal:approve", "0", "0"}),
             finish_result::waiting);
   call({"HINCRBY", job(id), "wake_ms", "-1"});  // its limit has passed

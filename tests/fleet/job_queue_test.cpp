@@ -12,6 +12,7 @@
 #include <set>
 
 #include "hourglass/fleet/freshness.hpp"
+#include "job_hash.hpp"
 #include "redis_server.hpp"
 
 namespace hourglass::fleet::testing {
@@ -147,7 +148,7 @@ TEST_F(JobQueue, CancelFinishesAQueuedJobAtOnceAndMarksARunningOne) {
       << "a worker that took it meanwhile does not overwrite the cancel";
 
   const enqueued running = queue.enqueue(context(), echo());
-  raw({"HSET", queue.key("job:" + running.id), "state", "running"});
+  raw(job_hash(queue.key("job:" + running.id)).state(job_state::running));
   const auto m = queue.cancel(context(), running.id, &cancelled_here);
   ASSERT_TRUE(m);
   EXPECT_FALSE(cancelled_here) << "its worker records the outcome when it stops";
@@ -161,13 +162,13 @@ TEST_F(JobQueue, CancelFinishesAQueuedJobAtOnceAndMarksARunningOne) {
 // marks its running one, each with cause parent, and reaches a grandchild.
 TEST_F(JobQueue, AChildNamesItsParentAndTheParentsCancelReachesEveryDescendant) {
   const enqueued parent = queue.enqueue(context(), echo("parent"));
-  raw({"HSET", queue.key("job:" + parent.id), "state", "running"});
+  raw(job_hash(queue.key("job:" + parent.id)).state(job_state::running));
   job_spec child = echo("queued child");
   child.parent = parent.id;
   const enqueued queued_child = queue.enqueue(context(), child);
   child.payload = "running child";
   const enqueued running_child = queue.enqueue(context(), child);
-  raw({"HSET", queue.key("job:" + running_child.id), "state", "running"});
+  raw(job_hash(queue.key("job:" + running_child.id)).state(job_state::running));
   job_spec grandchild = echo("grandchild");
   grandchild.parent = running_child.id;
   const enqueued grand = queue.enqueue(context(), grandchild);
@@ -206,7 +207,7 @@ TEST_F(JobQueue, AChildNamesItsParentAndTheParentsCancelReachesEveryDescendant) 
 // own children are not its parent's to stop (as in the memory store).
 TEST_F(JobQueue, AParentsCancelDoesNotReachTheChildrenOfAFinishedChild) {
   const enqueued parent = queue.enqueue(context(), echo("parent"));
-  raw({"HSET", queue.key("job:" + parent.id), "state", "running"});
+  raw(job_hash(queue.key("job:" + parent.id)).state(job_state::running));
   job_spec child = echo("child");
   child.parent = parent.id;
   const enqueued finished_child = queue.enqueue(context(), child);
@@ -233,7 +234,7 @@ TEST_F(JobQueue, AWaitingParentIsResumedByTheFinishOfTheChildThatMeetsItsRule) {
   p.deadline = std::chrono::seconds(30);
   const enqueued parent = queue.enqueue(context(), p);
   const std::string first_entry = queue.find(context(), parent.id)->entry;
-  raw({"HSET", queue.key("job:" + parent.id), "state", "running"});
+  raw(job_hash(queue.key("job:" + parent.id)).state(job_state::running));
   job_spec child = echo("child");
   child.parent = parent.id;
   const enqueued failing = queue.enqueue(context(), child);
@@ -306,7 +307,7 @@ TEST_F(JobQueue, AParentsOutcomeKeepsItsChildrenListedForItsOwnTimeAndAChildless
             enqueued::kind::accepted);
   const std::string waiter_children = queue.key("children:" + waiter.id);
   raw({"PERSIST", waiter_children});
-  raw({"HSET", queue.key("job:" + waiter.id), "state", "running", "cancel_requested", "1"});
+  raw(job_hash(queue.key("job:" + waiter.id)).state(job_state::running).set(job_field::cancel_requested, 1));
   job_queue::outcome wait;
   wait.job_id = waiter.id;
   wait.run_time = 1ms;

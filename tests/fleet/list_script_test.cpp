@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "job_hash.hpp"
 #include "lua_script_fixture.hpp"
 
 namespace hourglass::fleet::testing {
@@ -61,11 +62,11 @@ TEST_F(ListScript, AScanFindsTheFewJobsInAStateAmongThousandsAndWalksEveryOneOnc
   std::vector<std::string> finished_ids;
   for (int i = 0; i < 3000; ++i) {
     finished_ids.push_back(new_job_id());
-    call({"HSET", job(finished_ids.back()), "state", i % 2 == 0 ? "ok" : "error"});
+    call(job_hash(job(finished_ids.back())).set(job_field::state, i % 2 == 0 ? "ok" : "error"));
   }
   std::set<std::string> waiting;
   for (int i = 0; i < 3; ++i) waiting.insert(new_job_id());
-  for (const std::string& id : waiting) call({"HSET", job(id), "state", "waiting"});
+  for (const std::string& id : waiting) call(job_hash(job(id)).state(job_state::waiting));
   call({"SET", "hg:{t}:children:x", "not a job"});
   const page found = list(stream, "scan", "", 50, "waiting");
   EXPECT_EQ(std::set<std::string>(found.ids.begin(), found.ids.end()), waiting);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "job_hash.hpp"
 #include "lua_script_fixture.hpp"
 
 namespace hourglass::fleet::testing {
@@ -51,10 +52,12 @@ TEST_F(QueueScript, CountsTheOldestWaitingEntryAndTheConsumers) {
 TEST_F(QueueScript, RetryingAndWaitingAmongTheScheduledAndTheFleetsTotals) {
   const std::string delayed_job = new_job_id(), retry = new_job_id(), parent = new_job_id(), resumed = new_job_id();
   call({"ZADD", delayed, "100", delayed_job, "200", retry, "250", parent, "260", resumed});
-  call({"HSET", job(delayed_job), "attempt", "1", "state", "scheduled"});
-  call({"HSET", job(retry), "attempt", "2", "state", "scheduled"});
-  call({"HSET", job(parent), "attempt", "1", "state", "waiting"});
-  call({"HSET", job(resumed), "attempt", "2", "state", "waiting"});  // a retry that now waits: waiting, not retrying
+  call(job_hash(job(delayed_job)).set(job_field::attempt, 1).state(job_state::scheduled));
+  call(job_hash(job(retry)).set(job_field::attempt, 2).state(job_state::scheduled));
+  call(job_hash(job(parent)).set(job_field::attempt, 1).state(job_state::waiting));
+  call(job_hash(job(resumed))
+           .set(job_field::attempt, 2)
+           .state(job_state::waiting));  // a retry that now waits: waiting, not retrying
   call({"HSET", stats, "mean_run_us", "2500", "finished:ok", "7", "expired:queue", "3", "dead_dropped", "1"});
   const queue_state q = run("look");
   EXPECT_EQ(q.scheduled, 4u) << "the whole delayed set";

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hourglass/fleet/freshness.hpp"
+#include "job_hash.hpp"
 #include "lua_script_fixture.hpp"
 #include "reply_builders.hpp"
 
@@ -395,7 +396,7 @@ TEST_F(LuaScript, CancelFinishesAQueuedJobAndMarksARunningOne) {
   const std::string queued = new_job_id(), running = new_job_id();
   enqueue(queued);
   enqueue(running);
-  call({"HSET", job(running), "state", "running"});
+  call(job_hash(job(running)).state(job_state::running));
   const auto cancel = [&](const std::string& id) {
     return decode_cancel(eval(cancel_script, {stream, job(id), delayed}, {group, "60000"}));
   };
@@ -459,7 +460,7 @@ TEST_F(LuaScript, RenewAnswersTwelveElementsOrFenced) {
   const std::string ea = enqueue(a), eb = enqueue(b);
   enqueue(c);
   deliver("c1", 2);
-  call({"HSET", job(b), "cancel_requested", "1"});
+  call(job_hash(job(b)).set(job_field::cancel_requested, 1));
   call({"HSET", stats, "mean_run_us", "1500.5"});
   call({"ZADD", delayed, "1", new_job_id()});
   const redis_reply r = eval(renew_script, {lease, slots, stream, stats, delayed, paused, job(a), job(b), job(gone)},
@@ -539,7 +540,7 @@ TEST_F(LuaScript, HandBackUncountsThisLifesStartsAndMakesTheEntriesIdle) {
   const std::string a = new_job_id(), b = new_job_id();
   const std::string ea = enqueue(a), eb = enqueue(b);
   deliver("c1", 2);
-  call({"HSET", job(a), "starts", "1700000000000 c0\n"});  // a start of an earlier delivery
+  call(job_hash(job(a)).set(job_field::starts, "1700000000000 c0\n"));  // a start of an earlier delivery
   ASSERT_EQ(decode_start(eval(start_script, {stream, dead, stats, job(a)},
                               {group, "c1", "5", "60000", "600000", "100", ea, a, "life-1/" + ea}),
                          1)

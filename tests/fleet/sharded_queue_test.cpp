@@ -12,6 +12,7 @@
 #include "cluster_slots.hpp"
 #include "consumer_fixture.hpp"
 #include "hourglass/fleet/redis_cluster.hpp"
+#include "job_hash.hpp"
 #include "redis_cluster_fixture.hpp"
 #include "shard_layout.hpp"
 
@@ -160,28 +161,17 @@ TEST_F(ShardedQueue, AnIdFromBeforeTheQueueWasShardedIsFoundInShardZero) {
                                 .call(context(), {"XADD", before.key("stream"), "*", "id", id, "handler", "echo",
                                                   "freshness_ms", "-1", "min_budget_ms", "0"})
                                 .str;
-  redis.call(context(), {"HSET",
-                         before.key("job:" + id),
-                         "id",
-                         id,
-                         "handler",
-                         "echo",
-                         "payload",
-                         "",
-                         "content_type",
-                         "text/plain",
-                         "freshness_ms",
-                         "-1",
-                         "min_budget_ms",
-                         "0",
-                         "entry",
-                         entry,
-                         "state",
-                         "queued",
-                         "deliveries",
-                         "0",
-                         "idempotency_key",
-                         ""});
+  redis.call(context(), job_hash(before.key("job:" + id))
+                            .set(job_field::id, id)
+                            .set(job_field::handler, "echo")
+                            .set(job_field::payload, "")
+                            .set(job_field::content_type, "text/plain")
+                            .set(job_field::freshness_ms, "-1")
+                            .set(job_field::min_budget_ms, 0)
+                            .set(job_field::entry, entry)
+                            .state(job_state::queued)
+                            .set(job_field::deliveries, 0)
+                            .set(job_field::idempotency_key, ""));
   ASSERT_EQ(shard_of_job(id, 3), 1u);
   const auto j = find(id);
   ASSERT_TRUE(j) << "looked up in the shard its digits name, then in shard 0";

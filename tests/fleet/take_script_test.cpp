@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "job_hash.hpp"
 #include "lua_script_fixture.hpp"
 #include "scripts.hpp"
 
@@ -124,8 +125,8 @@ TEST_F(TakeScript, ACancelledOrOverDeliveredJobIsAnsweredAsAStartAnswersIt) {
   const std::string cancelled = new_job_id(), tired = new_job_id();
   enqueue(cancelled);
   enqueue(tired);
-  call({"HSET", job(cancelled), "cancel_requested", "1"});
-  call({"HSET", job(tired), "deliveries", "5"});
+  call(job_hash(job(cancelled)).set(job_field::cancel_requested, 1));
+  call(job_hash(job(tired)).set(job_field::deliveries, 5));
   const job_queue::taken t = take(2);
   ASSERT_EQ(t.entries.size(), 2u);
   EXPECT_EQ(t.entries[0].started->v, verdict::cancelled);

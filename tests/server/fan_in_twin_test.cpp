@@ -9,12 +9,16 @@
 
 #include "common/process.hpp"
 #include "core/child_jobs.hpp"
+#include "fleet/job_hash.hpp"
 #include "fleet/redis_server.hpp"
 #include "hourglass/fleet/redis.hpp"
 #include "scripts.hpp"
 
 namespace hourglass::server::detail {
 namespace fan_in_twin {
+
+using fleet::testing::job_hash;
+namespace job_field = fleet::detail::job_field;
 
 TEST(FanInTwin, TheScriptsWaitIsOverWhenTheMemoryStoresIs) {
   fleet::testing::redis_server server;
@@ -38,14 +42,20 @@ TEST(FanInTwin, TheScriptsWaitIsOverWhenTheMemoryStoresIs) {
                                        {"first_success", 0, 0, 0}}) {
     const std::optional<fan_in> f = parse_fan_in(r.rule);
     ASSERT_TRUE(f) << r.rule;
-    redis.call(context(), {"HSET", "hg:{t}:job:p", "wait_rule", r.rule, "children", std::to_string(r.total),
-                           "children_done", std::to_string(r.done), "children_ok", std::to_string(r.ok)});
+    redis.call(context(), job_hash("hg:{t}:job:p")
+                              .set(job_field::wait_rule, r.rule)
+                              .set(job_field::children, std::to_string(r.total))
+                              .set(job_field::children_done, std::to_string(r.done))
+                              .set(job_field::children_ok, std::to_string(r.ok)));
     const bool lua = redis.call(context(), {"EVAL", script, "1", "hg:{t}:job:p"}).integer == 1;
     EXPECT_EQ(lua, fan_in_satisfied(*f, r.total, r.done, r.ok))
         << r.rule << ": " << r.done << " of " << r.total << " done, " << r.ok << " ok";
   }
   // A person's wait ('signal:<name>') is not a fan-in: its children never end it.
-  redis.call(context(), {"HSET", "hg:{t}:job:p", "wait_rule", "signal:approve", "children", "1", "children_done", "1"});
+  redis.call(context(), job_hash("hg:{t}:job:p")
+                            .set(job_field::wait_rule, "signal:approve")
+                            .set(job_field::children, 1)
+                            .set(job_field::children_done, 1));
   EXPECT_EQ(redis.call(context(), {"EVAL", script, "1", "hg:{t}:job:p"}).integer, 0);
 }
 

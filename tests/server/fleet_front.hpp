@@ -9,11 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "fleet/job_hash.hpp"
 #include "fleet/redis_server.hpp"
 #include "hourglass/fleet/redis.hpp"
 #include "test_support.hpp"
 
 namespace hourglass::server::testing {
+
+using fleet::testing::job_hash;
+namespace job_field = fleet::detail::job_field;
+using jobs::job_state;
 
 struct fleet_front : ::testing::Test {
   server_options front_options() {
@@ -41,7 +46,10 @@ struct fleet_front : ::testing::Test {
     broker({"XACK", "hg:{default}:stream", "hourglass", entry});
     broker({"XDEL", "hg:{default}:stream", entry});
     const std::string dead_entry = broker({"XADD", "hg:{default}:dead", "*", "id", id, "deliveries", "3"}).str;
-    broker({"HSET", key, "state", "dead", "cause", "max_deliveries", "dead_entry", dead_entry});
+    broker(job_hash(key)
+               .state(job_state::dead)
+               .set(job_field::cause, "max_deliveries")
+               .set(job_field::dead_entry, dead_entry));
     broker({"PEXPIRE", key, "600000"});
   }
   reply admin_call(const std::string& method, const std::string& target) {
