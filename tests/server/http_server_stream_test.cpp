@@ -290,6 +290,31 @@ TEST(HttpServerStream, AReaderThatStopsReadingIsCutOffByTheWriteTimeoutAndItsJob
   EXPECT_EQ(trailers_of(rest), "") << "no last chunk: the stream was cut off";
 }
 
+// The write timeout bounds a reader that stops reading, not a handler that
+// thinks between chunks: its own deadline and idle limit bound that.
+TEST(HttpServerStream, AHandlerQuietLongerThanTheWriteTimeoutBetweenChunksStillStreams) {
+  manual_clock clk;
+  server_options o = test_options();
+  o.write_timeout = 200ms;
+  test_server srv(
+      o,
+      [](http_server& h) {
+        h.add_stream_handler("thinker", "text/plain", [](const context&, const request_view&, output_stream& out) {
+          out.write("first\n");
+          std::this_thread::sleep_for(700ms);  // real time, as the write timeout is: three of them
+          out.write("second\n");
+        });
+      },
+      clk);
+  raw_socket s(srv.port());
+  ASSERT_TRUE(s.send(post_request("/v1/jobs/thinker", "", {{"Request-Timeout", "30S"}})));
+  std::string raw;
+  read_to_the_end(s, raw, 10s);
+  EXPECT_NE(raw.find("second"), npos) << raw;
+  EXPECT_NE(trailers_of(raw).find("Job-Outcome: ok\r\n"), npos) << raw;
+  EXPECT_EQ(srv.handler("thinker").finished_cancelled, 0u);
+}
+
 // A request pipelined behind a stream is answered after the stream's trailers.
 TEST(HttpServerStream, ARequestPipelinedBehindAStreamIsAnsweredAfterIt) {
   manual_clock clk;

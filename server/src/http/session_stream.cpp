@@ -100,6 +100,8 @@ void session::pump_stream() {
     writing_ = true;
     return net::async_write(stream_, http::make_chunk_last(stream_trailers_), done);
   }
+  // Waiting for the handler, not the reader: its deadline and idle limit bound this.
+  io_timer_.expires_never();
   notify_when_readable(call);
 }
 
