@@ -37,6 +37,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(*d >= duration::zero());
     check_wire_format(*d);
   }
+  if (const auto d = hourglass::parse_connect_timeout_ms(text)) {
+    FUZZ_CHECK(*d > duration::zero());
+    FUZZ_CHECK(size >= 1 && size <= 10);
+    FUZZ_CHECK(hourglass::parse_timeout_ms(text) == d);  // the same digits, a narrower range
+    check_wire_format(*d);
+  }
   const hourglass::duration_parse h = hourglass::parse_human_duration(text);
   FUZZ_CHECK(h.value.has_value() == h.error.empty());
   if (h.value) {

@@ -1,4 +1,4 @@
-// Header selection: up to three budget headers, each present or not.
+// Header selection: up to four budget headers, each present or not.
 // Properties: any malformed header makes the request invalid and names it;
 // otherwise the smallest valid budget wins; the applied budget never exceeds
 // the server's maximum.
@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const unsigned present = data[0];
   std::string_view rest(reinterpret_cast<const char*>(data + 1), size - 1);
   std::vector<std::string_view> values;
-  for (int i = 0; i < 3; ++i) {  // values separated by '\n'
+  for (int i = 0; i < 4; ++i) {  // values separated by '\n'
     const auto nl = rest.find('\n');
     values.push_back(rest.substr(0, nl));
     rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
@@ -27,15 +27,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (present & 1) h.request_timeout = values[0];
   if (present & 2) h.grpc_timeout = values[1];
   if (present & 4) h.envoy_timeout_ms = values[2];
+  if (present & 8) h.connect_timeout_ms = values[3];
 
-  const std::optional<duration> parsed[3] = {
+  const std::optional<duration> parsed[4] = {
       h.request_timeout ? hourglass::parse_grpc_timeout(*h.request_timeout) : std::nullopt,
       h.grpc_timeout ? hourglass::parse_grpc_timeout(*h.grpc_timeout) : std::nullopt,
-      h.envoy_timeout_ms ? hourglass::parse_timeout_ms(*h.envoy_timeout_ms) : std::nullopt};
-  const bool given[3] = {h.request_timeout.has_value(), h.grpc_timeout.has_value(), h.envoy_timeout_ms.has_value()};
+      h.envoy_timeout_ms ? hourglass::parse_timeout_ms(*h.envoy_timeout_ms) : std::nullopt,
+      h.connect_timeout_ms ? hourglass::parse_connect_timeout_ms(*h.connect_timeout_ms) : std::nullopt};
+  const bool given[4] = {h.request_timeout.has_value(), h.grpc_timeout.has_value(), h.envoy_timeout_ms.has_value(),
+                         h.connect_timeout_ms.has_value()};
   bool any_bad = false, any_given = false;
   std::optional<duration> smallest;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 4; ++i) {
     any_given = any_given || given[i];
     if (given[i] && !parsed[i]) any_bad = true;
     if (parsed[i]) smallest = smallest ? std::min(*smallest, *parsed[i]) : *parsed[i];

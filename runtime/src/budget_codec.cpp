@@ -122,16 +122,23 @@ std::optional<duration> parse_timeout_ms(std::string_view text) noexcept {
   return duration(*value * 1'000'000);  // 10^12 ms = 10^18 ns < 9.2 * 10^18
 }
 
+std::optional<duration> parse_connect_timeout_ms(std::string_view text) noexcept {
+  const auto value = parse_digits(text, 10);
+  if (!value || *value == 0) return std::nullopt;
+  return duration(*value * 1'000'000);
+}
+
 header_budget tightest_budget(const budget_headers& headers) noexcept {
   struct source {
     const std::optional<std::string_view>& value;
     std::string_view name;
     std::optional<duration> (*parse)(std::string_view) noexcept;
   };
-  const std::array<source, 3> sources{{
+  const std::array<source, 4> sources{{
       {headers.request_timeout, request_timeout_header, &parse_grpc_timeout},
       {headers.grpc_timeout, grpc_timeout_header, &parse_grpc_timeout},
       {headers.envoy_timeout_ms, envoy_timeout_ms_header, &parse_timeout_ms},
+      {headers.connect_timeout_ms, connect_timeout_ms_header, &parse_connect_timeout_ms},
   }};
 
   header_budget result;

@@ -182,6 +182,19 @@ TEST(ParseTimeoutMs, RejectsMalformed) {
   }
 }
 
+// ---- parse_connect_timeout_ms ----------------------------------------------
+
+TEST(ParseConnectTimeoutMs, APositiveIntegerOfAtMostTenDigits) {
+  EXPECT_EQ(parse_connect_timeout_ms("1"), 1ms);
+  EXPECT_EQ(parse_connect_timeout_ms("2000"), 2s);
+  EXPECT_EQ(parse_connect_timeout_ms("0015"), 15ms);
+  EXPECT_EQ(parse_connect_timeout_ms("9999999999"), std::chrono::milliseconds(9'999'999'999));
+  for (const std::string_view text :
+       {"", "0", "0000", "-1", "+1", "1.5", " 1", "1 ", "1ms", "10000000000" /* 11 digits */, "1e3"}) {
+    EXPECT_FALSE(parse_connect_timeout_ms(text).has_value()) << "input \"" << text << "\" was accepted";
+  }
+}
+
 // ---- tightest_budget / effective_budget --------------------------------------
 
 TEST(TightestBudget, NoHeadersIsAbsent) {
@@ -195,6 +208,7 @@ TEST(TightestBudget, EachHeaderAloneIsRead) {
   EXPECT_EQ(tightest_budget({.grpc_timeout = "800m"}).budget, 800ms);
   EXPECT_EQ(tightest_budget({.envoy_timeout_ms = "1500"}).budget, 1500ms);
   EXPECT_EQ(tightest_budget({.envoy_timeout_ms = "1500"}).state, kind::ok);
+  EXPECT_EQ(tightest_budget({.connect_timeout_ms = "1200"}).budget, 1200ms);
 }
 
 TEST(TightestBudget, SmallestOfSeveralWins) {
@@ -210,6 +224,8 @@ TEST(TightestBudget, SmallestOfSeveralWins) {
       {"equal", {"1S", "1000m", "1000"}, 1s},
       {"zero wins", {"1S", std::nullopt, "0"}, 0ms},
       {"two of three", {std::nullopt, "700m", "900"}, 700ms},
+      {"connect tightest", {"2S", "3S", "1000", "250"}, 250ms},
+      {"connect beside a tighter one", {std::nullopt, "100m", std::nullopt, "250"}, 100ms},
   };
   for (const auto& c : cases) {
     const header_budget b = tightest_budget(c.headers);
@@ -231,6 +247,8 @@ TEST(TightestBudget, AnyMalformedHeaderMakesTheRequestInvalid) {
       {"empty value is malformed", {"", std::nullopt, std::nullopt}, "Request-Timeout"},
       {"first malformed is named", {std::nullopt, "9", "x"}, "grpc-timeout"},
       {"gRPC syntax in the ms header", {std::nullopt, std::nullopt, "100m"}, "X-Envoy-Expected-Rq-Timeout-Ms"},
+      {"zero is not a Connect timeout", {"1S", std::nullopt, std::nullopt, "0"}, "Connect-Timeout-Ms"},
+      {"eleven digits", {std::nullopt, std::nullopt, std::nullopt, "10000000000"}, "Connect-Timeout-Ms"},
   };
   for (const auto& c : cases) {
     const header_budget b = tightest_budget(c.headers);

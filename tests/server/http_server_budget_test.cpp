@@ -56,6 +56,8 @@ TEST_F(HttpServerBudget, AcceptedHeaderValues) {
       {"GRPC-TIMEOUT", "5S", 5000},  // names are case-insensitive
       {"X-Envoy-Expected-Rq-Timeout-Ms", "250", 250},
       {"x-envoy-expected-rq-timeout-ms", "000000000420", 420},
+      {"Connect-Timeout-Ms", "350", 350},
+      {"connect-timeout-ms", "0000000450", 450},
   };
   for (const auto& c : cases) {
     unsigned status = 0;
@@ -84,6 +86,9 @@ TEST_F(HttpServerBudget, RejectedHeaderValuesAre400InvalidTimeoutAndNothingIsQue
       {"X-Envoy-Expected-Rq-Timeout-Ms", "-5"},
       {"X-Envoy-Expected-Rq-Timeout-Ms", "250ms"},
       {"X-Envoy-Expected-Rq-Timeout-Ms", "1234567890123"},
+      {"Connect-Timeout-Ms", "0"},
+      {"Connect-Timeout-Ms", "12345678901"},
+      {"Connect-Timeout-Ms", "250ms"},
   };
   const auto before = srv_.handler("report").admitted;
   int n = 0;

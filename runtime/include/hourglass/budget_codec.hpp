@@ -43,6 +43,10 @@ namespace hourglass {
 // else (no sign, space or fraction). 12 digits always fit in `duration`.
 [[nodiscard]] std::optional<duration> parse_timeout_ms(std::string_view text) noexcept;
 
+// Connect-Timeout-Ms (the Connect protocol's): a positive integer of
+// milliseconds in 1..10 ASCII digits, nothing else. Zero is not positive.
+[[nodiscard]] std::optional<duration> parse_connect_timeout_ms(std::string_view text) noexcept;
+
 // ---- request headers -------------------------------------------------------
 
 // Header names as docs/reference/budgets.md spells them. HTTP header names are
@@ -50,13 +54,15 @@ namespace hourglass {
 inline constexpr std::string_view request_timeout_header = "Request-Timeout";
 inline constexpr std::string_view grpc_timeout_header = "grpc-timeout";
 inline constexpr std::string_view envoy_timeout_ms_header = "X-Envoy-Expected-Rq-Timeout-Ms";
+inline constexpr std::string_view connect_timeout_ms_header = "Connect-Timeout-Ms";
 
 // The raw values of the budget headers a request carried; nullopt = absent.
 struct budget_headers {
   // Initialised so designated initialisers may name just one header.
-  std::optional<std::string_view> request_timeout = std::nullopt;   // gRPC syntax
-  std::optional<std::string_view> grpc_timeout = std::nullopt;      // gRPC syntax
-  std::optional<std::string_view> envoy_timeout_ms = std::nullopt;  // decimal milliseconds
+  std::optional<std::string_view> request_timeout = std::nullopt;     // gRPC syntax
+  std::optional<std::string_view> grpc_timeout = std::nullopt;        // gRPC syntax
+  std::optional<std::string_view> envoy_timeout_ms = std::nullopt;    // decimal milliseconds
+  std::optional<std::string_view> connect_timeout_ms = std::nullopt;  // decimal milliseconds, positive
 };
 
 struct header_budget {
@@ -69,7 +75,8 @@ struct header_budget {
 // The budget the request states. Any malformed header makes the whole request
 // invalid, even when another header is valid (the daemon answers 400
 // invalid_timeout); bad_header names the first malformed one in the order
-// Request-Timeout, grpc-timeout, X-Envoy-Expected-Rq-Timeout-Ms. Among valid
+// Request-Timeout, grpc-timeout, X-Envoy-Expected-Rq-Timeout-Ms,
+// Connect-Timeout-Ms. Among valid
 // headers the smallest budget wins. No header -> absent.
 [[nodiscard]] header_budget tightest_budget(const budget_headers& headers) noexcept;
 

@@ -272,7 +272,7 @@ struct command_line_parser::impl {
   impl()
       : app_(
             "hourglassd: a deadline-aware job daemon. Jobs are POSTed to /v1/jobs/{handler} with their budget "
-            "in Request-Timeout (gRPC syntax), grpc-timeout or X-Envoy-Expected-Rq-Timeout-Ms.\n"
+            "in Request-Timeout (gRPC syntax), grpc-timeout, X-Envoy-Expected-Rq-Timeout-Ms or Connect-Timeout-Ms.\n"
             "Durations are written like 250ms, 2s, 1m.",
             "hourglassd"),
         t_(app_) {

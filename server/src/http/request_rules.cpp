@@ -240,6 +240,7 @@ budget_reading read_budget(const http::fields& req, const budget_limits& limits,
   h.request_timeout = single_header(req, request_timeout_header, dup);
   h.grpc_timeout = single_header(req, grpc_timeout_header, dup);
   h.envoy_timeout_ms = single_header(req, envoy_timeout_ms_header, dup);
+  h.connect_timeout_ms = single_header(req, connect_timeout_ms_header, dup);
   const header_budget stated = tightest_budget(h);
   r.async = always_async || prefers_async(req[http::field::prefer]);
   std::optional<duration> freshness;

@@ -137,8 +137,8 @@ struct budget_limits {
 };
 
 // The budget a job request gets from its headers (docs/reference/budgets.md):
-// the tightest of Request-Timeout, grpc-timeout and
-// X-Envoy-Expected-Rq-Timeout-Ms, the default without any, clamped to the
+// the tightest of Request-Timeout, grpc-timeout,
+// X-Envoy-Expected-Rq-Timeout-Ms and Connect-Timeout-Ms, the default without any, clamped to the
 // maximum; for async requests also Job-Freshness (default: the default
 // budget); for both, Job-Idle-Timeout (the longest the job may go without
 // reporting progress; none: no idle limit; zero is malformed). Any malformed
