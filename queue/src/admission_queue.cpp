@@ -48,7 +48,7 @@ status admission_queue::try_push(queued_job* job, time_point now) noexcept {
   // seq_cst: pairs with a caller that counts the attempt (seq_cst) before
   // pushing, against a closer that reads that count after close().
   if (closed_seq_cst()) return status::rejected(reject_reason::shutting_down);
-  if (const status verdict = admission(job->bounds, now); !verdict.is_ok()) return verdict;
+  if (const status verdict = admission(job->bounds, now, job->continuing); !verdict.is_ok()) return verdict;
   // Reserve a slot first, by compare-and-swap so the count itself never
   // exceeds capacity (a fetch_add/undo would let depth() overshoot briefly).
   // Checked against the producers' copy of popped_ (never ahead of it, so

@@ -102,6 +102,25 @@ TEST(AdmissionQueue, PredictedWaitUsesObservedServiceTimes) {
   EXPECT_EQ(q.try_push(&ok, t0), status::ok());
 }
 
+// A run resumed after its wait is admitted work continuing: its bounds judge
+// it, the predicted wait does not (as a fleet puts it straight back on its
+// stream). The same job, not continuing, is refused on the guess.
+TEST(AdmissionQueue, AContinuingJobIsJudgedByItsBoundsNotByThePredictedWait) {
+  admission_queue q({.capacity = 100, .workers = 1});
+  for (int i = 0; i < 10; ++i) q.observe_service_time(5s);
+  std::vector<queued_job> backlog(2);
+  for (auto& j : backlog) ASSERT_TRUE(q.try_push(&j, t0).is_ok());  // 12.5 s predicted
+  queued_job fresh, resumed;
+  fresh.bounds = resumed.bounds = {t0 + 100ms, t0 + 100ms, 0ns};
+  resumed.continuing = true;
+  EXPECT_EQ(q.try_push(&fresh, t0), status::expired(expiry_stage::admission));
+  EXPECT_EQ(q.try_push(&resumed, t0), status::ok());
+  queued_job too_late;  // its bounds still hold: nothing left is nothing left
+  too_late.bounds = {t0, t0, 0ns};
+  too_late.continuing = true;
+  EXPECT_EQ(q.try_push(&too_late, t0), status::expired(expiry_stage::admission));
+}
+
 // admission() skips reading the depth when a full queue could not make the
 // job late: its answers must be admit()'s with the real depth, at every
 // depth and around every edge of the budget.

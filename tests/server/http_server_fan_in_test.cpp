@@ -154,14 +154,36 @@ TEST_F(HttpServerFanIn, ASyncJobCannotWaitItIsAnError) {
 // One worker: the parent ran on it, then a child took it and holds it;
 // the others queue behind. At the wait's end by its deadline the children
 // are cancelled at once, so the resumed run gets the worker now, not once
-// the child has run on to its own deadline.
+// the child has run on to its own deadline. The resumed run wakes with just
+// its keep left, behind a worker whose jobs have cost seconds: it is
+// admitted work continuing, not judged again by the predicted wait (5 s
+// here), as the fleet puts it straight back on its stream.
 TEST(HttpServerFanInOneWorker, TheWaitsEndCancelsTheChildrenAtOnceSoTheResumedRunGetsTheWorker) {
   manual_clock clk;
   gatherers g;
+  std::atomic<bool> slow_started{false}, slow_release{false};
   server_options o = test_options();
   o.workers = 1;
   test_server srv(
-      o, [&g](http_server& s) { g.setup(s); }, clk);
+      o,
+      [&](http_server& s) {
+        g.setup(s);
+        s.add_handler("slow", [&](const context&, const request_view&) {
+          slow_started = true;
+          while (!slow_release.load()) std::this_thread::sleep_for(1ms);
+          return handler_result{"slow", "text/plain"};
+        });
+      },
+      clk);
+  // The worker's observed cost per job: 2 s of the daemon's clock (its
+  // children, queued behind one another, are still admitted: 5 s < 10 s).
+  const reply warm = post(srv.port(), "/v1/jobs/slow", "", {{"Prefer", "respond-async"}, {"Job-Deadline", "1M"}});
+  ASSERT_EQ(warm.status, 202u) << warm.body;
+  ASSERT_TRUE(wait_until([&] { return slow_started.load(); }));
+  clk.advance(2s);
+  slow_release = true;
+  ASSERT_TRUE(wait_until([&] { return job_state(srv.port(), json_string(warm.body, "id")) == "ok"; }));
+  ASSERT_GE(srv.get().jobs().queue().mean_service(), 1500ms);
   const reply r = post(srv.port(), "/v1/jobs/gather", "p", {{"Prefer", "respond-async"}, {"Job-Deadline", "10S"}});
   ASSERT_EQ(r.status, 202u) << r.body;
   const std::string parent = json_string(r.body, "id");
@@ -171,7 +193,8 @@ TEST(HttpServerFanInOneWorker, TheWaitsEndCancelsTheChildrenAtOnceSoTheResumedRu
   ASSERT_TRUE(wait_until([&] { return job_state(srv.port(), parent) == "ok"; }))
       << "the resumed run waited for the worker: " << job_object(srv.port(), parent);
   for (const std::string& child : g.sent()) {
-    ASSERT_TRUE(wait_until([&] { return job_state(srv.port(), child) == "cancelled"; })) << child;
+    ASSERT_TRUE(wait_until([&] { return job_state(srv.port(), child) == "cancelled"; }))
+        << job_object(srv.port(), child);
     EXPECT_EQ(json_string(get(srv.port(), "/v1/jobs/" + child).body, "cause"), "parent");
   }
   EXPECT_EQ(srv.handler("work").finished_cancelled, 3u) << "each child's end counted once, queued or running";

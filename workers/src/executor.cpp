@@ -144,7 +144,7 @@ std::size_t executor::busy() const noexcept {
 
 status executor::precheck(const job_options& o, const job_bounds& b, time_point now) const noexcept {
   if (queue_.closed()) return status::rejected(reject_reason::shutting_down);
-  if (const status s = queue_.admission(b, now); !s.is_ok()) return s;
+  if (const status s = queue_.admission(b, now, o.resumed); !s.is_ok()) return s;
   if (queue_.full()) return status::rejected(reject_reason::queue_full);
   if (o.parent != nullptr && o.parent->done()) {
     const status ps = o.parent->stop_status();
@@ -162,6 +162,7 @@ void executor::prepare(detail::job_record& rec, const job_options& o, const job_
   rec.reserve = o.reserve;
   rec.idle_limit = o.idle_limit;
   rec.admitted_later = o.admitted_later;
+  rec.continuing = o.resumed;
   if (o.parent != nullptr) rec.parent.emplace(*o.parent);
 }
 

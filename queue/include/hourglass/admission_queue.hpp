@@ -36,6 +36,11 @@ namespace hourglass {
 struct queued_job {
   job_bounds bounds;
   time_point admitted_at{};
+  // Admitted work continuing (a run resumed after its wait): judged by its
+  // bounds alone, not by the predicted wait, as a fleet puts it straight
+  // back on its stream. Refusing it on a guess would lose work admitted
+  // already, which the dequeue check still drops if it can no longer start.
+  bool continuing = false;
 };
 
 class admission_queue {
@@ -116,8 +121,9 @@ class admission_queue {
   // behind a full queue: the predicted wait grows with the depth and
   // depth() never passes capacity, so the answer is the same, without a
   // cross-core miss per submit for a job that fits anyway.
-  status admission(const job_bounds& job, time_point now) const noexcept {
+  status admission(const job_bounds& job, time_point now, bool continuing = false) const noexcept {
     if (job.latest_useful_start() == never) return status::ok();  // no deadline: no load to read
+    if (continuing) return admit(job, {}, now, opts_.admission);  // an empty queue: no predicted wait
     queue_load worst{opts_.capacity, opts_.workers, service_.mean()};
     if (admit(job, worst, now, opts_.admission).is_ok()) return status::ok();
     worst.depth = depth();

@@ -88,7 +88,8 @@ void memory_job_store::create(new_job job, callback<created> done) {
   }
   // A child's first attempt has no answer of its own (its parent's run asked for it).
   const bool answered = run->job.parent.empty();
-  if (std::optional<status> refused = submit_attempt(run, run->job.headers_at, /*later=*/!answered)) {
+  if (std::optional<status> refused = submit_attempt(run, run->job.headers_at,
+                                                     answered ? run_start::answered : run_start::later)) {
     out.verdict = created::kind::refused;  // the executor refused it, and booked it
     out.refusal = *refused;
     out.booked = true;
@@ -136,7 +137,7 @@ void memory_job_store::signal(std::string id, std::string name, std::string payl
         c_.clk.cancel(t->second);
         timers_->by_job.erase(t);
       }
-      (void)submit_attempt(resumed, now);
+      (void)submit_attempt(resumed, now, run_start::resumed);
     }
   }
   done(std::move(out));
@@ -235,14 +236,16 @@ time_point memory_job_store::due_time(const new_job& job, time_point now) {
 }
 
 std::optional<status> memory_job_store::submit_attempt(const std::shared_ptr<const job_run>& run, time_point due,
-                                                       bool later) {
+                                                       run_start start) {
   const handler_entry& e = *run->job.in->entry;
   job_options o;
   o.metrics = e.metrics;
-  o.admitted_later = later;
+  o.admitted_later = start != run_start::answered;
+  o.resumed = start == run_start::resumed;
   o.start_by = std::min(saturating_add(due, run->job.freshness), run->job.deadline);
   o.deadline = run->job.deadline;  // the whole job's: an attempt running into it ends deadline_exceeded/run
-  o.min_budget = e.min_budget;     // as a fleet judges it: at enqueue, at a start, for a retry
+  // As a fleet judges it: at enqueue, at a start, for a retry; a resumed run has its wake's keep.
+  o.min_budget = o.resumed ? duration::zero() : e.min_budget;
   o.run_limit = e.run_limit;
   o.idle_limit = run->job.in->idle_limit;
   job_ref ref = c_.jobs->submit(

@@ -82,13 +82,22 @@ class memory_job_store final : public job_store {
   // clock, the wait on the daemon's).
   static time_point due_time(const new_job& job, time_point now);
 
-  // Submits an attempt that became due at `due`: it may start by due +
-  // freshness (and before the job's overall deadline). Every attempt but
-  // the one create() submits for a caller comes after the caller's answer:
-  // admitted_later. The refusal when the executor refused a first attempt at
-  // admission (its record is then gone: no 202 was sent); a retry refused so
-  // is finished with it.
-  std::optional<status> submit_attempt(const std::shared_ptr<const job_run>& run, time_point due, bool later = true);
+  // How a run comes to be submitted: the first attempt, for the caller
+  // answered now; a later attempt (a delay or a retry come due, a child's
+  // first); a run resumed after its wait (children, a wake time, a signal).
+  enum class run_start { answered, later, resumed };
+
+  // Submits a run that became due at `due`: it may start by due + freshness
+  // (and before the job's overall deadline). Every run but the one create()
+  // submits for a caller comes after the caller's answer: admitted_later. A
+  // resumed run is admitted work continuing: no minimum budget and no
+  // predicted wait judge it (its wake kept that budget for it), as the
+  // fleet's scripts put it straight back on the stream with min_budget_ms 0.
+  // The refusal when the executor refused a first attempt at admission (its
+  // record is then gone: no 202 was sent); a retry refused so is finished
+  // with it.
+  std::optional<status> submit_attempt(const std::shared_ptr<const job_run>& run, time_point due,
+                                       run_start start = run_start::later);
 
   // An attempt ended: a retry when the policy and the job's deadline allow
   // one (job_retry.hpp), else the job's outcome.

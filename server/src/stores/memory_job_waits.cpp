@@ -37,7 +37,7 @@ void memory_job_store::settle_wait(const std::shared_ptr<const job_run>& run, me
       waiting_[run->id] = run;
       arm_timer();
       return;
-    case memory_jobs::wait_verdict::resume: (void)submit_attempt(run, now); return;
+    case memory_jobs::wait_verdict::resume: (void)submit_attempt(run, now, run_start::resumed); return;
     case memory_jobs::wait_verdict::cancelled: {
       async_outcome o;
       o.st = status::cancelled(cause);
@@ -78,7 +78,7 @@ void memory_job_store::arm_wake(const std::shared_ptr<const job_run>& run, time_
     timers->by_job.erase(run->id);
     waiting_.erase(run->id);
     cancel_unfinished_children(run->id, at);
-    (void)submit_attempt(run, at);
+    (void)submit_attempt(run, at, run_start::resumed);
   });
 }
 
@@ -107,7 +107,7 @@ void memory_job_store::resume_woken() {
       timers_->by_job.erase(t);
     }
     cancel_unfinished_children(id, now);  // (first n, first success: the rest are not waited for)
-    (void)submit_attempt(run, now);
+    (void)submit_attempt(run, now, run_start::resumed);
   }
 }
 

@@ -78,6 +78,10 @@ struct job_options {
   // run resumed after a wait, a child job): admitted, it is counted in
   // handler_metrics::admitted but not in admitted_answered.
   bool admitted_later = false;
+  // A run resumed after its wait (children, a wake time, a signal): admitted
+  // work continuing, judged by its bounds alone, never by the predicted wait
+  // (queued_job::continuing).
+  bool resumed = false;
 
   // A job for a caller who waits `budget` from now.
   static job_options within(clock& clk, duration budget) {
