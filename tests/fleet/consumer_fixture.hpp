@@ -86,16 +86,9 @@ struct Consumer : ::testing::Test {
                                "min_budget_ms", "0"});
     EXPECT_EQ(r.str, a.entry) << r.str;
     raw(job_hash(queue.key("job:" + a.id))
-            .set(job_field::id, a.id)
-            .set(job_field::handler, handler)
-            .set(job_field::payload, payload)
-            .set(job_field::content_type, "text/plain")
-            .set(job_field::freshness_ms, f)
-            .set(job_field::min_budget_ms, 0)
-            .set(job_field::entry, a.entry)
+            .enqueued(a.id, handler, payload, a.entry, f)
             .state(job_state::queued)
-            .set(job_field::deliveries, 0)
-            .set(job_field::idempotency_key, ""));
+            .set(job_field::deliveries, 0));
     return a;
   }
   // Delivers the next entries to `name` (a daemon that then dies holding them), idle for long.

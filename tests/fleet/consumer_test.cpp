@@ -392,16 +392,9 @@ TEST_F(Consumer, AfterAFailedReadItsOwnStartedEntriesRunAtOnceCountedOnce) {
   ASSERT_TRUE(done.is_array() && done.elements.size() == 2u) << done.str;
   const std::string entry = done.elements[0].str;
   raw(job_hash(queue.key("job:" + id))
-          .set(job_field::id, id)
-          .set(job_field::handler, "echo")
-          .set(job_field::payload, "p")
-          .set(job_field::content_type, "text/plain")
-          .set(job_field::freshness_ms, "-1")
-          .set(job_field::min_budget_ms, 0)
-          .set(job_field::entry, entry)
+          .enqueued(id, "echo", "p", entry)
           .state(job_state::running)
           .set(job_field::deliveries, 1)
-          .set(job_field::idempotency_key, "")
           .set(job_field::start_token, token + "/" + entry));
   EXPECT_EQ(pending(), 1);
   // The daemon's connections break until one of its reads fails (a kill

@@ -32,6 +32,19 @@ class job_hash {
     return *this;
   }
   job_hash& set(std::string_view field, std::integral auto n) { return set(field, std::to_string(n)); }
+  // The fields enqueue.lua writes for a job without a retry policy or a key,
+  // its entry in the stream `entry`; its state and deliveries are the caller's.
+  job_hash& enqueued(std::string_view id, std::string_view handler, std::string_view payload, std::string_view entry,
+                     std::string_view freshness_ms = "-1") {
+    return set(job_field::id, id)
+        .set(job_field::handler, handler)
+        .set(job_field::payload, payload)
+        .set(job_field::content_type, "text/plain")
+        .set(job_field::freshness_ms, freshness_ms)
+        .set(job_field::min_budget_ms, 0)
+        .set(job_field::entry, entry)
+        .set(job_field::idempotency_key, "");
+  }
 
   // The command, for redis.call / a fixture's call.
   operator std::vector<std::string>() const { return command_; }  // NOLINT(google-explicit-constructor)

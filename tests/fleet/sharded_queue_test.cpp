@@ -162,16 +162,9 @@ TEST_F(ShardedQueue, AnIdFromBeforeTheQueueWasShardedIsFoundInShardZero) {
                                                   "freshness_ms", "-1", "min_budget_ms", "0"})
                                 .str;
   redis.call(context(), job_hash(before.key("job:" + id))
-                            .set(job_field::id, id)
-                            .set(job_field::handler, "echo")
-                            .set(job_field::payload, "")
-                            .set(job_field::content_type, "text/plain")
-                            .set(job_field::freshness_ms, "-1")
-                            .set(job_field::min_budget_ms, 0)
-                            .set(job_field::entry, entry)
+                            .enqueued(id, "echo", "", entry)
                             .state(job_state::queued)
-                            .set(job_field::deliveries, 0)
-                            .set(job_field::idempotency_key, ""));
+                            .set(job_field::deliveries, 0));
   ASSERT_EQ(shard_of_job(id, 3), 1u);
   const auto j = find(id);
   ASSERT_TRUE(j) << "looked up in the shard its digits name, then in shard 0";
