@@ -45,6 +45,7 @@ class redis_cluster_servers {
   void finish_migration(const std::string& key, const redis_server& from, const redis_server& to) const;
 
  private:
+  void form(int masters, int replicas_each, const std::vector<std::string>& skews);
   std::vector<std::unique_ptr<redis_server>> nodes_;
 };
 
