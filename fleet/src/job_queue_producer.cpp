@@ -415,31 +415,29 @@ void job_queue::async_list(const context& ctx, list_query q, answer_fn<job_list>
              });
 }
 
-void job_queue::async_queue_state(const context& ctx, queue_op op, answer_fn<queue_state> done) {
-  async_eval(ctx, detail::encode_queue(keys(), op), [done = std::move(done)](async_answer<redis_reply> r) {
-    if (r.error) return done(failed<queue_state>(r.error));
-    try {
-      done(answer(detail::decode_queue(r.value)));
-    } catch (...) {
-      done(failed<queue_state>(std::current_exception()));
-    }
-  });
-}
-
 namespace {
 
-answer_fn<redis_reply> dead_reply(answer_fn<dead_answer> done) {
-  return [done = std::move(done)](async_answer<redis_reply> r) {
-    if (r.error) return done(failed<dead_answer>(r.error));
+// A script's reply read by `decode` for `done`: the broker's error, or the
+// decoder's (a reply of the wrong shape), fails it.
+template <class T, class Decode>
+answer_fn<redis_reply> decoded(answer_fn<T> done, Decode decode) {
+  return [done = std::move(done), decode](async_answer<redis_reply> r) {
+    if (r.error) return done(failed<T>(r.error));
     try {
-      done(answer(detail::decode_dead(r.value)));
+      done(answer(decode(r.value)));
     } catch (...) {
-      done(failed<dead_answer>(std::current_exception()));
+      done(failed<T>(std::current_exception()));
     }
   };
 }
 
+answer_fn<redis_reply> dead_reply(answer_fn<dead_answer> done) { return decoded(std::move(done), detail::decode_dead); }
+
 }  // namespace
+
+void job_queue::async_queue_state(const context& ctx, queue_op op, answer_fn<queue_state> done) {
+  async_eval(ctx, detail::encode_queue(keys(), op), decoded(std::move(done), detail::decode_queue));
+}
 
 void job_queue::async_replay(const context& ctx, std::string id, duration freshness, duration min_budget,
                              bool admission, answer_fn<dead_answer> done) {
@@ -454,14 +452,7 @@ void job_queue::async_delete_dead(const context& ctx, std::string id, answer_fn<
 }
 
 void job_queue::async_purge_dead(const context& ctx, std::size_t count, answer_fn<purged> done) {
-  async_eval(ctx, detail::encode_dead_purge(keys(), count), [done = std::move(done)](async_answer<redis_reply> r) {
-    if (r.error) return done(failed<purged>(r.error));
-    try {
-      done(answer(detail::decode_purge(r.value)));
-    } catch (...) {
-      done(failed<purged>(std::current_exception()));
-    }
-  });
+  async_eval(ctx, detail::encode_dead_purge(keys(), count), decoded(std::move(done), detail::decode_purge));
 }
 
 job_list job_queue::list(const context& ctx, const list_query& q) {
